@@ -1,0 +1,128 @@
+// The reference interpreter; see Interpreter.h.
+//
+// 1. Bind each block argument to its input tensor (shapes checked against the signature).
+// 2. Walk the body in order; each tessel op maps its operands to one reference kernel.
+// 3. Return the operands of func.return.
+// Kernel errors (ref::ShapeError) are rethrown as InterpreterError with the op's location.
+#include "compiler/Interpreter.h"
+
+#include "compiler/TesselDialect.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <fmt/format.h>
+
+namespace tessel {
+namespace {
+
+std::string describe(mlir::Operation* op) {
+  std::string loc;
+  llvm::raw_string_ostream os(loc);
+  op->getLoc().print(os);
+  return fmt::format("'{}' at {}", op->getName().getStringRef().str(), loc);
+}
+
+std::vector<int64_t> shapeOf(mlir::Type type) {
+  auto shape = mlir::cast<mlir::RankedTensorType>(type).getShape();
+  return {shape.begin(), shape.end()};
+}
+
+std::vector<int64_t> toVector(llvm::ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
+
+/// Evaluates one tessel op (everything but param) on its operand values.
+std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const ref::Tensor*>& in) {
+  auto one = [](ref::Tensor t) { return std::vector<ref::Tensor>{std::move(t)}; };
+  return llvm::TypeSwitch<mlir::Operation*, std::vector<ref::Tensor>>(op)
+      .Case([&](MatmulOp o) {
+        return one(ref::matmul(*in[0], *in[1], o.getTransposeLhs(), o.getTransposeRhs()));
+      })
+      .Case([&](AddOp) { return one(ref::add(*in[0], *in[1])); })
+      .Case([&](SubOp) { return one(ref::sub(*in[0], *in[1])); })
+      .Case([&](MulOp) { return one(ref::mul(*in[0], *in[1])); })
+      .Case([&](ScaleOp o) { return one(ref::scale(*in[0], o.getFactor().convertToDouble())); })
+      .Case([&](GeluOp) { return one(ref::gelu(*in[0])); })
+      .Case([&](ReluOp) { return one(ref::relu(*in[0])); })
+      .Case([&](LayerNormOp o) {
+        return one(ref::layerNorm(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble()));
+      })
+      .Case([&](SoftmaxOp o) { return one(ref::softmax(*in[0], o.getCausal())); })
+      .Case([&](EmbeddingOp) { return one(ref::embedding(*in[0], *in[1])); })
+      .Case([&](CrossEntropyOp) { return one(ref::crossEntropy(*in[0], *in[1])); })
+      .Case([&](CausalAttentionOp o) {
+        return one(ref::causalAttention(*in[0], static_cast<int64_t>(o.getNumHeads())));
+      })
+      .Case([&](ReshapeOp o) { return one(ref::reshape(*in[0], shapeOf(o.getType()))); })
+      .Case([&](TransposeOp o) {
+        return one(ref::transpose(*in[0], toVector(o.getPermutation())));
+      })
+      .Case([&](SplitOp o) {
+        return ref::split(*in[0], static_cast<int64_t>(o.getAxis()),
+                          static_cast<int64_t>(o.getNumResults()));
+      })
+      .Case([&](ConcatOp o) {
+        std::vector<ref::Tensor> xs;
+        for (const ref::Tensor* t : in) xs.push_back(*t);
+        return one(ref::concat(xs, static_cast<int64_t>(o.getAxis())));
+      })
+      .Case([&](ReduceSumOp o) { return one(ref::reduceSum(*in[0], toVector(o.getDims()))); })
+      .Case([&](ReduceMeanOp o) { return one(ref::reduceMean(*in[0], toVector(o.getDims()))); })
+      .Default([&](mlir::Operation*) -> std::vector<ref::Tensor> {
+        throw InterpreterError(
+            fmt::format("the reference interpreter cannot run {}", describe(op)));
+      });
+}
+
+}  // namespace
+
+std::vector<ref::Tensor> interpret(
+    mlir::func::FuncOp func, const ParameterMap& params, const std::vector<ref::Tensor>& args,
+    const std::function<void(mlir::Operation*, const std::vector<ref::Tensor>&)>& observe) {
+  mlir::Block& body = func.getBody().front();
+  if (args.size() != body.getNumArguments())
+    throw InterpreterError(fmt::format("function @{} takes {} arguments, got {}",
+                                       func.getSymName().str(), body.getNumArguments(),
+                                       args.size()));
+  llvm::DenseMap<mlir::Value, ref::Tensor> values;
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    std::vector<int64_t> want = shapeOf(arg.getType());
+    if (args[i].shape != want)
+      throw InterpreterError(fmt::format("argument #{} of @{} must be {}, got {}", i,
+                                         func.getSymName().str(), ref::shapeString(want),
+                                         ref::shapeString(args[i].shape)));
+    values[arg] = args[i];
+  }
+  for (mlir::Operation& op : body) {
+    if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      std::vector<ref::Tensor> results;
+      for (mlir::Value v : ret.getOperands()) results.push_back(values.at(v));
+      return results;
+    }
+    std::vector<ref::Tensor> outs;
+    if (auto param = mlir::dyn_cast<ParamOp>(op)) {
+      auto it = params.find(param.getName().str());
+      if (it == params.end())
+        throw InterpreterError(fmt::format("no value for parameter '{}' ({})",
+                                           param.getName().str(), describe(&op)));
+      if (it->second.shape != shapeOf(param.getType()))
+        throw InterpreterError(fmt::format(
+            "parameter '{}' must be {}, got {}", param.getName().str(),
+            ref::shapeString(shapeOf(param.getType())), ref::shapeString(it->second.shape)));
+      outs.push_back(it->second);
+    } else {
+      std::vector<const ref::Tensor*> in;
+      for (mlir::Value v : op.getOperands()) in.push_back(&values.at(v));
+      try {
+        outs = evaluate(&op, in);
+      } catch (const ref::ShapeError& e) {
+        throw InterpreterError(fmt::format("{}: {}", describe(&op), e.what()));
+      }
+    }
+    if (observe) observe(&op, outs);
+    for (auto [v, t] : llvm::zip(op.getResults(), outs)) values[v] = std::move(t);
+  }
+  throw InterpreterError(
+      fmt::format("function @{} has no func.return", func.getSymName().str()));
+}
+
+}  // namespace tessel

@@ -1,0 +1,31 @@
+// The pass-pipeline driver: runs the compiler's stages in order on a module and, when asked,
+// writes the IR after every stage into a folder as numbered files ("00-dsl.mlir",
+// "01-canonicalize.mlir", ...), with locations, so a user can see what each stage did.
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/LogicalResult.h"
+
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+/// What the driver does besides running the passes.
+struct PipelineOptions {
+  /// If non-empty, the folder (created if missing) that receives one .mlir file per stage.
+  std::string dumpIrDir;
+};
+
+/// The names of the stages runPipeline runs, in order (stage 0 is the input as built).
+std::vector<std::string> pipelineStageNames();
+
+/// Runs every stage on `module`. Pass failures are reported through the context's
+/// diagnostic handler (at the op's location) and return failure(); an unwritable dump
+/// folder is also reported as an error diagnostic at the module's location.
+mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions& options);
+
+/// Writes `module` with its locations to `path`; returns false and sets `error` on failure.
+bool writeModule(mlir::ModuleOp module, const std::string& path, std::string& error);
+
+}  // namespace tessel

@@ -1,0 +1,182 @@
+// Shape rules of the tessel ops; see Shapes.h.
+#include "compiler/Shapes.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tessel::shapes {
+
+std::string str(ShapeRef shape) {
+  if (shape.empty()) return "scalar";
+  return fmt::format("{}", fmt::join(shape, "x"));
+}
+
+namespace {
+bool equal(ShapeRef a, ShapeRef b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+}  // namespace
+
+Result matmul(ShapeRef lhs, ShapeRef rhs, bool transposeLhs, bool transposeRhs) {
+  if (lhs.size() < 2 || rhs.size() < 2)
+    return Result::fail(fmt::format("operands must have rank >= 2, got lhs {} and rhs {}",
+                                    str(lhs), str(rhs)));
+  size_t lr = lhs.size(), rr = rhs.size();
+  int64_t m = transposeLhs ? lhs[lr - 1] : lhs[lr - 2];
+  int64_t kl = transposeLhs ? lhs[lr - 2] : lhs[lr - 1];
+  int64_t kr = transposeRhs ? rhs[rr - 1] : rhs[rr - 2];
+  int64_t n = transposeRhs ? rhs[rr - 2] : rhs[rr - 1];
+  if (kl != kr)
+    return Result::fail(fmt::format(
+        "contracting dimensions differ: lhs {}{} has K={}, rhs {}{} has K={}", str(lhs),
+        transposeLhs ? " (transposed)" : "", kl, str(rhs), transposeRhs ? " (transposed)" : "",
+        kr));
+  ShapeRef lhsBatch = lhs.first(lr - 2);
+  if (rr > 2 && !equal(lhsBatch, rhs.first(rr - 2)))
+    return Result::fail(fmt::format("batch dimensions differ: lhs {} has batch {}, rhs {} has "
+                                    "batch {} (a shared rhs must have rank 2)",
+                                    str(lhs), str(lhsBatch), str(rhs), str(rhs.first(rr - 2))));
+  Shape out(lhsBatch.begin(), lhsBatch.end());
+  out.push_back(m);
+  out.push_back(n);
+  return {out, ""};
+}
+
+Result broadcast(ShapeRef lhs, ShapeRef rhs) {
+  ShapeRef longer = lhs.size() >= rhs.size() ? lhs : rhs;
+  ShapeRef shorter = lhs.size() >= rhs.size() ? rhs : lhs;
+  if (!equal(longer.last(shorter.size()), shorter))
+    return Result::fail(fmt::format(
+        "shapes {} and {} do not broadcast: the shorter shape must equal the trailing "
+        "dimensions of the longer one",
+        str(lhs), str(rhs)));
+  return {Shape(longer.begin(), longer.end()), ""};
+}
+
+Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta) {
+  if (input.empty()) return Result::fail("input must have rank >= 1, got a scalar");
+  int64_t c = input.back();
+  if (gamma.size() != 1 || gamma[0] != c)
+    return Result::fail(fmt::format("gamma must be [C] = {} for input {}, got {}", c,
+                                    str(input), str(gamma)));
+  if (beta.size() != 1 || beta[0] != c)
+    return Result::fail(fmt::format("beta must be [C] = {} for input {}, got {}", c,
+                                    str(input), str(beta)));
+  return {Shape(input.begin(), input.end()), ""};
+}
+
+Result softmax(ShapeRef input, bool causal) {
+  if (input.empty()) return Result::fail("input must have rank >= 1, got a scalar");
+  if (causal && (input.size() < 2 || input[input.size() - 1] != input[input.size() - 2]))
+    return Result::fail(fmt::format(
+        "a causal softmax needs input [..., T, T] with the last two dimensions equal, got {}",
+        str(input)));
+  return {Shape(input.begin(), input.end()), ""};
+}
+
+Result embedding(ShapeRef table, ShapeRef indices) {
+  if (table.size() != 2)
+    return Result::fail(fmt::format("table must be [V, C], got {}", str(table)));
+  Shape out(indices.begin(), indices.end());
+  out.push_back(table[1]);
+  return {out, ""};
+}
+
+Result crossEntropy(ShapeRef logits, ShapeRef targets) {
+  if (logits.empty()) return Result::fail("logits must be [..., V], got a scalar");
+  if (!equal(logits.first(logits.size() - 1), targets))
+    return Result::fail(fmt::format(
+        "targets {} must match logits {} without the class dimension V={}, i.e. {}",
+        str(targets), str(logits), logits.back(), str(logits.first(logits.size() - 1))));
+  return {{}, ""};
+}
+
+Result causalAttention(ShapeRef qkv, int64_t numHeads) {
+  if (qkv.size() != 3)
+    return Result::fail(fmt::format("qkv must be [B, T, 3C], got {}", str(qkv)));
+  if (qkv[2] % 3 != 0)
+    return Result::fail(fmt::format(
+        "qkv {} has last dimension {}, which is not 3C (not divisible by 3)", str(qkv), qkv[2]));
+  int64_t c = qkv[2] / 3;
+  if (numHeads <= 0 || c % numHeads != 0)
+    return Result::fail(fmt::format("channels C={} (from qkv {}) are not divisible by {} heads",
+                                    c, str(qkv), numHeads));
+  return {{qkv[0], qkv[1], c}, ""};
+}
+
+Result reshape(ShapeRef input, ShapeRef target) {
+  int64_t a = 1, b = 1;
+  for (int64_t d : input) a *= d;
+  for (int64_t d : target) {
+    if (d <= 0)
+      return Result::fail(fmt::format("target shape {} has a non-positive dimension", str(target)));
+    b *= d;
+  }
+  if (a != b)
+    return Result::fail(fmt::format("cannot reshape {} ({} elements) to {} ({} elements)",
+                                    str(input), a, str(target), b));
+  return {Shape(target.begin(), target.end()), ""};
+}
+
+Result transpose(ShapeRef input, ShapeRef perm) {
+  std::vector<bool> seen(input.size(), false);
+  bool valid = perm.size() == input.size();
+  for (int64_t p : perm) {
+    if (!valid || p < 0 || p >= static_cast<int64_t>(input.size()) || seen[p]) {
+      valid = false;
+      break;
+    }
+    seen[p] = true;
+  }
+  if (!valid)
+    return Result::fail(fmt::format("[{}] is not a permutation of the {} dimensions of {}",
+                                    fmt::join(perm, ", "), input.size(), str(input)));
+  Shape out;
+  for (int64_t p : perm) out.push_back(input[p]);
+  return {out, ""};
+}
+
+Result split(ShapeRef input, int64_t axis, int64_t parts) {
+  if (axis < 0 || axis >= static_cast<int64_t>(input.size()))
+    return Result::fail(fmt::format("axis {} is out of range for {}", axis, str(input)));
+  if (parts <= 0 || input[axis] % parts != 0)
+    return Result::fail(fmt::format("dimension {} of {} (size {}) does not split into {} equal parts",
+                                    axis, str(input), input[axis], parts));
+  Shape out(input.begin(), input.end());
+  out[axis] /= parts;
+  return {out, ""};
+}
+
+Result concat(const std::vector<Shape>& inputs, int64_t axis) {
+  if (inputs.empty()) return Result::fail("needs at least one input");
+  const Shape& first = inputs.front();
+  if (axis < 0 || axis >= static_cast<int64_t>(first.size()))
+    return Result::fail(fmt::format("axis {} is out of range for {}", axis, str(first)));
+  Shape out = first;
+  out[axis] = 0;
+  for (const Shape& s : inputs) {
+    bool same = s.size() == first.size();
+    for (size_t d = 0; same && d < s.size(); ++d)
+      if (static_cast<int64_t>(d) != axis && s[d] != first[d]) same = false;
+    if (!same)
+      return Result::fail(fmt::format("inputs {} and {} differ outside axis {}", str(first),
+                                      str(s), axis));
+    out[axis] += s[axis];
+  }
+  return {out, ""};
+}
+
+Result reduce(ShapeRef input, ShapeRef dims) {
+  std::vector<bool> reduced(input.size(), false);
+  for (int64_t d : dims) {
+    if (d < 0 || d >= static_cast<int64_t>(input.size()) || reduced[d])
+      return Result::fail(fmt::format("dims [{}] must be distinct and in [0, {}) for {}",
+                                      fmt::join(dims, ", "), input.size(), str(input)));
+    reduced[d] = true;
+  }
+  Shape out;
+  for (size_t d = 0; d < input.size(); ++d)
+    if (!reduced[d]) out.push_back(input[d]);
+  return {out, ""};
+}
+
+}  // namespace tessel::shapes

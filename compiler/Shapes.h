@@ -1,0 +1,69 @@
+// Shape rules of the tessel ops, in plain C++ (no MLIR).
+//
+// Promise: one definition of every op's result shape, shared by the op verifiers
+// (TesselOps.cpp), the DSL (which computes result types before creating ops, so a bad
+// shape in a model source becomes a diagnostic at the user's line rather than a crash),
+// and the unit tests. Each rule returns the result shape or an error message that names
+// the offending shapes in MLIR's notation ("4x32x64").
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tessel::shapes {
+
+using Shape = std::vector<int64_t>;
+using ShapeRef = std::span<const int64_t>;
+
+/// A result shape, or a non-empty error message.
+struct Result {
+  Shape shape;
+  std::string error;
+  bool ok() const { return error.empty(); }
+  static Result fail(std::string message) { return {{}, std::move(message)}; }
+};
+
+/// "4x32x64"; "scalar" for rank 0.
+std::string str(ShapeRef shape);
+
+/// matmul: lhs [b..., M, K] (or [b..., K, M] transposed), rhs [b..., K, N] (or [b..., N, K]
+/// transposed) or rank-2 rhs shared across batches. Result [b..., M, N].
+Result matmul(ShapeRef lhs, ShapeRef rhs, bool transposeLhs, bool transposeRhs);
+
+/// add/sub/mul: equal shapes, or the shorter is a suffix of the longer. Result: the longer.
+Result broadcast(ShapeRef lhs, ShapeRef rhs);
+
+/// layer_norm: input [..., C] (rank >= 1), gamma [C], beta [C]. Result: input's shape.
+Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta);
+
+/// softmax: rank >= 1; with causal, rank >= 2 and the last two dimensions equal.
+Result softmax(ShapeRef input, bool causal);
+
+/// embedding: table [V, C], indices [...]. Result [..., C].
+Result embedding(ShapeRef table, ShapeRef indices);
+
+/// cross_entropy: logits [..., V] (rank >= 1), targets equal to logits without its last dim.
+/// Result: scalar {}.
+Result crossEntropy(ShapeRef logits, ShapeRef targets);
+
+/// causal_attention: qkv [B, T, 3C], C divisible by numHeads > 0. Result [B, T, C].
+Result causalAttention(ShapeRef qkv, int64_t numHeads);
+
+/// reshape: same element count; every target dimension positive.
+Result reshape(ShapeRef input, ShapeRef target);
+
+/// transpose: perm is a permutation of [0, rank). Result[i] = input[perm[i]].
+Result transpose(ShapeRef input, ShapeRef perm);
+
+/// split: 0 <= axis < rank, parts > 0 divides input[axis]. Result: the shape of ONE part.
+Result split(ShapeRef input, int64_t axis, int64_t parts);
+
+/// concat: at least one input, all of one rank, equal except at axis. Result: joined shape.
+Result concat(const std::vector<Shape>& inputs, int64_t axis);
+
+/// reduce_sum / reduce_mean: dims distinct and in [0, rank). Result: input without dims.
+Result reduce(ShapeRef input, ShapeRef dims);
+
+}  // namespace tessel::shapes

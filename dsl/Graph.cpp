@@ -1,0 +1,251 @@
+// Graph: building and checking the IR of a model; see Graph.h.
+#include "dsl/Graph.h"
+
+#include "compiler/TesselDialect.h"
+
+#include "mlir/IR/DialectRegistry.h"
+
+#include <fmt/format.h>
+
+namespace tessel {
+
+ModelError::ModelError(Diagnostic d)
+    : std::runtime_error(fmt::format("{}:{}:{}: error: {}{}", d.file, d.line, d.column, d.message,
+                                     d.path.empty() ? "" : fmt::format(" [{}]", d.path))),
+      diag_(std::move(d)) {}
+
+int64_t Tensor::dim(int64_t i) const {
+  int64_t r = rank();
+  if (i < -r || i >= r)
+    throw std::out_of_range(fmt::format("dimension {} of a rank-{} tensor", i, r));
+  return shape_[i < 0 ? i + r : i];
+}
+
+namespace {
+
+mlir::DialectRegistry makeRegistry() {
+  mlir::DialectRegistry registry;
+  registerTesselDialects(registry);
+  return registry;
+}
+
+/// Splits a location into the user's file/line/column and the parameter path.
+Diagnostic decompose(mlir::Location loc, std::string message) {
+  Diagnostic d;
+  d.message = std::move(message);
+  mlir::Location cur = loc;
+  if (auto name = mlir::dyn_cast<mlir::NameLoc>(cur)) {
+    d.path = name.getName().str();
+    cur = name.getChildLoc();
+  }
+  if (auto flc = mlir::dyn_cast<mlir::FileLineColLoc>(cur)) {
+    d.file = flc.getFilename().str();
+    d.line = static_cast<int>(flc.getLine());
+    d.column = static_cast<int>(flc.getColumn());
+  } else {
+    d.file = "<unknown>";
+  }
+  return d;
+}
+
+}  // namespace
+
+Graph::Graph(const std::string& functionName)
+    : context_(makeRegistry()), builder_(&context_) {
+  context_.loadAllAvailableDialects();
+  // Diagnostics go to the user as "file:line:col: error: ..."; a dump of the op is noise.
+  context_.printOpOnDiagnostic(false);
+  handler_ = context_.getDiagEngine().registerHandler([this](mlir::Diagnostic& diag) {
+    captured_.push_back(std::move(diag));
+    return mlir::success();
+  });
+  mlir::Location unknown = builder_.getUnknownLoc();
+  module_ = mlir::ModuleOp::create(unknown);
+  builder_.setInsertionPointToEnd(module_->getBody());
+  function_ = mlir::func::FuncOp::create(builder_, unknown, functionName,
+                                         builder_.getFunctionType({}, {}));
+  body_ = function_.addEntryBlock();
+  builder_.setInsertionPointToEnd(body_);
+}
+
+Graph::~Graph() { context_.getDiagEngine().eraseHandler(handler_); }
+
+Graph& Graph::of(const Tensor& t, const std::source_location& loc) {
+  if (!t.graph_)
+    throw ModelError(Diagnostic{loc.file_name(), static_cast<int>(loc.line()),
+                                static_cast<int>(loc.column()), "",
+                                "use of an empty tessel::Tensor (it was never assigned a value)"});
+  return *t.graph_;
+}
+
+mlir::Location Graph::location(const std::source_location& loc, const std::string& path) {
+  mlir::Location flc = mlir::FileLineColLoc::get(&context_, loc.file_name(), loc.line(),
+                                                 loc.column());
+  if (path.empty()) return flc;
+  return mlir::NameLoc::get(mlir::StringAttr::get(&context_, path), flc);
+}
+
+mlir::Location Graph::location(const std::source_location& loc) {
+  return location(loc, scopes_.empty() ? std::string() : scopes_.back());
+}
+
+void Graph::fail(mlir::Location loc, const std::string& message) {
+  captured_.clear();
+  mlir::emitError(loc) << message;
+  throwCaptured(loc, message);
+}
+
+void Graph::throwCaptured(mlir::Location loc, const std::string& fallback) {
+  for (mlir::Diagnostic& d : captured_) {
+    if (d.getSeverity() != mlir::DiagnosticSeverity::Error) continue;
+    std::string text = d.str();
+    for (mlir::Diagnostic& note : d.getNotes()) text += "\n  note: " + note.str();
+    Diagnostic out = decompose(d.getLocation(), text);
+    captured_.clear();
+    throw ModelError(std::move(out));
+  }
+  captured_.clear();
+  throw ModelError(decompose(loc, fallback));
+}
+
+mlir::RankedTensorType Graph::tensorType(const Shape& shape, mlir::Type elementType) {
+  return mlir::RankedTensorType::get(shape, elementType);
+}
+
+mlir::RankedTensorType Graph::tensorType(const Shape& shape, DType dtype) {
+  mlir::Type elem;
+  switch (dtype) {
+    case DType::F32: elem = builder_.getF32Type(); break;
+    case DType::BF16: elem = builder_.getBF16Type(); break;
+    case DType::I32: elem = builder_.getI32Type(); break;
+  }
+  return tensorType(shape, elem);
+}
+
+mlir::Value Graph::unwrap(const Tensor& t, mlir::Location loc) {
+  if (t.graph_ != this)
+    fail(loc, "a tensor from a different model is used here; each model builds its own graph");
+  return mlir::Value::getFromOpaquePointer(t.value_);
+}
+
+Tensor Graph::wrap(mlir::Value v) {
+  Tensor t;
+  t.graph_ = this;
+  t.value_ = v.getAsOpaquePointer();
+  auto type = mlir::cast<mlir::RankedTensorType>(v.getType());
+  t.shape_.assign(type.getShape().begin(), type.getShape().end());
+  mlir::Type e = type.getElementType();
+  t.dtype_ = e.isF32() ? DType::F32 : e.isBF16() ? DType::BF16 : DType::I32;
+  return t;
+}
+
+Shape Graph::check(const shapes::Result& rule, llvm::StringRef opName, mlir::Location loc) {
+  if (!rule.ok()) fail(loc, fmt::format("'{}' op {}", opName.str(), rule.error));
+  return rule.shape;
+}
+
+void Graph::verify(mlir::Operation* op) {
+  if (finalized_) fail(op->getLoc(), "the model was already compiled; it cannot be extended");
+  captured_.clear();
+  if (mlir::succeeded(mlir::verify(op, /*verifyRecursively=*/false))) return;
+  mlir::Location loc = op->getLoc();
+  op->erase();
+  throwCaptured(loc, "op failed to verify");
+}
+
+void Graph::declareParameter(ParameterSpec spec, mlir::Location loc) {
+  if (finalized_) fail(loc, "the model was already compiled; no parameters can be added");
+  auto it = specIndex_.find(spec.name);
+  if (it != specIndex_.end()) {
+    std::string where;
+    llvm::raw_string_ostream os(where);
+    specLocs_[it->second].print(os);
+    fail(loc, fmt::format("parameter '{}' is declared twice (first at {})", spec.name, where));
+  }
+  for (int64_t d : spec.shape)
+    if (d <= 0)
+      fail(loc, fmt::format("parameter '{}' has non-positive shape {}", spec.name,
+                            shapes::str(spec.shape)));
+  specIndex_[spec.name] = specs_.size();
+  specs_.push_back(std::move(spec));
+  specLocs_.push_back(loc);
+}
+
+void Graph::materialize(size_t index) {
+  const ParameterSpec& spec = specs_[index];
+  mlir::OpBuilder::InsertionGuard guard(builder_);
+  if (lastParam_)
+    builder_.setInsertionPointAfter(lastParam_);
+  else
+    builder_.setInsertionPointToStart(body_);
+  const char* init = spec.init == Init::Normal ? "normal" : spec.init == Init::Zeros ? "zeros" : "ones";
+  mlir::FloatAttr stddev =
+      spec.init == Init::Normal ? builder_.getF64FloatAttr(spec.std) : mlir::FloatAttr();
+  auto op = ParamOp::create(builder_, specLocs_[index], tensorType(spec.shape, DType::F32),
+                            builder_.getStringAttr(spec.name), builder_.getStringAttr(init),
+                            stddev);
+  lastParam_ = op;
+  verify(op);
+  paramValues_[spec.name] = op.getResult();
+}
+
+Tensor Graph::parameter(const std::string& name, mlir::Location useLoc) {
+  auto it = specIndex_.find(name);
+  if (it == specIndex_.end()) fail(useLoc, fmt::format("no parameter named '{}'", name));
+  if (!paramValues_.count(name)) materialize(it->second);
+  return wrap(paramValues_.at(name));
+}
+
+Tensor Graph::addInput(const std::string& name, const Shape& shape, DType dtype,
+                       mlir::Location loc) {
+  if (finalized_) fail(loc, "the model was already compiled; no inputs can be added");
+  for (const auto& [existing, s] : inputs_)
+    if (existing == name) fail(loc, fmt::format("input '{}' is declared twice", name));
+  for (int64_t d : shape)
+    if (d <= 0)
+      fail(loc, fmt::format("input '{}' has non-positive shape {}", name, shapes::str(shape)));
+  // Parameters declared so far appear first, in declaration order (not in the order the
+  // model happens to use them, which C++ argument evaluation order would scramble).
+  if (inputs_.empty())
+    for (size_t i = 0; i < specs_.size(); ++i)
+      if (!paramValues_.count(specs_[i].name)) materialize(i);
+  mlir::BlockArgument arg = body_->addArgument(tensorType(shape, dtype), loc);
+  inputs_.emplace_back(name, shape);
+  return wrap(arg);
+}
+
+void Graph::addOutput(const std::string& name, const Tensor& value, mlir::Location loc,
+                      bool front) {
+  if (finalized_) fail(loc, "the model was already compiled; no outputs can be added");
+  for (const std::string& existing : outputNames_)
+    if (existing == name) fail(loc, fmt::format("output '{}' is set twice", name));
+  mlir::Value v = unwrap(value, loc);
+  auto pos = front ? 0 : outputNames_.size();
+  outputNames_.insert(outputNames_.begin() + pos, name);
+  outputs_.insert(outputs_.begin() + pos, v);
+  outputLocs_.insert(outputLocs_.begin() + pos, loc);
+}
+
+void Graph::finalize() {
+  if (finalized_) return;
+  mlir::Location loc = function_.getLoc();
+  if (outputs_.empty())
+    fail(loc, "the model has no outputs: call set_loss() or add_output() before compile()");
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (!paramValues_.count(specs_[i].name)) materialize(i);
+  builder_.setInsertionPointToEnd(body_);
+  mlir::func::ReturnOp::create(builder_, outputLocs_.front(), outputs_);
+  llvm::SmallVector<mlir::Type> argTypes(body_->getArgumentTypes());
+  llvm::SmallVector<mlir::Type> resultTypes;
+  for (mlir::Value v : outputs_) resultTypes.push_back(v.getType());
+  function_.setFunctionType(builder_.getFunctionType(argTypes, resultTypes));
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    function_.setArgAttr(i, "tessel.input", builder_.getStringAttr(inputs_[i].first));
+  for (size_t i = 0; i < outputNames_.size(); ++i)
+    function_.setResultAttr(i, "tessel.output", builder_.getStringAttr(outputNames_[i]));
+  captured_.clear();
+  if (mlir::failed(mlir::verify(*module_))) throwCaptured(loc, "the model failed to verify");
+  finalized_ = true;
+}
+
+}  // namespace tessel

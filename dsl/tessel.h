@@ -1,0 +1,308 @@
+// The Tessel DSL: what a user includes to write a model.
+//
+// A model is C++ that builds IR: every call below creates one `tessel` op whose location is
+// the caller's source line (captured with std::source_location) wrapped in the parameter
+// path of the module it belongs to, e.g. blocks.0.mlp.fc @ model.h:42:17. Shapes are
+// checked as the model is built; a shape error throws tessel::ModelError whose message is an
+// MLIR-style diagnostic at the user's line ("model.h:42:17: error: ... [blocks.0.mlp.fc]").
+//
+// This header deliberately includes no MLIR, so model sources compile quickly.
+//
+// Example (a two-layer MLP):
+//
+//   struct Mlp : tessel::Model {
+//     tessel::Linear fc1{this, "fc1", 784, 256}, fc2{this, "fc2", 256, 10};
+//   };
+//   Mlp m;
+//   auto x = m.input("images", {B, 784});
+//   auto y = m.input("labels", {B}, tessel::DType::I32);
+//   m.set_loss(tessel::cross_entropy(m.fc2(tessel::relu(m.fc1(x))), y));
+//   tessel::Program p = m.compile();
+#pragma once
+
+#include "runtime/reference/Reference.h"
+
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <source_location>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace tessel {
+
+class Graph;  // the IR under construction (dsl/Graph.h); opaque to model code
+class Model;
+
+/// Element types of tensors: builtin f32, bf16 and i32.
+enum class DType { F32, BF16, I32 };
+
+/// Static shapes, outermost dimension first.
+using Shape = std::vector<int64_t>;
+
+/// Where and why building a model failed: the user's file, line and column, the parameter
+/// path of the module the op belongs to ("" at the top level), and the message.
+struct Diagnostic {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string path;
+  std::string message;
+};
+
+/// Thrown when a model cannot be built or compiled. what() is the full diagnostic text,
+/// "file:line:col: error: message [path]"; diagnostic() gives its parts.
+class ModelError : public std::runtime_error {
+ public:
+  explicit ModelError(Diagnostic d);
+  const Diagnostic& diagnostic() const { return diag_; }
+
+ private:
+  Diagnostic diag_;
+};
+
+/// A value in the model under construction. Cheap to copy; it refers to an SSA value of the
+/// model's graph. Its shape and dtype are known as soon as it exists.
+class Tensor {
+ public:
+  Tensor() = default;
+  const Shape& shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  /// Dimension i; negative i counts from the end (dim(-1) is the last). Throws
+  /// std::out_of_range if i is out of range.
+  int64_t dim(int64_t i) const;
+  DType dtype() const { return dtype_; }
+  bool valid() const { return graph_ != nullptr; }
+
+ private:
+  friend class Graph;
+  Graph* graph_ = nullptr;
+  void* value_ = nullptr;  // mlir::Value::getAsOpaquePointer()
+  Shape shape_;
+  DType dtype_ = DType::F32;
+};
+
+/// A tensor operand together with the source line of the expression that uses it. Lets
+/// operators (+, -, *) record the user's line, since operators cannot take a defaulted
+/// std::source_location argument of their own.
+struct At {
+  Tensor tensor;
+  std::source_location loc;
+  At(Tensor t, std::source_location l = std::source_location::current())  // NOLINT
+      : tensor(std::move(t)), loc(l) {}
+};
+
+using Loc = std::source_location;
+
+// ---- elementwise (suffix broadcasting: see the dialect description) --------------------
+Tensor operator+(At lhs, const Tensor& rhs);
+Tensor operator-(At lhs, const Tensor& rhs);
+Tensor operator*(At lhs, const Tensor& rhs);
+/// x * factor, a compile-time constant.
+Tensor operator*(At x, double factor);
+Tensor scale(const Tensor& x, double factor, Loc loc = Loc::current());
+/// GELU, tanh form (PyTorch gelu(approximate="tanh")).
+Tensor gelu(const Tensor& x, Loc loc = Loc::current());
+Tensor relu(const Tensor& x, Loc loc = Loc::current());
+
+// ---- matrix products -----------------------------------------------------------------
+/// Transpose flags of matmul.
+struct MatmulOptions {
+  bool transpose_lhs = false;
+  bool transpose_rhs = false;
+};
+/// lhs [b..., M, K] x rhs [b..., K, N] (or rank-2 rhs shared by every batch) -> [b..., M, N].
+Tensor matmul(const Tensor& lhs, const Tensor& rhs, MatmulOptions options = {},
+              Loc loc = Loc::current());
+
+// ---- normalisation, softmax, attention, loss --------------------------------------------
+/// Layer norm over the last dimension; gamma, beta [C].
+Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5,
+                  Loc loc = Loc::current());
+/// Softmax over the last dimension; with causal, x is [..., T, T] and j > i is masked.
+Tensor softmax(const Tensor& x, bool causal = false, Loc loc = Loc::current());
+/// Multi-head causal self-attention on qkv [B, T, 3C] -> [B, T, C] (GPT-2 layout).
+Tensor causal_attention(const Tensor& qkv, int64_t heads, Loc loc = Loc::current());
+/// Mean token cross-entropy of logits [..., V] against i32 targets [...] -> f32 scalar.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Loc loc = Loc::current());
+/// Row gather: table [V, C], i32 indices [...] -> [..., C].
+Tensor embedding(const Tensor& table, const Tensor& indices, Loc loc = Loc::current());
+
+// ---- shapes and reductions -------------------------------------------------------------
+Tensor reshape(const Tensor& x, Shape shape, Loc loc = Loc::current());
+/// result.shape[i] = x.shape[perm[i]].
+Tensor transpose(const Tensor& x, std::vector<int64_t> perm, Loc loc = Loc::current());
+/// `parts` equal pieces along `axis`.
+std::vector<Tensor> split(const Tensor& x, int64_t axis, int64_t parts, Loc loc = Loc::current());
+Tensor concat(const std::vector<Tensor>& xs, int64_t axis, Loc loc = Loc::current());
+/// Sum / mean over dims, which are removed from the shape.
+Tensor reduce_sum(const Tensor& x, std::vector<int64_t> dims, Loc loc = Loc::current());
+Tensor reduce_mean(const Tensor& x, std::vector<int64_t> dims, Loc loc = Loc::current());
+
+// ---- modules -------------------------------------------------------------------------
+/// How the runtime initialises a parameter.
+enum class Init { Normal, Zeros, Ones };
+
+/// A node in the module tree. Its path is the parent's path plus its name
+/// ("blocks.3" + "attn.qkv" -> "blocks.3.attn.qkv"); parameters are named path + "." + name.
+/// Ops created by a module's own calls carry its path in their locations.
+class Module {
+ public:
+  Module(Module* parent, std::string name);
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// "blocks.3.attn"; "" for the model itself.
+  const std::string& path() const { return path_; }
+  /// path() + "." + local (or just local at the top level).
+  std::string qualify(const std::string& local) const;
+
+  /// While the returned guard lives, free-function ops (+, gelu, ...) carry this module's
+  /// path in their locations. Library modules open it themselves.
+  class Scope {
+   public:
+    explicit Scope(const Module& m);
+    ~Scope();
+    Scope(const Scope&) = delete;
+    Scope& operator=(const Scope&) = delete;
+
+   private:
+    Graph* graph_;
+  };
+  Scope scope() const { return Scope(*this); }
+
+ protected:
+  explicit Module(Model* root);  // for Model itself
+  /// Declares a parameter `local` of this module; `loc` is where it is declared.
+  void declare_parameter(const std::string& local, Shape shape, Init init, double stddev,
+                         Loc loc);
+  /// The parameter's value in the graph (created on first use).
+  Tensor parameter(const std::string& local, Loc loc) const;
+  Model& root() const { return *root_; }
+
+ private:
+  Model* root_;
+  std::string path_;
+};
+
+/// Options of Linear.
+struct LinearOptions {
+  bool bias = true;
+  /// Standard deviation of the weight's N(0, std^2) initialisation.
+  double std = 0.02;
+};
+
+/// y = x W^T + b with W [out, in] (PyTorch layout, so column-parallel sharding splits dim 0)
+/// and b [out]. Parameters "<path>.weight", "<path>.bias".
+class Linear : public Module {
+ public:
+  Linear(Module* parent, std::string name, int64_t in, int64_t out, LinearOptions options = {},
+         Loc loc = Loc::current());
+  /// x [..., in] -> [..., out].
+  Tensor operator()(const Tensor& x, Loc loc = Loc::current()) const;
+  int64_t in_features() const { return in_; }
+  int64_t out_features() const { return out_; }
+
+ private:
+  int64_t in_, out_;
+  bool bias_;
+};
+
+/// Layer norm over the last dimension with "<path>.weight" (ones) and "<path>.bias" (zeros).
+class LayerNorm : public Module {
+ public:
+  LayerNorm(Module* parent, std::string name, int64_t channels, double eps = 1e-5,
+            Loc loc = Loc::current());
+  Tensor operator()(const Tensor& x, Loc loc = Loc::current()) const;
+
+ private:
+  double eps_;
+};
+
+/// A lookup table "<path>.weight" [V, C], N(0, 0.02^2).
+class Embedding : public Module {
+ public:
+  Embedding(Module* parent, std::string name, int64_t vocab, int64_t channels,
+            Loc loc = Loc::current());
+  /// i32 indices [...] -> [..., C].
+  Tensor operator()(const Tensor& indices, Loc loc = Loc::current()) const;
+  /// The table itself, e.g. for an LM head tied to the token embedding.
+  Tensor weight(Loc loc = Loc::current()) const;
+};
+
+// ---- the model and its compiled program ----------------------------------------------------
+/// A declared parameter: full name, shape, initialisation.
+struct ParameterSpec {
+  std::string name;
+  Shape shape;
+  Init init = Init::Normal;
+  double std = 0.02;
+};
+
+/// What compile() does besides building the IR.
+struct CompileOptions {
+  /// If set, the IR after every pipeline stage is written there as NN-<stage>.mlir.
+  std::string dump_ir_dir;
+};
+
+/// A compiled model: its IR after the pipeline, its parameters and its signature. Runs on
+/// the f64 reference interpreter until codegen exists.
+class Program {
+ public:
+  Program(Program&&) noexcept;
+  Program& operator=(Program&&) noexcept;
+  ~Program();
+
+  /// The IR as text (with locations if `locations`).
+  std::string ir(bool locations = false) const;
+  const std::vector<ParameterSpec>& parameters() const;
+  /// Input names and shapes, in argument order.
+  const std::vector<std::pair<std::string, Shape>>& inputs() const;
+  /// Output names in result order; the loss, if set, is first and named "loss".
+  const std::vector<std::string>& outputs() const;
+
+  /// Runs the forward function on the reference interpreter. `params` maps every parameter
+  /// name to a tensor of its shape; `inputs` follow inputs(). Returns outputs() in order.
+  /// Throws InterpreterError (compiler/Interpreter.h; a std::runtime_error) on bad input.
+  std::vector<ref::Tensor> run_reference(const std::map<std::string, ref::Tensor>& params,
+                                         const std::vector<ref::Tensor>& inputs) const;
+
+ private:
+  friend class Model;
+  struct Impl;
+  explicit Program(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The root module: owns the graph, declares inputs, and sets the loss and outputs.
+class Model : public Module {
+ public:
+  /// `name` becomes the function name in the IR (@name).
+  explicit Model(std::string name = "forward");
+  ~Model() override;
+
+  /// A new function argument, e.g. input("tokens", {B, T}, DType::I32).
+  Tensor input(const std::string& name, Shape shape, DType dtype = DType::F32,
+               Loc loc = Loc::current());
+  /// The training objective: an f32 scalar. Becomes output 0, named "loss".
+  void set_loss(const Tensor& loss, Loc loc = Loc::current());
+  /// An extra named output (e.g. logits for sampling or comparison).
+  void add_output(const std::string& name, const Tensor& value, Loc loc = Loc::current());
+
+  /// Every declared parameter, in declaration order.
+  const std::vector<ParameterSpec>& parameters() const;
+
+  /// Finishes the function, verifies it, runs the pipeline and returns the program. The
+  /// model cannot be extended afterwards. Throws ModelError on failure.
+  Program compile(const CompileOptions& options = {});
+
+  Graph& graph() const { return *graph_; }
+
+ private:
+  std::shared_ptr<Graph> graph_;
+};
+
+}  // namespace tessel

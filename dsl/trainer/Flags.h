@@ -1,0 +1,48 @@
+// The trainer front end shared by the example binaries: standard flags (CLI11), data,
+// parameter initialisation, and the IR dump. Example mains stay a few lines long.
+#pragma once
+
+#include "dsl/tessel.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace tessel::trainer {
+
+/// The standard flags. Model-size flags are registered only by the examples that use them.
+struct Flags {
+  std::string data;        // --data FILE (or folder: every text file in it, concatenated)
+  std::string dumpIr;      // --dump-ir DIR: one NN-<stage>.mlir per pipeline stage
+  uint64_t seed = 1337;    // --seed: parameter init and batch sampling
+  int64_t steps = 1;       // --steps N: batches to evaluate (training arrives later)
+  int64_t batch = 8;       // --batch B (global batch)
+  int64_t layers = 2;      // --layers L
+  int64_t channels = 64;   // --channels C
+  int64_t heads = 4;       // --heads NH
+  int64_t seq = 64;        // --seq T
+};
+
+/// Registers --data, --dump-ir, --seed, --steps and --batch on `app`, with `defaultData`
+/// as the default of --data.
+void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData);
+
+/// Registers --layers, --channels, --heads and --seq.
+void addTransformerFlags(CLI::App& app, Flags& flags);
+
+/// Initialises every parameter of `program` with the runtime's deterministic initialiser
+/// (runtime/Init.h) from `seed`. Values are rounded to f32 (the parameters' dtype) and held
+/// as f64 for the reference interpreter.
+std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64_t seed);
+
+/// Total element count of the program's parameters.
+int64_t parameterCount(const Program& program);
+
+/// Runs `body`, turning every error a user can cause (ModelError, data and I/O errors,
+/// interpreter errors, CLI errors) into a message on stderr and exit code 1 (CLI11's own
+/// codes for --help and flag errors). Returns the process exit code.
+int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+}  // namespace tessel::trainer

@@ -1,0 +1,384 @@
+// safetensors reader and writer (see SafeTensors.h for the format and the promise).
+//
+// Writer: header JSON {"__metadata__": {...}, "<name>": {"dtype", "shape", "data_offsets"}, ...}
+// with tensors in name order and their data packed back to back in the same order; the JSON
+// is padded with spaces to a multiple of 8 bytes, as the reference implementation does, so
+// the data area starts 8-byte aligned. The file is written to "<path>.tmp", flushed, fsynced
+// and renamed over `path`; on any failure the tmp file is removed.
+//
+// Reader: reads the 8-byte length, checks it against the file size and a 100 MB cap (the
+// reference implementation's limit), parses the JSON, validates every entry, then checks that
+// the tensors' byte ranges tile the data area exactly (sorted by offset, no gap, no overlap,
+// ending at the end of the file). Only then is tensor data read.
+#include "runtime/io/SafeTensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tessel {
+
+// Tensor bytes are copied to and from memory as they are; the format is little-endian.
+static_assert(std::endian::native == std::endian::little,
+              "SafeTensors.cpp assumes a little-endian host");
+
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+/// The reference implementation's cap on the header length (100 MB).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
+
+[[noreturn]] void fail(const std::string& path, const std::string& cause) {
+  throw SafeTensorsError(fmt::format("safetensors file '{}': {}", path, cause));
+}
+
+std::string shapeString(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+bool parseDType(const std::string& name, StDType& out) {
+  for (StDType d : {StDType::F32, StDType::F64, StDType::BF16, StDType::I32, StDType::I64}) {
+    if (name == dtypeName(d)) {
+      out = d;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Element count of `shape`, or -1 if a dimension is negative or the product overflows.
+int64_t checkedNumel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
+  }
+  return n;
+}
+
+/// Throws unless t.bytes holds exactly dtypeSize x numel bytes.
+void checkTensor(const std::string& what, const std::string& name, const StTensor& t) {
+  const int64_t numel = checkedNumel(t.shape);
+  if (numel < 0)
+    throw SafeTensorsError(fmt::format("{}: tensor '{}' has an invalid shape {}", what, name,
+                                       shapeString(t.shape)));
+  if (t.bytes.size() != static_cast<uint64_t>(numel) * dtypeSize(t.dtype))
+    throw SafeTensorsError(fmt::format("{}: tensor '{}' has {} bytes but {} {} needs {}", what,
+                                       name, t.bytes.size(), dtypeName(t.dtype),
+                                       shapeString(t.shape), numel * dtypeSize(t.dtype)));
+}
+
+template <typename T>
+StTensor fromValues(StDType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
+  StTensor t;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  const int64_t numel = checkedNumel(t.shape);
+  if (numel < 0 || static_cast<uint64_t>(numel) != values.size())
+    throw SafeTensorsError(fmt::format("tensor of shape {} cannot hold {} values",
+                                       shapeString(t.shape), values.size()));
+  t.bytes.resize(values.size() * sizeof(T));
+  if (!values.empty()) std::memcpy(t.bytes.data(), values.data(), t.bytes.size());
+  return t;
+}
+
+template <typename T>
+void appendAs(const std::vector<uint8_t>& bytes, std::vector<double>& out) {
+  for (size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
+    T v;
+    std::memcpy(&v, bytes.data() + i, sizeof(T));
+    out.push_back(static_cast<double>(v));
+  }
+}
+
+/// A non-negative JSON integer as uint64, or false.
+bool getUnsigned(const json& j, uint64_t& out) {
+  if (j.is_number_unsigned()) {
+    out = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer() && j.get<int64_t>() >= 0) {
+    out = static_cast<uint64_t>(j.get<int64_t>());
+    return true;
+  }
+  return false;
+}
+
+/// One header entry after validation.
+struct Entry {
+  std::string name;
+  StTensor tensor;  // bytes not yet read
+  uint64_t begin = 0, end = 0;
+};
+
+Entry parseEntry(const std::string& path, const std::string& name, const json& j) {
+  auto bad = [&](const std::string& cause) { fail(path, fmt::format("tensor '{}': {}", name, cause)); };
+  if (!j.is_object()) bad("header entry is not a JSON object");
+  Entry e;
+  e.name = name;
+  auto dtype = j.find("dtype");
+  if (dtype == j.end() || !dtype->is_string()) bad("missing or non-string \"dtype\"");
+  if (!parseDType(dtype->get<std::string>(), e.tensor.dtype))
+    bad(fmt::format("unsupported dtype '{}' (supported: F32, F64, BF16, I32, I64)",
+                    dtype->get<std::string>()));
+  auto shape = j.find("shape");
+  if (shape == j.end() || !shape->is_array()) bad("missing or non-array \"shape\"");
+  for (const json& d : *shape) {
+    uint64_t v = 0;
+    if (!getUnsigned(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      bad(fmt::format("shape {} has a dimension that is not a non-negative integer", shape->dump()));
+    e.tensor.shape.push_back(static_cast<int64_t>(v));
+  }
+  auto offsets = j.find("data_offsets");
+  if (offsets == j.end() || !offsets->is_array() || offsets->size() != 2 ||
+      !getUnsigned((*offsets)[0], e.begin) || !getUnsigned((*offsets)[1], e.end))
+    bad("\"data_offsets\" must be [begin, end] with non-negative integers");
+  if (e.begin > e.end)
+    bad(fmt::format("data_offsets [{}, {}] end before they begin", e.begin, e.end));
+  const int64_t numel = checkedNumel(e.tensor.shape);
+  const uint64_t size = dtypeSize(e.tensor.dtype);
+  if (numel < 0 || static_cast<uint64_t>(numel) > std::numeric_limits<uint64_t>::max() / size)
+    bad(fmt::format("shape {} is too large", shapeString(e.tensor.shape)));
+  if (e.end - e.begin != static_cast<uint64_t>(numel) * size)
+    bad(fmt::format("data_offsets [{}, {}] hold {} bytes but {} {} needs {}", e.begin, e.end,
+                    e.end - e.begin, dtypeName(e.tensor.dtype), shapeString(e.tensor.shape),
+                    static_cast<uint64_t>(numel) * size));
+  return e;
+}
+
+/// Writes all of `data` or throws with errno's message.
+void writeAll(std::FILE* f, const void* data, size_t n, const std::string& tmp) {
+  if (n != 0 && std::fwrite(data, 1, n, f) != n)
+    throw SafeTensorsError(fmt::format("cannot write '{}': {}", tmp, std::strerror(errno)));
+}
+
+}  // namespace
+
+size_t dtypeSize(StDType dtype) {
+  switch (dtype) {
+    case StDType::F32: return 4;
+    case StDType::F64: return 8;
+    case StDType::BF16: return 2;
+    case StDType::I32: return 4;
+    case StDType::I64: return 8;
+  }
+  return 0;  // unreachable for valid enumerators
+}
+
+const char* dtypeName(StDType dtype) {
+  switch (dtype) {
+    case StDType::F32: return "F32";
+    case StDType::F64: return "F64";
+    case StDType::BF16: return "BF16";
+    case StDType::I32: return "I32";
+    case StDType::I64: return "I64";
+  }
+  return "?";
+}
+
+StTensor StTensor::fromF32(std::vector<int64_t> shape, const std::vector<float>& values) {
+  return fromValues(StDType::F32, std::move(shape), values);
+}
+StTensor StTensor::fromI32(std::vector<int64_t> shape, const std::vector<int32_t>& values) {
+  return fromValues(StDType::I32, std::move(shape), values);
+}
+StTensor StTensor::fromF64(std::vector<int64_t> shape, const std::vector<double>& values) {
+  return fromValues(StDType::F64, std::move(shape), values);
+}
+
+int64_t StTensor::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::vector<double> StTensor::toF64() const {
+  checkTensor("toF64", "<unnamed>", *this);
+  std::vector<double> out;
+  out.reserve(static_cast<size_t>(numel()));
+  switch (dtype) {
+    case StDType::F32: appendAs<float>(bytes, out); break;
+    case StDType::F64: appendAs<double>(bytes, out); break;
+    case StDType::I32: appendAs<int32_t>(bytes, out); break;
+    case StDType::I64: appendAs<int64_t>(bytes, out); break;
+    case StDType::BF16:
+      // bf16 is the top 16 bits of an f32: widen by shifting into the high half.
+      for (size_t i = 0; i + 2 <= bytes.size(); i += 2) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + i, 2);
+        out.push_back(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(h) << 16)));
+      }
+      break;
+  }
+  return out;
+}
+
+void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
+  const std::string what = fmt::format("cannot write safetensors file '{}'", path);
+  // 1. Header JSON, tensors in name order (std::map order), data packed in the same order.
+  ordered_json header = ordered_json::object();
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : file.tensors) {
+    if (name == "__metadata__")
+      throw SafeTensorsError(fmt::format("{}: '__metadata__' is reserved, not a tensor name", what));
+    checkTensor(what, name, t);
+    header[name] = {{"dtype", dtypeName(t.dtype)},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const ordered_json::exception& e) {  // e.g. a name that is not valid UTF-8
+    throw SafeTensorsError(fmt::format("{}: {}", what, e.what()));
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint8_t lengthLE[8];
+  for (int i = 0; i < 8; ++i) lengthLE[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
+
+  // 2. Write "<path>.tmp", flush, fsync, close, rename; remove the tmp file on any failure.
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) throw SafeTensorsError(fmt::format("{}: cannot create '{}': {}", what, tmp, std::strerror(errno)));
+  try {
+    writeAll(f, lengthLE, 8, tmp);
+    writeAll(f, text.data(), text.size(), tmp);
+    for (const auto& [name, t] : file.tensors) writeAll(f, t.bytes.data(), t.bytes.size(), tmp);
+    if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0)
+      throw SafeTensorsError(fmt::format("cannot flush '{}': {}", tmp, std::strerror(errno)));
+    std::FILE* closing = f;
+    f = nullptr;
+    if (std::fclose(closing) != 0)
+      throw SafeTensorsError(fmt::format("cannot close '{}': {}", tmp, std::strerror(errno)));
+    if (std::rename(tmp.c_str(), path.c_str()) != 0)
+      throw SafeTensorsError(fmt::format("cannot rename '{}': {}", tmp, std::strerror(errno)));
+  } catch (const SafeTensorsError& e) {
+    if (f) std::fclose(f);
+    std::remove(tmp.c_str());
+    throw SafeTensorsError(fmt::format("{}: {}", what, e.what()));
+  }
+  // 3. Best effort: make the rename itself durable by syncing the directory.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+SafeTensorsFile readSafeTensors(const std::string& path) {
+  FilePtr f(std::fopen(path.c_str(), "rb"));
+  if (!f) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  if (std::fseek(f.get(), 0, SEEK_END) != 0) fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
+  const long endPos = std::ftell(f.get());
+  if (endPos < 0) fail(path, fmt::format("cannot determine size: {}", std::strerror(errno)));
+  const uint64_t fileSize = static_cast<uint64_t>(endPos);
+  std::rewind(f.get());
+  auto readExactly = [&](void* dst, size_t n, const char* part) {
+    if (n != 0 && std::fread(dst, 1, n, f.get()) != n)
+      fail(path, fmt::format("cannot read {}: {}", part,
+                             std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file"));
+  };
+
+  // 1. Header length: 8 bytes, little-endian, within the file and the cap.
+  if (fileSize < 8)
+    fail(path, fmt::format("file is {} bytes, shorter than the 8-byte header length", fileSize));
+  uint8_t lengthLE[8];
+  readExactly(lengthLE, 8, "the header length");
+  uint64_t headerLen = 0;
+  for (int i = 0; i < 8; ++i) headerLen |= uint64_t{lengthLE[i]} << (8 * i);
+  if (headerLen > kMaxHeaderBytes)
+    fail(path, fmt::format("header length {} exceeds the {}-byte limit", headerLen, kMaxHeaderBytes));
+  if (headerLen > fileSize - 8)
+    fail(path, fmt::format("header length {} runs past the end of the file ({} bytes)", headerLen,
+                           fileSize));
+
+  // 2. Parse the JSON, noting duplicate top-level keys (nlohmann would silently keep the last).
+  std::string text(headerLen, '\0');
+  readExactly(text.data(), text.size(), "the header");
+  std::set<std::string> seen;
+  std::string duplicate;
+  json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json header;
+  try {
+    header = json::parse(text, onEvent);
+  } catch (const json::exception& e) {
+    fail(path, fmt::format("header is not valid JSON: {}", e.what()));
+  }
+  if (!header.is_object()) fail(path, "header is not a JSON object");
+  if (!duplicate.empty()) fail(path, fmt::format("header names '{}' more than once", duplicate));
+
+  // 3. Validate each entry.
+  SafeTensorsFile result;
+  std::vector<Entry> entries;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (!it->is_object()) fail(path, "\"__metadata__\" is not a JSON object");
+      for (auto m = it->begin(); m != it->end(); ++m) {
+        if (!m->is_string()) fail(path, fmt::format("metadata value of '{}' is not a string", m.key()));
+        result.metadata[m.key()] = m->get<std::string>();
+      }
+      continue;
+    }
+    entries.push_back(parseEntry(path, it.key(), *it));
+  }
+
+  // 4. The byte ranges must tile the data area exactly, in offset order.
+  const uint64_t dataSize = fileSize - 8 - headerLen;
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t expected = 0;
+  const Entry* prev = nullptr;
+  for (const Entry& e : entries) {
+    if (e.end > dataSize)
+      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] run past the data area of {} bytes",
+                             e.name, e.begin, e.end, dataSize));
+    if (e.begin < expected)
+      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] overlap tensor '{}' [{}, {}]", e.name,
+                             e.begin, e.end, prev->name, prev->begin, prev->end));
+    if (e.begin > expected)
+      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] leave bytes [{}, {}) unused", e.name,
+                             e.begin, e.end, expected, e.begin));
+    expected = e.end;
+    prev = &e;
+  }
+  if (expected != dataSize)
+    fail(path, fmt::format("tensors cover {} bytes but the data area has {} (file truncated or padded?)",
+                           expected, dataSize));
+
+  // 5. Read the data; ranges are contiguous and sorted, so one sequential pass suffices.
+  for (Entry& e : entries) {
+    e.tensor.bytes.resize(e.end - e.begin);
+    readExactly(e.tensor.bytes.data(), e.tensor.bytes.size(),
+                fmt::format("the data of tensor '{}'", e.name).c_str());
+    result.tensors.emplace(e.name, std::move(e.tensor));
+  }
+  return result;
+}
+
+}  // namespace tessel
