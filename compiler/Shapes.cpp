@@ -14,6 +14,10 @@ std::string str(ShapeRef shape) {
 
 namespace {
 bool equal(ShapeRef a, ShapeRef b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+/// "batch 4x2", or "no batch dimensions" (str() would say "scalar", which misleads here).
+std::string batchStr(ShapeRef batch) {
+  return batch.empty() ? "no batch dimensions" : "batch " + str(batch);
+}
 }  // namespace
 
 Result matmul(ShapeRef lhs, ShapeRef rhs, bool transposeLhs, bool transposeRhs) {
@@ -32,9 +36,10 @@ Result matmul(ShapeRef lhs, ShapeRef rhs, bool transposeLhs, bool transposeRhs) 
         kr));
   ShapeRef lhsBatch = lhs.first(lr - 2);
   if (rr > 2 && !equal(lhsBatch, rhs.first(rr - 2)))
-    return Result::fail(fmt::format("batch dimensions differ: lhs {} has batch {}, rhs {} has "
-                                    "batch {} (a shared rhs must have rank 2)",
-                                    str(lhs), str(lhsBatch), str(rhs), str(rhs.first(rr - 2))));
+    return Result::fail(fmt::format("batch dimensions differ: lhs {} has {}, rhs {} has {} (a "
+                                    "shared rhs must have rank 2)",
+                                    str(lhs), batchStr(lhsBatch), str(rhs),
+                                    batchStr(rhs.first(rr - 2))));
   Shape out(lhsBatch.begin(), lhsBatch.end());
   out.push_back(m);
   out.push_back(n);

@@ -42,9 +42,7 @@ uint64_t splitmix64(uint64_t x) {
 
 /// A uniform double in (0, 1]: (k + 1) / 2^53 for k the top 53 bits of one draw. Excluding 0
 /// keeps log(u1) finite.
-double uniform53(std::mt19937_64& rng) {
-  return static_cast<double>((rng() >> 11) + 1) * 0x1p-53;
-}
+double uniform53(std::mt19937_64& rng) { return static_cast<double>((rng() >> 11) + 1) * 0x1p-53; }
 
 }  // namespace
 
@@ -54,8 +52,8 @@ void initParameter(float* out, int64_t n, InitKind kind, double stddev, uint64_t
     throw std::invalid_argument("initParameter: negative element count " + std::to_string(n) +
                                 " for parameter '" + std::string(name) + "'");
   if (n > 0 && out == nullptr)
-    throw std::invalid_argument("initParameter: null output for parameter '" +
-                                std::string(name) + "'");
+    throw std::invalid_argument("initParameter: null output for parameter '" + std::string(name) +
+                                "'");
   switch (kind) {
     case InitKind::Zeros:
       for (int64_t i = 0; i < n; ++i) out[i] = 0.0f;

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   # build
-  cmake ninja-build ccache g++ pkg-config
+  cmake ninja-build ccache g++ pkg-config libcli11-dev
   # LLVM/MLIR 22 (shared libMLIR + libLLVM), lit and FileCheck
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # libraries

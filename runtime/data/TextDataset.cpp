@@ -10,13 +10,13 @@
 // everywhere.
 #include "runtime/data/TextDataset.h"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
-
-#include <fmt/format.h>
 
 namespace tessel {
 namespace {
@@ -63,16 +63,14 @@ uint64_t uniformBelow(std::mt19937_64& rng, uint64_t range) {
   }
 }
 
-const char* splitName(Split split) {
-  return split == Split::Train ? "training" : "validation";
-}
+const char* splitName(Split split) { return split == Split::Train ? "training" : "validation"; }
 
 }  // namespace
 
 TextDataset::TextDataset(const std::string& path, double valFraction) : path_(path) {
   if (!(valFraction >= 0.0 && valFraction < 1.0))
-    throw DataError(fmt::format(
-        "validation fraction for data file '{}' must be in [0, 1), got {}", path, valFraction));
+    throw DataError(fmt::format("validation fraction for data file '{}' must be in [0, 1), got {}",
+                                path, valFraction));
   bytes_ = readWholeFile(path);
   if (bytes_.empty()) throw DataError(fmt::format("data file '{}' is empty", path));
   const double n = static_cast<double>(bytes_.size());
@@ -83,8 +81,8 @@ TextDataset::TextDataset(const std::string& path, double valFraction) : path_(pa
 /// Throws DataError unless a window of seq+1 bytes fits in `split`.
 static void checkSplit(const TextDataset& data, Split split, int64_t seq) {
   if (seq < 1)
-    throw DataError(fmt::format("sequence length must be at least 1, got {} (data file '{}')",
-                                seq, data.path()));
+    throw DataError(fmt::format("sequence length must be at least 1, got {} (data file '{}')", seq,
+                                data.path()));
   const int64_t have = split == Split::Train ? data.trainSize() : data.valSize();
   if (have < seq + 1)
     throw DataError(fmt::format(

@@ -12,6 +12,10 @@
 // ending at the end of the file). Only then is tensor data read.
 #include "runtime/io/SafeTensors.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -19,13 +23,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
-#include <set>
-
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace tessel {
 
@@ -77,8 +76,8 @@ int64_t checkedNumel(const std::vector<int64_t>& shape) {
 void checkTensor(const std::string& what, const std::string& name, const StTensor& t) {
   const int64_t numel = checkedNumel(t.shape);
   if (numel < 0)
-    throw SafeTensorsError(fmt::format("{}: tensor '{}' has an invalid shape {}", what, name,
-                                       shapeString(t.shape)));
+    throw SafeTensorsError(
+        fmt::format("{}: tensor '{}' has an invalid shape {}", what, name, shapeString(t.shape)));
   if (t.bytes.size() != static_cast<uint64_t>(numel) * dtypeSize(t.dtype))
     throw SafeTensorsError(fmt::format("{}: tensor '{}' has {} bytes but {} {} needs {}", what,
                                        name, t.bytes.size(), dtypeName(t.dtype),
@@ -129,7 +128,9 @@ struct Entry {
 };
 
 Entry parseEntry(const std::string& path, const std::string& name, const json& j) {
-  auto bad = [&](const std::string& cause) { fail(path, fmt::format("tensor '{}': {}", name, cause)); };
+  auto bad = [&](const std::string& cause) {
+    fail(path, fmt::format("tensor '{}': {}", name, cause));
+  };
   if (!j.is_object()) bad("header entry is not a JSON object");
   Entry e;
   e.name = name;
@@ -143,7 +144,8 @@ Entry parseEntry(const std::string& path, const std::string& name, const json& j
   for (const json& d : *shape) {
     uint64_t v = 0;
     if (!getUnsigned(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-      bad(fmt::format("shape {} has a dimension that is not a non-negative integer", shape->dump()));
+      bad(fmt::format("shape {} has a dimension that is not a non-negative integer",
+                      shape->dump()));
     e.tensor.shape.push_back(static_cast<int64_t>(v));
   }
   auto offsets = j.find("data_offsets");
@@ -173,22 +175,32 @@ void writeAll(std::FILE* f, const void* data, size_t n, const std::string& tmp) 
 
 size_t dtypeSize(StDType dtype) {
   switch (dtype) {
-    case StDType::F32: return 4;
-    case StDType::F64: return 8;
-    case StDType::BF16: return 2;
-    case StDType::I32: return 4;
-    case StDType::I64: return 8;
+    case StDType::F32:
+      return 4;
+    case StDType::F64:
+      return 8;
+    case StDType::BF16:
+      return 2;
+    case StDType::I32:
+      return 4;
+    case StDType::I64:
+      return 8;
   }
   return 0;  // unreachable for valid enumerators
 }
 
 const char* dtypeName(StDType dtype) {
   switch (dtype) {
-    case StDType::F32: return "F32";
-    case StDType::F64: return "F64";
-    case StDType::BF16: return "BF16";
-    case StDType::I32: return "I32";
-    case StDType::I64: return "I64";
+    case StDType::F32:
+      return "F32";
+    case StDType::F64:
+      return "F64";
+    case StDType::BF16:
+      return "BF16";
+    case StDType::I32:
+      return "I32";
+    case StDType::I64:
+      return "I64";
   }
   return "?";
 }
@@ -214,10 +226,18 @@ std::vector<double> StTensor::toF64() const {
   std::vector<double> out;
   out.reserve(static_cast<size_t>(numel()));
   switch (dtype) {
-    case StDType::F32: appendAs<float>(bytes, out); break;
-    case StDType::F64: appendAs<double>(bytes, out); break;
-    case StDType::I32: appendAs<int32_t>(bytes, out); break;
-    case StDType::I64: appendAs<int64_t>(bytes, out); break;
+    case StDType::F32:
+      appendAs<float>(bytes, out);
+      break;
+    case StDType::F64:
+      appendAs<double>(bytes, out);
+      break;
+    case StDType::I32:
+      appendAs<int32_t>(bytes, out);
+      break;
+    case StDType::I64:
+      appendAs<int64_t>(bytes, out);
+      break;
     case StDType::BF16:
       // bf16 is the top 16 bits of an f32: widen by shifting into the high half.
       for (size_t i = 0; i + 2 <= bytes.size(); i += 2) {
@@ -238,7 +258,8 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
   uint64_t offset = 0;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__")
-      throw SafeTensorsError(fmt::format("{}: '__metadata__' is reserved, not a tensor name", what));
+      throw SafeTensorsError(
+          fmt::format("{}: '__metadata__' is reserved, not a tensor name", what));
     checkTensor(what, name, t);
     header[name] = {{"dtype", dtypeName(t.dtype)},
                     {"shape", t.shape},
@@ -258,7 +279,9 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
   // 2. Write "<path>.tmp", flush, fsync, close, rename; remove the tmp file on any failure.
   const std::string tmp = path + ".tmp";
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) throw SafeTensorsError(fmt::format("{}: cannot create '{}': {}", what, tmp, std::strerror(errno)));
+  if (!f)
+    throw SafeTensorsError(
+        fmt::format("{}: cannot create '{}': {}", what, tmp, std::strerror(errno)));
   try {
     writeAll(f, lengthLE, 8, tmp);
     writeAll(f, text.data(), text.size(), tmp);
@@ -278,7 +301,8 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
   }
   // 3. Best effort: make the rename itself durable by syncing the directory.
   const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string dir =
+      slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (dfd >= 0) {
     (void)::fsync(dfd);
@@ -289,15 +313,17 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
 SafeTensorsFile readSafeTensors(const std::string& path) {
   FilePtr f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  if (std::fseek(f.get(), 0, SEEK_END) != 0) fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
+  if (std::fseek(f.get(), 0, SEEK_END) != 0)
+    fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
   const long endPos = std::ftell(f.get());
   if (endPos < 0) fail(path, fmt::format("cannot determine size: {}", std::strerror(errno)));
   const uint64_t fileSize = static_cast<uint64_t>(endPos);
   std::rewind(f.get());
   auto readExactly = [&](void* dst, size_t n, const char* part) {
     if (n != 0 && std::fread(dst, 1, n, f.get()) != n)
-      fail(path, fmt::format("cannot read {}: {}", part,
-                             std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file"));
+      fail(path,
+           fmt::format("cannot read {}: {}", part,
+                       std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file"));
   };
 
   // 1. Header length: 8 bytes, little-endian, within the file and the cap.
@@ -308,7 +334,8 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
   uint64_t headerLen = 0;
   for (int i = 0; i < 8; ++i) headerLen |= uint64_t{lengthLE[i]} << (8 * i);
   if (headerLen > kMaxHeaderBytes)
-    fail(path, fmt::format("header length {} exceeds the {}-byte limit", headerLen, kMaxHeaderBytes));
+    fail(path,
+         fmt::format("header length {} exceeds the {}-byte limit", headerLen, kMaxHeaderBytes));
   if (headerLen > fileSize - 8)
     fail(path, fmt::format("header length {} runs past the end of the file ({} bytes)", headerLen,
                            fileSize));
@@ -319,7 +346,8 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
   std::set<std::string> seen;
   std::string duplicate;
   json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second)
+    if (depth == 1 && event == json::parse_event_t::key &&
+        !seen.insert(parsed.get<std::string>()).second)
       duplicate = parsed.get<std::string>();
     return true;
   };
@@ -339,7 +367,8 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
     if (it.key() == "__metadata__") {
       if (!it->is_object()) fail(path, "\"__metadata__\" is not a JSON object");
       for (auto m = it->begin(); m != it->end(); ++m) {
-        if (!m->is_string()) fail(path, fmt::format("metadata value of '{}' is not a string", m.key()));
+        if (!m->is_string())
+          fail(path, fmt::format("metadata value of '{}' is not a string", m.key()));
         result.metadata[m.key()] = m->get<std::string>();
       }
       continue;
@@ -356,20 +385,22 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.end > dataSize)
-      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] run past the data area of {} bytes",
-                             e.name, e.begin, e.end, dataSize));
+      fail(path,
+           fmt::format("tensor '{}': data_offsets [{}, {}] run past the data area of {} bytes",
+                       e.name, e.begin, e.end, dataSize));
     if (e.begin < expected)
-      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] overlap tensor '{}' [{}, {}]", e.name,
-                             e.begin, e.end, prev->name, prev->begin, prev->end));
+      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] overlap tensor '{}' [{}, {}]",
+                             e.name, e.begin, e.end, prev->name, prev->begin, prev->end));
     if (e.begin > expected)
-      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] leave bytes [{}, {}) unused", e.name,
-                             e.begin, e.end, expected, e.begin));
+      fail(path, fmt::format("tensor '{}': data_offsets [{}, {}] leave bytes [{}, {}) unused",
+                             e.name, e.begin, e.end, expected, e.begin));
     expected = e.end;
     prev = &e;
   }
   if (expected != dataSize)
-    fail(path, fmt::format("tensors cover {} bytes but the data area has {} (file truncated or padded?)",
-                           expected, dataSize));
+    fail(path,
+         fmt::format("tensors cover {} bytes but the data area has {} (file truncated or padded?)",
+                     expected, dataSize));
 
   // 5. Read the data; ranges are contiguous and sorted, so one sequential pass suffices.
   for (Entry& e : entries) {

@@ -1,12 +1,12 @@
 // Tests for runtime/Init: parameter values depend only on (seed, name, element index), and
 // Normal init really draws N(0, std^2).
-#include "runtime/Init.h"
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
 
-#include <gtest/gtest.h>
+#include "runtime/Init.h"
 
 namespace tessel {
 namespace {

@@ -1,7 +1,8 @@
 // Tests for runtime/io/SafeTensors: round trips of every dtype, the byte layout required by
 // the format spec, a family of corrupt files that must each be rejected with a message naming
 // the file (and tensor), and atomic writes that leave no temporary file behind on failure.
-#include "runtime/io/SafeTensors.h"
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cmath>
@@ -10,30 +11,38 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <numbers>
 #include <optional>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-#include <unistd.h>
+#include "runtime/io/SafeTensors.h"
 
 namespace tessel {
 namespace {
 
 namespace fs = std::filesystem;
 
-/// A fresh directory under testing::TempDir() for one test.
-fs::path freshDir(const std::string& tag) {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = std::string("tessel_st_") + std::to_string(::getpid()) + "_" + tag + "_" +
-                     info->name();
-  for (char& c : name)
-    if (c == '/') c = '_';  // parameterised test names contain '/'
-  fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+/// A fresh directory under testing::TempDir() for one test, removed when it goes out of scope
+/// (also when an ASSERT ends the test early).
+struct ScratchDir {
+  explicit ScratchDir(const std::string& tag) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    std::string name =
+        std::string("tessel_st_") + std::to_string(::getpid()) + "_" + tag + "_" + info->name();
+    for (char& c : name)
+      if (c == '/') c = '_';  // parameterised test names contain '/'
+    path = fs::path(::testing::TempDir()) / name;
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  fs::path path;
+};
 
 std::vector<uint8_t> readBytes(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
@@ -89,13 +98,14 @@ TEST(SafeTensorsTest, DTypeSizesAndNames) {
 }
 
 TEST(SafeTensorsTest, RoundTripsEveryDTypeAndMetadata) {
-  const fs::path dir = freshDir("rt");
+  const ScratchDir scratch("rt");
+  const fs::path& dir = scratch.path;
   SafeTensorsFile file;
   file.metadata = {{"format", "pt"}, {"step", "10"}, {"note", "quote \" and ünïcode"}};
   file.tensors["f32"] = StTensor::fromF32({2, 3}, {1.5f, -2.f, 3.25f, 0.f, -0.f, 1e-30f});
   file.tensors["f64"] = StTensor::fromF64({3}, {std::numbers::pi, -1e300, 5e-324});
-  file.tensors["i32"] = StTensor::fromI32({2, 2}, {0, -1, std::numeric_limits<int32_t>::max(),
-                                                  std::numeric_limits<int32_t>::min()});
+  file.tensors["i32"] = StTensor::fromI32(
+      {2, 2}, {0, -1, std::numeric_limits<int32_t>::max(), std::numeric_limits<int32_t>::min()});
   file.tensors["i64"] = rawTensor<int64_t>(StDType::I64, {2}, {int64_t{1} << 40, -7});
   file.tensors["bf16"] = rawTensor<uint16_t>(StDType::BF16, {1, 3}, {0x3F80, 0xC020, 0x7F80});
   file.tensors["scalar"] = StTensor::fromF32({}, {42.f});
@@ -108,11 +118,11 @@ TEST(SafeTensorsTest, RoundTripsEveryDTypeAndMetadata) {
   EXPECT_EQ(back.tensors.at("scalar").numel(), 1);
   EXPECT_EQ(back.tensors.at("empty").numel(), 0);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, ToF64ConvertsEachDType) {
-  EXPECT_EQ(StTensor::fromF32({2}, {0.1f, -3.f}).toF64(), (std::vector<double>{double(0.1f), -3.0}));
+  EXPECT_EQ(StTensor::fromF32({2}, {0.1f, -3.f}).toF64(),
+            (std::vector<double>{double(0.1f), -3.0}));
   EXPECT_EQ(StTensor::fromF64({1}, {0.1}).toF64(), std::vector<double>{0.1});
   EXPECT_EQ(StTensor::fromI32({2}, {-5, 7}).toF64(), (std::vector<double>{-5.0, 7.0}));
   EXPECT_EQ(rawTensor<int64_t>(StDType::I64, {2}, {(int64_t{1} << 40) + 1, -9}).toF64(),
@@ -141,7 +151,8 @@ TEST(SafeTensorsTest, HeaderLayoutFollowsTheSpec) {
   // Spec: u64 little-endian N, then N bytes of JSON, then the data area; offsets are relative
   // to the data area. We also promise: tensors in name order, JSON padded with spaces so the
   // data area starts at a multiple of 8.
-  const fs::path dir = freshDir("layout");
+  const ScratchDir scratch("layout");
+  const fs::path& dir = scratch.path;
   SafeTensorsFile file;
   file.metadata["format"] = "pt";
   file.tensors["b"] = StTensor::fromF32({2}, {1.f, 2.f});
@@ -155,10 +166,9 @@ TEST(SafeTensorsTest, HeaderLayoutFollowsTheSpec) {
   EXPECT_EQ(n % 8, 0u);
   ASSERT_EQ(bytes.size(), 8 + n + 12 + 8);
   const std::string header(bytes.begin() + 8, bytes.begin() + 8 + long(n));
-  const std::string json =
-      R"({"__metadata__":{"format":"pt"},)"
-      R"("a":{"dtype":"I32","shape":[3],"data_offsets":[0,12]},)"
-      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
+  const std::string json = R"({"__metadata__":{"format":"pt"},)"
+                           R"("a":{"dtype":"I32","shape":[3],"data_offsets":[0,12]},)"
+                           R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})";
   EXPECT_EQ(header.substr(0, json.size()), json);
   EXPECT_EQ(header.substr(json.size()), std::string(n - json.size(), ' '));
   EXPECT_LT(n - json.size(), 8u);
@@ -174,12 +184,12 @@ TEST(SafeTensorsTest, HeaderLayoutFollowsTheSpec) {
   EXPECT_EQ(ints[2], 3);
   EXPECT_EQ(floats[0], 1.f);
   EXPECT_EQ(floats[1], 2.f);
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, ReadsUnpaddedHeadersFromOtherWriters) {
   // Padding is a writer convention; a valid file with an odd header length must still load.
-  const fs::path dir = freshDir("unpadded");
+  const ScratchDir scratch("unpadded");
+  const fs::path& dir = scratch.path;
   const std::string header = R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
   ASSERT_NE(header.size() % 8, 0u);
   const float one = 1.f;
@@ -189,7 +199,6 @@ TEST(SafeTensorsTest, ReadsUnpaddedHeadersFromOtherWriters) {
   const auto file = readSafeTensors((dir / "x.safetensors").string());
   EXPECT_EQ(file.tensors.at("w").toF64(), std::vector<double>{1.0});
   EXPECT_TRUE(file.metadata.empty());
-  fs::remove_all(dir);
 }
 
 // ---- corrupt files: each must throw SafeTensorsError naming the file and the cause ----
@@ -225,14 +234,17 @@ std::vector<CorruptCase> corruptCases() {
       {"NotJson", rawFile("this is not json", zeros(8)), {"not valid JSON"}},
       {"JsonArray", rawFile("[1,2,3]", {}), {"not a JSON object"}},
       {"EntryNotObject", rawFile(entryW("[1]"), zeros(8)), {"tensor 'w'", "not a JSON object"}},
-      {"MissingDType", rawFile(entryW(R"({"shape":[2],"data_offsets":[0,8]})"), zeros(8)),
+      {"MissingDType",
+       rawFile(entryW(R"({"shape":[2],"data_offsets":[0,8]})"), zeros(8)),
        {"tensor 'w'", "dtype"}},
       {"UnknownDType",
        rawFile(entryW(R"({"dtype":"F16","shape":[2],"data_offsets":[0,4]})"), zeros(4)),
        {"tensor 'w'", "unsupported dtype 'F16'"}},
-      {"NonStringDType", rawFile(entryW(R"({"dtype":4,"shape":[2],"data_offsets":[0,8]})"), zeros(8)),
+      {"NonStringDType",
+       rawFile(entryW(R"({"dtype":4,"shape":[2],"data_offsets":[0,8]})"), zeros(8)),
        {"tensor 'w'", "dtype"}},
-      {"MissingShape", rawFile(entryW(R"({"dtype":"F32","data_offsets":[0,8]})"), zeros(8)),
+      {"MissingShape",
+       rawFile(entryW(R"({"dtype":"F32","data_offsets":[0,8]})"), zeros(8)),
        {"tensor 'w'", "shape"}},
       {"NegativeDim",
        rawFile(entryW(R"({"dtype":"F32","shape":[-2],"data_offsets":[0,8]})"), zeros(8)),
@@ -244,9 +256,11 @@ std::vector<CorruptCase> corruptCases() {
        rawFile(entryW(R"({"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]})"),
                zeros(8)),
        {"tensor 'w'", "too large"}},
-      {"MissingOffsets", rawFile(entryW(R"({"dtype":"F32","shape":[2]})"), zeros(8)),
+      {"MissingOffsets",
+       rawFile(entryW(R"({"dtype":"F32","shape":[2]})"), zeros(8)),
        {"tensor 'w'", "data_offsets"}},
-      {"OneOffset", rawFile(entryW(R"({"dtype":"F32","shape":[2],"data_offsets":[8]})"), zeros(8)),
+      {"OneOffset",
+       rawFile(entryW(R"({"dtype":"F32","shape":[2],"data_offsets":[8]})"), zeros(8)),
        {"tensor 'w'", "data_offsets"}},
       {"NegativeOffset",
        rawFile(entryW(R"({"dtype":"F32","shape":[2],"data_offsets":[-8,0]})"), zeros(8)),
@@ -263,10 +277,12 @@ std::vector<CorruptCase> corruptCases() {
       {"GapBetweenTensors",
        rawFile(two + R"("b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})", zeros(20)),
        {"tensor 'b'", "unused"}},
-      {"DuplicateName", rawFile(R"({"w":)" + kGoodW + R"(,"w":)" + kGoodW + "}", zeros(8)),
+      {"DuplicateName",
+       rawFile(R"({"w":)" + kGoodW + R"(,"w":)" + kGoodW + "}", zeros(8)),
        {"'w' more than once"}},
       {"MetadataNotObject", rawFile(R"({"__metadata__":[1]})", {}), {"__metadata__"}},
-      {"MetadataValueNotString", rawFile(R"({"__metadata__":{"step":3}})", {}),
+      {"MetadataValueNotString",
+       rawFile(R"({"__metadata__":{"step":3}})", {}),
        {"metadata value of 'step'"}},
   };
 }
@@ -274,7 +290,8 @@ std::vector<CorruptCase> corruptCases() {
 class CorruptFileTest : public ::testing::TestWithParam<CorruptCase> {};
 
 TEST_P(CorruptFileTest, ThrowsNamingFileAndCause) {
-  const fs::path dir = freshDir("corrupt");
+  const ScratchDir scratch("corrupt");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "bad.safetensors").string();
   writeBytes(path, GetParam().bytes);
   try {
@@ -286,32 +303,32 @@ TEST_P(CorruptFileTest, ThrowsNamingFileAndCause) {
     for (const auto& part : GetParam().expected)
       EXPECT_NE(msg.find(part), std::string::npos) << "'" << msg << "' lacks '" << part << "'";
   }
-  fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(SafeTensors, CorruptFileTest, ::testing::ValuesIn(corruptCases()),
-                         [](const auto& info) { return info.param.name; });
+                         [](const auto& tc) { return tc.param.name; });
 
 TEST(SafeTensorsTest, TheUncorruptedBaselineReads) {
   // Guards the corrupt-file family: its baseline must be valid, so each case fails only for
   // its own mutation.
-  const fs::path dir = freshDir("baseline");
+  const ScratchDir scratch("baseline");
+  const fs::path& dir = scratch.path;
   writeBytes(dir / "ok.safetensors", rawFile(entryW(kGoodW), zeros(8)));
   EXPECT_EQ(readSafeTensors((dir / "ok.safetensors").string()).tensors.at("w").numel(), 2);
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, MissingFileNamesFileAndCause) {
-  const fs::path dir = freshDir("missing");
+  const ScratchDir scratch("missing");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "nope.safetensors").string();
   try {
     readSafeTensors(path);
     FAIL() << "missing file accepted";
   } catch (const SafeTensorsError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
+        << e.what();
   }
-  fs::remove_all(dir);
 }
 
 // ---- atomic writes ----
@@ -323,34 +340,36 @@ SafeTensorsFile smallFile(float v) {
 }
 
 TEST(SafeTensorsTest, WriteIntoMissingDirectoryFailsCleanly) {
-  const fs::path dir = freshDir("nodir");
+  const ScratchDir scratch("nodir");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "no" / "such" / "dir" / "x.safetensors").string();
   try {
     writeSafeTensors(path, smallFile(1.f));
     FAIL() << "write into a missing directory succeeded";
   } catch (const SafeTensorsError& e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
+        << e.what();
   }
   EXPECT_FALSE(fs::exists(path + ".tmp"));
   EXPECT_FALSE(fs::exists(path));
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, FailedRenameRemovesTheTmpFile) {
   // The target is an existing non-empty directory: the tmp file is written in full, then
   // rename() fails, and the tmp file must not be left behind.
-  const fs::path dir = freshDir("rename");
+  const ScratchDir scratch("rename");
+  const fs::path& dir = scratch.path;
   const fs::path target = dir / "occupied";
   fs::create_directories(target / "inside");
   EXPECT_THROW(writeSafeTensors(target.string(), smallFile(1.f)), SafeTensorsError);
   EXPECT_FALSE(fs::exists(target.string() + ".tmp"));
   EXPECT_TRUE(fs::is_directory(target / "inside"));
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, InvalidTensorLeavesTheExistingFileUntouched) {
-  const fs::path dir = freshDir("invalid");
+  const ScratchDir scratch("invalid");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "ckpt.safetensors").string();
   writeSafeTensors(path, smallFile(1.f));
   const auto before = readBytes(path);
@@ -368,11 +387,11 @@ TEST(SafeTensorsTest, InvalidTensorLeavesTheExistingFileUntouched) {
   EXPECT_THROW(writeSafeTensors(path, reserved), SafeTensorsError);
   EXPECT_EQ(readBytes(path), before);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, OverwriteReplacesTheWholeFile) {
-  const fs::path dir = freshDir("overwrite");
+  const ScratchDir scratch("overwrite");
+  const fs::path& dir = scratch.path;
   const std::string path = (dir / "x.safetensors").string();
   SafeTensorsFile big;
   big.tensors["w"] = StTensor::fromF64({100}, std::vector<double>(100, 1.0));
@@ -380,13 +399,13 @@ TEST(SafeTensorsTest, OverwriteReplacesTheWholeFile) {
   writeSafeTensors(path, smallFile(5.f));  // shorter: no stale bytes may remain
   EXPECT_EQ(readSafeTensors(path).tensors.at("w").toF64(), std::vector<double>{5.0});
   EXPECT_FALSE(fs::exists(path + ".tmp"));
-  fs::remove_all(dir);
 }
 
 TEST(SafeTensorsTest, OverwriteRenamesANewFileInsteadOfRewritingInPlace) {
   // A hard link to the old file keeps the old bytes only if the writer built a new file and
   // renamed it over `path`; an in-place rewrite (not atomic) would change both names.
-  const fs::path dir = freshDir("inode");
+  const ScratchDir scratch("inode");
+  const fs::path& dir = scratch.path;
   const fs::path path = dir / "x.safetensors";
   writeSafeTensors(path.string(), smallFile(1.f));
   fs::create_hard_link(path, dir / "old.safetensors");
@@ -395,7 +414,6 @@ TEST(SafeTensorsTest, OverwriteRenamesANewFileInsteadOfRewritingInPlace) {
   EXPECT_EQ(readSafeTensors((dir / "old.safetensors").string()).tensors.at("w").toF64(),
             std::vector<double>{1.0});
   EXPECT_EQ(fs::hard_link_count(path), 1u);
-  fs::remove_all(dir);
 }
 
 }  // namespace

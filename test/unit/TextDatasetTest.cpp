@@ -1,7 +1,8 @@
 // Tests for runtime/data/TextDataset: windows are consecutive file bytes with targets shifted
 // by one, each split's windows stay inside it, sampling is seeded and portable, and every
 // error names the file and the cause.
-#include "runtime/data/TextDataset.h"
+#include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,8 +10,7 @@
 #include <numeric>
 #include <set>
 
-#include <gtest/gtest.h>
-#include <unistd.h>
+#include "runtime/data/TextDataset.h"
 
 namespace tessel {
 namespace {
