@@ -12,10 +12,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 
 namespace tessel {
@@ -50,6 +52,29 @@ std::vector<uint8_t> readWholeFile(const std::string& path) {
   return bytes;
 }
 
+/// The text files of a folder, concatenated in name order. A text file is a regular file
+/// (symbolic links are skipped, so aliases such as fortune's "*.u8" are not read twice) with
+/// no NUL byte (binary indexes such as fortune's "*.dat" are skipped), the rule git and grep
+/// use to tell text from binary.
+std::vector<uint8_t> readTextFolder(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(path, ec))
+    if (e.symlink_status().type() == fs::file_type::regular) files.push_back(e.path());
+  if (ec) throw DataError(fmt::format("cannot list data folder '{}': {}", path, ec.message()));
+  std::sort(files.begin(), files.end());
+  std::vector<uint8_t> bytes;
+  for (const fs::path& f : files) {
+    std::vector<uint8_t> content = readWholeFile(f.string());
+    if (std::find(content.begin(), content.end(), uint8_t{0}) != content.end()) continue;
+    bytes.insert(bytes.end(), content.begin(), content.end());
+  }
+  if (bytes.empty())
+    throw DataError(fmt::format("data folder '{}' holds no non-empty text files", path));
+  return bytes;
+}
+
 /// A uniformly distributed integer in [0, range), range >= 1, from one or more rng() draws.
 /// Rejection method (as OpenBSD's arc4random_uniform): values below 2^64 mod range are
 /// redrawn, so the accepted values cover whole multiples of `range` and `r % range` is
@@ -71,7 +96,8 @@ TextDataset::TextDataset(const std::string& path, double valFraction) : path_(pa
   if (!(valFraction >= 0.0 && valFraction < 1.0))
     throw DataError(fmt::format("validation fraction for data file '{}' must be in [0, 1), got {}",
                                 path, valFraction));
-  bytes_ = readWholeFile(path);
+  std::error_code ec;
+  bytes_ = std::filesystem::is_directory(path, ec) ? readTextFolder(path) : readWholeFile(path);
   if (bytes_.empty()) throw DataError(fmt::format("data file '{}' is empty", path));
   const double n = static_cast<double>(bytes_.size());
   trainEnd_ = static_cast<int64_t>(std::floor(n * (1.0 - valFraction)));

@@ -33,8 +33,9 @@ struct TokenBatch {
 /// A byte corpus with a train/validation split.
 class TextDataset {
  public:
-  /// Reads `path` whole. Throws DataError if it cannot be opened ("cannot open data file
-  /// 'x': No such file or directory"), or is empty.
+  /// Reads `path` whole; a folder stands for its text files concatenated in name order
+  /// (regular files without NUL bytes; symbolic links skipped). Throws DataError if it cannot
+  /// be opened ("cannot open data file 'x': No such file or directory"), or is empty.
   explicit TextDataset(const std::string& path, double valFraction = 0.1);
 
   /// Checks that windows of seq+1 bytes fit in both splits; throws DataError naming the

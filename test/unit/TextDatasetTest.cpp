@@ -210,9 +210,24 @@ TEST_F(TextDatasetTest, MissingFileNamesFileAndCause) {
                   {"cannot open data file '" + path + "'", "No such file or directory"});
 }
 
-TEST_F(TextDatasetTest, DirectoryIsNotADataFile) {
-  const std::string path = dir_.string();
-  expectDataError([&] { TextDataset d(path); }, {"'" + path + "'", "Is a directory"});
+TEST_F(TextDatasetTest, FolderIsItsTextFilesInNameOrder) {
+  write("b.txt", {'B', 'B', 'B'});
+  write("a.txt", {'A'});
+  write("a.dat", {1, 0, 2});  // binary (has a NUL): skipped
+  fs::create_symlink(dir_ / "a.txt", dir_ / "a.u8");  // alias: skipped
+  fs::create_directories(dir_ / "sub");               // folders: not descended into
+  write("sub/c.txt", {'C'});
+  TextDataset d(dir_.string(), 0.5);
+  EXPECT_EQ(d.size(), 4);  // "A" + "BBB"
+  std::mt19937_64 rng(1);
+  TokenBatch b = d.sample(Split::Train, 1, 1, rng);  // train = "AB", the only window
+  EXPECT_EQ(b.tokens, (std::vector<int32_t>{'A'}));
+  EXPECT_EQ(b.targets, (std::vector<int32_t>{'B'}));
+}
+
+TEST_F(TextDatasetTest, FolderWithoutTextIsRejected) {
+  write("index.dat", {0, 0, 0});
+  expectDataError([&] { TextDataset d(dir_.string()); }, {"'" + dir_.string() + "'", "no non-empty text files"});
 }
 
 TEST_F(TextDatasetTest, EmptyFileIsRejected) {
