@@ -67,6 +67,49 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       })
       .Case([&](ReduceSumOp o) { return one(ref::reduceSum(*in[0], toVector(o.getDims()))); })
       .Case([&](ReduceMeanOp o) { return one(ref::reduceMean(*in[0], toVector(o.getDims()))); })
+      // ---- backward ops ----
+      .Case([&](ConstantOp o) {
+        return one(ref::Tensor::filled(shapeOf(o.getType()), o.getValue().convertToDouble()));
+      })
+      .Case([&](BroadcastOp o) {
+        return one(ref::broadcast(*in[0], shapeOf(o.getType()), toVector(o.getDims())));
+      })
+      .Case([&](GeluGradOp) { return one(ref::geluBackward(*in[0], *in[1])); })
+      .Case([&](ReluGradOp) { return one(ref::reluBackward(*in[0], *in[1])); })
+      .Case([&](SoftmaxGradOp) { return one(ref::softmaxBackward(*in[0], *in[1])); })
+      .Case([&](LayerNormGradOp o) {
+        ref::LayerNormGrads g =
+            ref::layerNormBackward(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble());
+        return std::vector<ref::Tensor>{std::move(g.dx), std::move(g.dgamma), std::move(g.dbeta)};
+      })
+      .Case([&](EmbeddingGradOp o) {
+        return one(ref::embeddingBackward(*in[0], *in[1], o.getType().getDimSize(0)));
+      })
+      .Case([&](CrossEntropyGradOp) {
+        return one(ref::crossEntropyBackward(*in[0], *in[1], *in[2]));
+      })
+      // ---- optimizer ops (scalar hyper-parameters are tensor<f32> operands) ----
+      .Case([&](AdamWOp o) {
+        ref::Tensor p = *in[0], m = *in[2], v = *in[3];
+        ref::AdamWConfig c{in[4]->data[0], in[5]->data[0], in[6]->data[0], in[7]->data[0],
+                           o.getDecay() ? in[8]->data[0] : 0.0,
+                           static_cast<int64_t>(in[9]->data[0])};
+        ref::adamwStep(p, *in[1], m, v, c);
+        return std::vector<ref::Tensor>{std::move(p), std::move(m), std::move(v)};
+      })
+      .Case([&](SGDOp o) {
+        ref::Tensor p = *in[0], buf = *in[2];
+        ref::sgdStep(p, *in[1], buf, in[3]->data[0], in[4]->data[0],
+                     o.getDecay() ? in[5]->data[0] : 0.0, in[6]->data[0] == 1.0);
+        return std::vector<ref::Tensor>{std::move(p), std::move(buf)};
+      })
+      .Case([&](GlobalNormOp) {
+        std::vector<const ref::Tensor*> xs(in.begin(), in.end());
+        return one(ref::Tensor::filled({}, ref::globalNorm(xs)));
+      })
+      .Case([&](ClipCoefficientOp) {
+        return one(ref::Tensor::filled({}, ref::clipCoefficient(in[0]->data[0], in[1]->data[0])));
+      })
       .Default([&](mlir::Operation*) -> std::vector<ref::Tensor> {
         throw InterpreterError(
             fmt::format("the reference interpreter cannot run {}", describe(op)));
@@ -75,9 +118,9 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
 
 }  // namespace
 
-std::vector<ref::Tensor> interpret(
-    mlir::func::FuncOp func, const ParameterMap& params, const std::vector<ref::Tensor>& args,
-    const std::function<void(mlir::Operation*, const std::vector<ref::Tensor>&)>& observe) {
+std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& params,
+                                   const std::vector<ref::Tensor>& args, const Observer& observe,
+                                   ParameterMap* assigned) {
   mlir::Block& body = func.getBody().front();
   if (args.size() != body.getNumArguments())
     throw InterpreterError(fmt::format("function @{} takes {} arguments, got {}",
@@ -97,6 +140,14 @@ std::vector<ref::Tensor> interpret(
       std::vector<ref::Tensor> results;
       for (mlir::Value v : ret.getOperands()) results.push_back(values.at(v));
       return results;
+    }
+    if (auto assign = mlir::dyn_cast<AssignOp>(op)) {
+      if (!assigned)
+        throw InterpreterError(fmt::format("{} writes state, but the caller collects no "
+                                           "assignments",
+                                           describe(&op)));
+      (*assigned)[assign.getName().str()] = values.at(assign.getValue());
+      continue;
     }
     std::vector<ref::Tensor> outs;
     if (auto param = mlir::dyn_cast<ParamOp>(op)) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/reference/Reference.h"
+#include "runtime/reference/ReferenceGrad.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -25,11 +26,16 @@ struct InterpreterError : std::runtime_error {
 /// Parameter values by name ("blocks.0.attn.qkv.weight"), each with its declared shape.
 using ParameterMap = std::map<std::string, ref::Tensor>;
 
+/// Called with every op and its result values as they are computed.
+using Observer = std::function<void(mlir::Operation*, const std::vector<ref::Tensor>&)>;
+
 /// Runs `func` on `args` (one per function argument, shapes checked) with `params` supplying
-/// every tessel.param, and returns the values of its `func.return`. If `observe` is set, it
-/// is called with every op and its result values as they are computed.
-std::vector<ref::Tensor> interpret(
-    mlir::func::FuncOp func, const ParameterMap& params, const std::vector<ref::Tensor>& args,
-    const std::function<void(mlir::Operation*, const std::vector<ref::Tensor>&)>& observe = {});
+/// every tessel.param (parameters and optimizer state), and returns the values of its
+/// `func.return`. Values written by tessel.assign go to `*assigned` (required when the
+/// function assigns); they take effect only when the caller copies them into `params`, which
+/// matches the op's semantics (reads see the values from before the call).
+std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& params,
+                                   const std::vector<ref::Tensor>& args,
+                                   const Observer& observe = {}, ParameterMap* assigned = nullptr);
 
 }  // namespace tessel

@@ -7,7 +7,12 @@
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "passes/Passes.h"
 
+#include <functional>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -16,33 +21,46 @@ namespace tessel {
 namespace {
 
 struct Stage {
-  const char* name;
-  void (*addPasses)(mlir::OpPassManager& pm);  // nullptr: nothing to run (the input)
+  std::string name;
+  std::function<void(mlir::OpPassManager&)> addPasses;  // empty: nothing to run (the input)
 };
 
-// The compiler's stages so far. Later passes (autodiff, optimizer, sharding, fusion,
-// memory planning) are appended here as they arrive.
-const Stage kStages[] = {
-    {"dsl", nullptr},
-    {"canonicalize",
-     [](mlir::OpPassManager& pm) {
-       pm.addPass(mlir::createCanonicalizerPass());
-       pm.addPass(mlir::createCSEPass());
-     }},
-};
+void cleanup(mlir::OpPassManager& pm) {
+  pm.addPass(mlir::createCanonicalizerPass());
+  pm.addPass(mlir::createCSEPass());
+}
+
+/// The compiler's stages, in order. Later passes (sharding, fusion, memory planning) are
+/// appended here as they arrive.
+std::vector<Stage> stages(const PipelineOptions& o) {
+  std::vector<Stage> s{{"dsl", {}}, {"canonicalize", cleanup}};
+  if (!o.train) return s;
+  s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
+                 pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
+               }});
+  s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
+                 pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
+               }});
+  if (o.optimizer != "none")
+    s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
+                   pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
+                 }});
+  s.push_back({"cleanup", cleanup});
+  return s;
+}
 
 }  // namespace
 
-std::vector<std::string> pipelineStageNames() {
+std::vector<std::string> pipelineStageNames(const PipelineOptions& options) {
   std::vector<std::string> names;
-  for (const Stage& s : kStages) names.push_back(s.name);
+  for (const Stage& s : stages(options)) names.push_back(s.name);
   return names;
 }
 
 bool writeModule(mlir::ModuleOp module, const std::string& path, std::string& error) {
   std::ofstream out(path);
   if (!out) {
-    error = fmt::format("cannot write '{}'", path);
+    error = fmt::format("cannot write '{}': {}", path, std::strerror(errno));
     return false;
   }
   std::string text;
@@ -66,7 +84,7 @@ mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions& op
                                 << "': " << ec.message();
   }
   int index = 0;
-  for (const Stage& stage : kStages) {
+  for (const Stage& stage : stages(options)) {
     if (stage.addPasses) {
       mlir::PassManager pm(module->getContext());
       stage.addPasses(pm);

@@ -15,10 +15,18 @@ namespace tessel {
 struct PipelineOptions {
   /// If non-empty, the folder (created if missing) that receives one .mlir file per stage.
   std::string dumpIrDir;
+  /// Build @train_step (autodiff + optimizer) next to @forward. Off: forward only.
+  bool train = true;
+  /// "adamw" or "sgd" (see the tessel-optimizer pass), or "none": @train_step then returns
+  /// the loss and the gradients and updates nothing.
+  std::string optimizer = "adamw";
+  /// The function autodiff differentiates.
+  std::string forwardName = "forward";
 };
 
-/// The names of the stages runPipeline runs, in order (stage 0 is the input as built).
-std::vector<std::string> pipelineStageNames();
+/// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
+/// as built).
+std::vector<std::string> pipelineStageNames(const PipelineOptions& options);
 
 /// Runs every stage on `module`. Pass failures are reported through the context's
 /// diagnostic handler (at the op's location) and return failure(); an unwritable dump

@@ -12,6 +12,18 @@ std::string str(ShapeRef shape) {
   return fmt::format("{}", fmt::join(shape, "x"));
 }
 
+std::optional<int64_t> numElements(ShapeRef shape) {
+  constexpr int64_t kLimit = int64_t{1} << 48;
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > kLimit / d) return std::nullopt;
+    n *= d;
+  }
+  if (n >= kLimit) return std::nullopt;
+  return n;
+}
+
 namespace {
 bool equal(ShapeRef a, ShapeRef b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
 /// "batch 4x2", or "no batch dimensions" (str() would say "scalar", which misleads here).
@@ -102,6 +114,8 @@ Result causalAttention(ShapeRef qkv, int64_t numHeads) {
     return Result::fail(fmt::format(
         "qkv {} has last dimension {}, which is not 3C (not divisible by 3)", str(qkv), qkv[2]));
   int64_t c = qkv[2] / 3;
+  if (c <= 0)
+    return Result::fail(fmt::format("qkv {} has no channels (C must be positive)", str(qkv)));
   if (numHeads <= 0 || c % numHeads != 0)
     return Result::fail(fmt::format("channels C={} (from qkv {}) are not divisible by {} heads",
                                     c, str(qkv), numHeads));
@@ -109,13 +123,14 @@ Result causalAttention(ShapeRef qkv, int64_t numHeads) {
 }
 
 Result reshape(ShapeRef input, ShapeRef target) {
-  int64_t a = 1, b = 1;
-  for (int64_t d : input) a *= d;
-  for (int64_t d : target) {
+  for (int64_t d : target)
     if (d <= 0)
       return Result::fail(fmt::format("target shape {} has a non-positive dimension", str(target)));
-    b *= d;
-  }
+  std::optional<int64_t> na = numElements(input), nb = numElements(target);
+  if (!na || !nb)
+    return Result::fail(fmt::format("{} or {} has too many elements (2^48 or more)", str(input),
+                                    str(target)));
+  int64_t a = *na, b = *nb;
   if (a != b)
     return Result::fail(fmt::format("cannot reshape {} ({} elements) to {} ({} elements)",
                                     str(input), a, str(target), b));
@@ -182,6 +197,20 @@ Result reduce(ShapeRef input, ShapeRef dims) {
   for (size_t d = 0; d < input.size(); ++d)
     if (!reduced[d]) out.push_back(input[d]);
   return {out, ""};
+}
+
+Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims) {
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] < 0 || dims[i] >= static_cast<int64_t>(result.size()) ||
+        (i > 0 && dims[i] <= dims[i - 1]))
+      return Result::fail(fmt::format("dims [{}] must be sorted, distinct and in [0, {}) for result {}",
+                                      fmt::join(dims, ", "), result.size(), str(result)));
+  Result kept = reduce(result, dims);
+  if (!equal(kept.shape, input))
+    return Result::fail(fmt::format("result {} without dims [{}] is {}, not the input {}",
+                                    str(result), fmt::join(dims, ", "), str(kept.shape),
+                                    str(input)));
+  return {Shape(result.begin(), result.end()), ""};
 }
 
 }  // namespace tessel::shapes

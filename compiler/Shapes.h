@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,6 +28,10 @@ struct Result {
 
 /// "4x32x64"; "scalar" for rank 0.
 std::string str(ShapeRef shape);
+
+/// The element count, or nullopt if a dimension is negative or the count reaches 2^48
+/// (256 Ti elements: beyond any tensor Tessel can hold, and far from int64 overflow).
+std::optional<int64_t> numElements(ShapeRef shape);
 
 /// matmul: lhs [b..., M, K] (or [b..., K, M] transposed), rhs [b..., K, N] (or [b..., N, K]
 /// transposed) or rank-2 rhs shared across batches. Result [b..., M, N].
@@ -65,5 +70,9 @@ Result concat(const std::vector<Shape>& inputs, int64_t axis);
 
 /// reduce_sum / reduce_mean: dims distinct and in [0, rank). Result: input without dims.
 Result reduce(ShapeRef input, ShapeRef dims);
+
+/// broadcast: `dims` sorted, distinct positions in `result`, and `result` without them equals
+/// `input`. Result: `result` itself (the rule only checks).
+Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims);
 
 }  // namespace tessel::shapes

@@ -9,6 +9,7 @@
 #include "mlir/IR/DialectRegistry.h"
 
 #include "compiler/TesselDialect.cpp.inc"
+#include "compiler/TesselInterfaces.cpp.inc"
 
 namespace tessel {
 

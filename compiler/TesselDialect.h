@@ -13,6 +13,8 @@
 
 #include "compiler/TesselDialect.h.inc"
 
+#include "compiler/TesselInterfaces.h.inc"
+
 #define GET_OP_CLASSES
 #include "compiler/TesselOps.h.inc"
 

@@ -34,7 +34,11 @@ def Tessel_Dialect : Dialect {
 def Tessel_FloatTensor : StaticShapeTensorOf<[F32, BF16]>;
 def Tessel_IndexTensor : StaticShapeTensorOf<[I32]>;
 def Tessel_AnyTensor : StaticShapeTensorOf<[F32, BF16, I32]>;
-def Tessel_ScalarF32 : 0DTensorOf<[F32]>;
+// An f32 scalar (tensor<f32>): losses, norms and runtime hyper-parameters. Buildable, so
+// assembly formats need not spell its type.
+def Tessel_ScalarF32 : 0DTensorOf<[F32]> {
+  let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
+}
 
 class Tessel_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tessel_Dialect, mnemonic, traits>;

@@ -9,6 +9,7 @@
 #define TESSEL_OPS_TD
 
 include "compiler/TesselDialect.td"
+include "compiler/TesselInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
@@ -29,18 +30,24 @@ def Tessel_ParamOp : Tessel_Op<"param"> {
     when nothing uses it (an unused parameter still gets an explicit zero gradient) and
     two `param` ops are never merged. Names are unique within a function.
 
+    `state` marks optimizer state rather than a trainable parameter (PyTorch's
+    `exp_avg`, `exp_avg_sq`, `momentum_buffer`, named `<parameter>:<slot>`): it is
+    updated by `tessel.assign` and never differentiated.
+
     Example:
 
     ```mlir
     %w = tessel.param "blocks.0.attn.qkv.weight" {std = 2.000000e-02 : f64} : tensor<192x64xf32>
     %g = tessel.param "blocks.0.ln1.weight" {init = "ones"} : tensor<64xf32>
+    %m = tessel.param "wte.weight:exp_avg" state {init = "zeros"} : tensor<256x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name,
                        DefaultValuedAttr<StrAttr, "\"normal\"">:$init,
-                       OptionalAttr<F64Attr>:$std);
+                       OptionalAttr<F64Attr>:$std,
+                       UnitAttr:$state);
   let results = (outs Tessel_FloatTensor:$result);
-  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`state` $state^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 
@@ -48,7 +55,8 @@ def Tessel_ParamOp : Tessel_Op<"param"> {
 // Matrix products
 //===----------------------------------------------------------------------===//
 
-def Tessel_MatmulOp : Tessel_Op<"matmul", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_MatmulOp : Tessel_Op<"matmul", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "batched matrix product with transpose flags";
   let description = [{
     `lhs`: `[batch..., M, K]` (`[batch..., K, M]` with `transpose_lhs`);
@@ -81,7 +89,7 @@ def Tessel_MatmulOp : Tessel_Op<"matmul", [Pure, SameOperandsAndResultElementTyp
 //===----------------------------------------------------------------------===//
 
 class Tessel_BinaryOp<string mnemonic, string formula>
-    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultElementType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "elementwise " # formula # " with suffix broadcasting";
   let description = [{
     Computes `result = }] # formula # [{` elementwise. Operand shapes are equal, or the
@@ -104,7 +112,7 @@ def Tessel_AddOp : Tessel_BinaryOp<"add", "lhs + rhs">;
 def Tessel_SubOp : Tessel_BinaryOp<"sub", "lhs - rhs">;
 def Tessel_MulOp : Tessel_BinaryOp<"mul", "lhs * rhs">;
 
-def Tessel_ScaleOp : Tessel_Op<"scale", [Pure, SameOperandsAndResultType]> {
+def Tessel_ScaleOp : Tessel_Op<"scale", [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "multiply by a compile-time constant";
   let description = [{
     `result = input * factor`, elementwise, with `factor` an f64 constant.
@@ -121,7 +129,7 @@ def Tessel_ScaleOp : Tessel_Op<"scale", [Pure, SameOperandsAndResultType]> {
 }
 
 class Tessel_UnaryOp<string mnemonic, string summaryText, string formula>
-    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = summaryText;
   let description = [{
     Elementwise `}] # formula # [{`.
@@ -145,7 +153,8 @@ def Tessel_ReluOp : Tessel_UnaryOp<"relu", "ReLU activation", "max(x, 0)">;
 // Normalisation and softmax
 //===----------------------------------------------------------------------===//
 
-def Tessel_LayerNormOp : Tessel_Op<"layer_norm", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_LayerNormOp : Tessel_Op<"layer_norm", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "layer normalisation over the last dimension";
   let description = [{
     `y = (x - mean) / sqrt(var + epsilon) * gamma + beta`, with the mean and the biased
@@ -167,7 +176,8 @@ def Tessel_LayerNormOp : Tessel_Op<"layer_norm", [Pure, SameOperandsAndResultEle
   let hasVerifier = 1;
 }
 
-def Tessel_SoftmaxOp : Tessel_Op<"softmax", [Pure, SameOperandsAndResultType]> {
+def Tessel_SoftmaxOp : Tessel_Op<"softmax", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "softmax over the last dimension, optionally causally masked";
   let description = [{
     `y[..., i, j] = exp(x[..., i, j] - m) / sum_j' exp(x[..., i, j'] - m)` over the last
@@ -190,7 +200,7 @@ def Tessel_SoftmaxOp : Tessel_Op<"softmax", [Pure, SameOperandsAndResultType]> {
 // Embedding and the loss
 //===----------------------------------------------------------------------===//
 
-def Tessel_EmbeddingOp : Tessel_Op<"embedding", [Pure]> {
+def Tessel_EmbeddingOp : Tessel_Op<"embedding", [Pure, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "row gather from an embedding table";
   let description = [{
     `result[i..., c] = table[indices[i...], c]`. `table`: `[V, C]`; `indices`: i32 with
@@ -209,7 +219,7 @@ def Tessel_EmbeddingOp : Tessel_Op<"embedding", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Tessel_CrossEntropyOp : Tessel_Op<"cross_entropy", [Pure]> {
+def Tessel_CrossEntropyOp : Tessel_Op<"cross_entropy", [Pure, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "mean cross-entropy over tokens";
   let description = [{
     `result = mean over i... of -log softmax(logits[i..., :])[targets[i...]]`, computed
@@ -260,7 +270,8 @@ def Tessel_CausalAttentionOp : Tessel_Op<"causal_attention",
 // Shape manipulation
 //===----------------------------------------------------------------------===//
 
-def Tessel_ReshapeOp : Tessel_Op<"reshape", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_ReshapeOp : Tessel_Op<"reshape", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "reinterpret a tensor with a new shape";
   let description = [{
     Row-major reinterpretation; the element count is unchanged.
@@ -277,7 +288,8 @@ def Tessel_ReshapeOp : Tessel_Op<"reshape", [Pure, SameOperandsAndResultElementT
   let hasVerifier = 1;
 }
 
-def Tessel_TransposeOp : Tessel_Op<"transpose", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_TransposeOp : Tessel_Op<"transpose", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "permute dimensions";
   let description = [{
     `result.shape[i] = input.shape[permutation[i]]`; `permutation` is a permutation of
@@ -295,7 +307,8 @@ def Tessel_TransposeOp : Tessel_Op<"transpose", [Pure, SameOperandsAndResultElem
   let hasVerifier = 1;
 }
 
-def Tessel_SplitOp : Tessel_Op<"split", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_SplitOp : Tessel_Op<"split", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "split into equal parts along an axis";
   let description = [{
     Splits `input` along `axis` into as many equal parts as the op has results; each part
@@ -314,7 +327,8 @@ def Tessel_SplitOp : Tessel_Op<"split", [Pure, SameOperandsAndResultElementType]
   let hasVerifier = 1;
 }
 
-def Tessel_ConcatOp : Tessel_Op<"concat", [Pure, SameOperandsAndResultElementType]> {
+def Tessel_ConcatOp : Tessel_Op<"concat", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "concatenate along an axis";
   let description = [{
     Joins the inputs along `axis`; all other dimensions agree.
@@ -338,7 +352,7 @@ def Tessel_ConcatOp : Tessel_Op<"concat", [Pure, SameOperandsAndResultElementTyp
 //===----------------------------------------------------------------------===//
 
 class Tessel_ReduceOp<string mnemonic, string what>
-    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultElementType]> {
+    : Tessel_Op<mnemonic, [Pure, SameOperandsAndResultElementType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = what # " over a set of dimensions";
   let description = [{
     Reduces `input` by }] # what # [{ over `dims` (distinct, each in `[0, rank)`). The
@@ -359,5 +373,9 @@ class Tessel_ReduceOp<string mnemonic, string what>
 
 def Tessel_ReduceSumOp : Tessel_ReduceOp<"reduce_sum", "a sum">;
 def Tessel_ReduceMeanOp : Tessel_ReduceOp<"reduce_mean", "the mean">;
+
+// Backward and optimizer ops live in their own files to keep each one readable.
+include "compiler/TesselGradOps.td"
+include "compiler/TesselOptimOps.td"
 
 #endif // TESSEL_OPS_TD

@@ -5,7 +5,11 @@
 
 #include "mlir/IR/DialectRegistry.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <fmt/format.h>
+#include <iostream>
 
 namespace tessel {
 
@@ -50,19 +54,35 @@ Diagnostic decompose(mlir::Location loc, std::string message) {
 
 }  // namespace
 
-Graph::Graph(const std::string& functionName)
+Graph::Graph(const std::string& functionName, const std::source_location& where)
     : context_(makeRegistry()), builder_(&context_) {
   context_.loadAllAvailableDialects();
   // Diagnostics go to the user as "file:line:col: error: ..."; a dump of the op is noise.
   context_.printOpOnDiagnostic(false);
+  // Errors are captured and thrown as ModelError at the right moment; remarks and warnings
+  // (e.g. "parameter 'x' does not affect the loss") go straight to stderr, in the same
+  // "file:line:col: remark: ... [path]" form.
   handler_ = context_.getDiagEngine().registerHandler([this](mlir::Diagnostic& diag) {
-    captured_.push_back(std::move(diag));
+    if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
+      captured_.push_back(std::move(diag));
+      return mlir::success();
+    }
+    const char* kind = diag.getSeverity() == mlir::DiagnosticSeverity::Warning ? "warning" : "remark";
+    Diagnostic d = decompose(diag.getLocation(), diag.str());
+    std::cerr << fmt::format("{}:{}:{}: {}: {}{}\n", d.file, d.line, d.column, kind, d.message,
+                             d.path.empty() ? "" : fmt::format(" [{}]", d.path));
     return mlir::success();
   });
-  mlir::Location unknown = builder_.getUnknownLoc();
-  module_ = mlir::ModuleOp::create(unknown);
+  mlir::Location modelLoc = location(where, "");
+  if (functionName.empty() ||
+      !std::all_of(functionName.begin(), functionName.end(),
+                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }))
+    throw ModelError(decompose(modelLoc, fmt::format("model name '{}' must be a non-empty "
+                                                     "identifier (letters, digits, '_')",
+                                                     functionName)));
+  module_ = mlir::ModuleOp::create(modelLoc);
   builder_.setInsertionPointToEnd(module_->getBody());
-  function_ = mlir::func::FuncOp::create(builder_, unknown, functionName,
+  function_ = mlir::func::FuncOp::create(builder_, modelLoc, functionName,
                                          builder_.getFunctionType({}, {}));
   body_ = function_.addEntryBlock();
   builder_.setInsertionPointToEnd(body_);
@@ -122,7 +142,16 @@ mlir::RankedTensorType Graph::tensorType(const Shape& shape, DType dtype) {
   return tensorType(shape, elem);
 }
 
+void Graph::checkShape(const Shape& shape, const std::string& what, mlir::Location loc) {
+  std::optional<int64_t> n = shapes::numElements(shape);
+  if (!n || std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d <= 0; }))
+    fail(loc, fmt::format("{} has shape {}; every dimension must be positive and the element "
+                          "count below 2^48",
+                          what, shapes::str(shape)));
+}
+
 mlir::Value Graph::unwrap(const Tensor& t, mlir::Location loc) {
+  if (!t.graph_) fail(loc, "use of an empty tessel::Tensor (it was never assigned a value)");
   if (t.graph_ != this)
     fail(loc, "a tensor from a different model is used here; each model builds its own graph");
   return mlir::Value::getFromOpaquePointer(t.value_);
@@ -144,8 +173,16 @@ Shape Graph::check(const shapes::Result& rule, llvm::StringRef opName, mlir::Loc
   return rule.shape;
 }
 
+void Graph::checkOpen(mlir::Location loc) {
+  if (finalized_) fail(loc, "the model was already compiled; it cannot be extended");
+}
+
 void Graph::verify(mlir::Operation* op) {
-  if (finalized_) fail(op->getLoc(), "the model was already compiled; it cannot be extended");
+  if (finalized_) {
+    mlir::Location loc = op->getLoc();
+    op->erase();
+    checkOpen(loc);
+  }
   captured_.clear();
   if (mlir::succeeded(mlir::verify(op, /*verifyRecursively=*/false))) return;
   mlir::Location loc = op->getLoc();
@@ -157,15 +194,15 @@ void Graph::declareParameter(ParameterSpec spec, mlir::Location loc) {
   if (finalized_) fail(loc, "the model was already compiled; no parameters can be added");
   auto it = specIndex_.find(spec.name);
   if (it != specIndex_.end()) {
-    std::string where;
-    llvm::raw_string_ostream os(where);
-    specLocs_[it->second].print(os);
-    fail(loc, fmt::format("parameter '{}' is declared twice (first at {})", spec.name, where));
+    Diagnostic first = decompose(specLocs_[it->second], "");
+    fail(loc, fmt::format("parameter '{}' is declared twice (first at {}:{}:{})", spec.name,
+                          first.file, first.line, first.column));
   }
-  for (int64_t d : spec.shape)
-    if (d <= 0)
-      fail(loc, fmt::format("parameter '{}' has non-positive shape {}", spec.name,
-                            shapes::str(spec.shape)));
+  checkShape(spec.shape, fmt::format("parameter '{}'", spec.name), loc);
+  if (spec.init == Init::Normal && !(spec.std > 0.0 && std::isfinite(spec.std)))
+    fail(loc, fmt::format("parameter '{}' has normal init with std {}; it must be positive and "
+                          "finite",
+                          spec.name, spec.std));
   specIndex_[spec.name] = specs_.size();
   specs_.push_back(std::move(spec));
   specLocs_.push_back(loc);
@@ -184,8 +221,8 @@ void Graph::materialize(size_t index) {
   auto op = ParamOp::create(builder_, specLocs_[index], tensorType(spec.shape, DType::F32),
                             builder_.getStringAttr(spec.name), builder_.getStringAttr(init),
                             stddev);
+  verify(op);  // erases the op and throws on failure, so lastParam_ never dangles
   lastParam_ = op;
-  verify(op);
   paramValues_[spec.name] = op.getResult();
 }
 
@@ -199,11 +236,10 @@ Tensor Graph::parameter(const std::string& name, mlir::Location useLoc) {
 Tensor Graph::addInput(const std::string& name, const Shape& shape, DType dtype,
                        mlir::Location loc) {
   if (finalized_) fail(loc, "the model was already compiled; no inputs can be added");
+  if (name.empty()) fail(loc, "an input needs a non-empty name");
   for (const auto& [existing, s] : inputs_)
     if (existing == name) fail(loc, fmt::format("input '{}' is declared twice", name));
-  for (int64_t d : shape)
-    if (d <= 0)
-      fail(loc, fmt::format("input '{}' has non-positive shape {}", name, shapes::str(shape)));
+  checkShape(shape, fmt::format("input '{}'", name), loc);
   // Parameters declared so far appear first, in declaration order (not in the order the
   // model happens to use them, which C++ argument evaluation order would scramble).
   if (inputs_.empty())
@@ -217,6 +253,9 @@ Tensor Graph::addInput(const std::string& name, const Shape& shape, DType dtype,
 void Graph::addOutput(const std::string& name, const Tensor& value, mlir::Location loc,
                       bool front) {
   if (finalized_) fail(loc, "the model was already compiled; no outputs can be added");
+  if (name.empty()) fail(loc, "an output needs a non-empty name");
+  if (name == "loss" && !front)
+    fail(loc, "the output name 'loss' is reserved for set_loss()");
   for (const std::string& existing : outputNames_)
     if (existing == name) fail(loc, fmt::format("output '{}' is set twice", name));
   mlir::Value v = unwrap(value, loc);

@@ -28,7 +28,8 @@ namespace tessel {
 
 class Graph {
  public:
-  explicit Graph(const std::string& functionName);
+  /// `where` is the model's declaration, the location of the module and the function.
+  Graph(const std::string& functionName, const std::source_location& where);
   ~Graph();
 
   /// The graph a tensor belongs to. An empty (default-constructed) Tensor has none: that is
@@ -62,6 +63,10 @@ class Graph {
 
   /// Verifies a freshly created op; on failure erases it and throws the diagnostic.
   void verify(mlir::Operation* op);
+  /// Throws a ModelError at loc once the graph is finalized (compiled).
+  void checkOpen(mlir::Location loc);
+  /// Throws unless every dimension is positive and the element count fits (2^48).
+  void checkShape(const Shape& shape, const std::string& what, mlir::Location loc);
 
   /// Module::Scope bookkeeping.
   void pushScope(const std::string& path) { scopes_.push_back(path); }

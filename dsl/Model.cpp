@@ -4,6 +4,8 @@
 #include "compiler/Interpreter.h"
 #include "compiler/Pipeline.h"
 
+#include "mlir/IR/SymbolTable.h"
+
 #include <fmt/format.h>
 
 namespace tessel {
@@ -15,7 +17,34 @@ struct Program::Impl {
   std::vector<ParameterSpec> parameters;
   std::vector<std::pair<std::string, Shape>> inputs;
   std::vector<std::string> outputs;
+  std::string forwardName;
+  bool trains = false;
+  std::vector<ParameterSpec> state;
+  std::vector<std::string> trainInputs;
+
+  mlir::func::FuncOp function(llvm::StringRef name) const {
+    return mlir::SymbolTable(graph->module()).lookup<mlir::func::FuncOp>(name);
+  }
 };
+
+namespace {
+/// The tessel.param ops of `f` as specs, in order.
+std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
+  std::vector<ParameterSpec> specs;
+  f.walk([&](ParamOp p) {
+    ParameterSpec s;
+    s.name = p.getName().str();
+    auto shape = p.getType().getShape();
+    s.shape.assign(shape.begin(), shape.end());
+    llvm::StringRef init = p.getInit();
+    s.init = init == "zeros" ? Init::Zeros : init == "ones" ? Init::Ones : Init::Normal;
+    if (auto stddev = p.getStd()) s.std = stddev->convertToDouble();
+    s.state = p.getState();
+    specs.push_back(std::move(s));
+  });
+  return specs;
+}
+}  // namespace
 
 Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Program::Program(Program&&) noexcept = default;
@@ -35,12 +64,28 @@ const std::vector<std::string>& Program::outputs() const { return impl_->outputs
 
 std::vector<ref::Tensor> Program::run_reference(const std::map<std::string, ref::Tensor>& params,
                                                 const std::vector<ref::Tensor>& inputs) const {
-  mlir::func::FuncOp func;
-  for (auto f : impl_->graph->module().getOps<mlir::func::FuncOp>()) func = f;
-  return interpret(func, params, inputs);
+  return interpret(impl_->function(impl_->forwardName), params, inputs);
 }
 
-Model::Model(std::string name) : Module(this), graph_(std::make_shared<Graph>(name)) {}
+bool Program::trains() const { return impl_->trains; }
+const std::vector<ParameterSpec>& Program::state() const {
+  return impl_->trains ? impl_->state : impl_->parameters;
+}
+const std::vector<std::string>& Program::train_inputs() const { return impl_->trainInputs; }
+
+std::vector<ref::Tensor> Program::train_step_reference(std::map<std::string, ref::Tensor>& state,
+                                                       const std::vector<ref::Tensor>& inputs) const {
+  if (!impl_->trains)
+    throw std::logic_error("train_step_reference: the program was compiled without a train step");
+  ParameterMap assigned;
+  std::vector<ref::Tensor> out =
+      interpret(impl_->function("train_step"), state, inputs, {}, &assigned);
+  for (auto& [name, value] : assigned) state[name] = std::move(value);
+  return out;
+}
+
+Model::Model(std::string name, Loc loc)
+    : Module(this), graph_(std::make_shared<Graph>(name, loc)) {}
 Model::~Model() = default;
 
 Tensor Model::input(const std::string& name, Shape shape, DType dtype, Loc loc) {
@@ -51,8 +96,11 @@ void Model::set_loss(const Tensor& loss, Loc loc) {
   mlir::Location l = graph_->location(loc, "");
   Graph::of(loss, loc);
   if (!loss.shape().empty() || loss.dtype() != DType::F32)
-    graph_->fail(l, fmt::format("the loss must be an f32 scalar, got a tensor of shape {}",
-                                shapes::str(loss.shape())));
+    graph_->fail(l, fmt::format("the loss must be an f32 scalar, got {} {}",
+                                loss.dtype() == DType::F32    ? "f32"
+                                : loss.dtype() == DType::BF16 ? "bf16"
+                                                              : "i32",
+                                loss.shape().empty() ? "scalar" : shapes::str(loss.shape())));
   graph_->addOutput("loss", loss, l, /*front=*/true);
 }
 
@@ -71,9 +119,21 @@ Program Model::compile(const CompileOptions& options) {
   impl->parameters = graph_->parameters();
   impl->inputs = graph_->inputs();
   impl->outputs = graph_->outputNames();
+  impl->forwardName = graph_->function().getSymName().str();
+  bool hasLoss = !impl->outputs.empty() && impl->outputs.front() == "loss";
+  impl->trains = options.train && hasLoss;
   mlir::ModuleOp module = graph_->module();
-  if (mlir::failed(runPipeline(module, PipelineOptions{options.dump_ir_dir})))
+  PipelineOptions pipeline{options.dump_ir_dir, impl->trains, options.optimizer,
+                           impl->forwardName};
+  if (mlir::failed(runPipeline(module, pipeline)))
     graph_->throwCaptured(module.getLoc(), "the compiler pipeline failed");
+  if (impl->trains) {
+    mlir::func::FuncOp step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>("train_step");
+    impl->state = paramsOf(step);
+    for (unsigned i = 0; i < step.getNumArguments(); ++i)
+      if (auto name = step.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input"))
+        impl->trainInputs.push_back(name.str());
+  }
   impl->graph = graph_;
   return Program(std::move(impl));
 }

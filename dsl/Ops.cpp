@@ -14,7 +14,9 @@ struct Call {
   mlir::Location loc;
 
   Call(const Tensor& first, const std::source_location& where)
-      : g(Graph::of(first, where)), loc(g.location(where)) {}
+      : g(Graph::of(first, where)), loc(g.location(where)) {
+    g.checkOpen(loc);
+  }
 
   mlir::Value operator()(const Tensor& t) { return g.unwrap(t, loc); }
   shapes::ShapeRef shape(const Tensor& t) { return t.shape(); }

@@ -64,7 +64,8 @@ class ModelError : public std::runtime_error {
 };
 
 /// A value in the model under construction. Cheap to copy; it refers to an SSA value of the
-/// model's graph. Its shape and dtype are known as soon as it exists.
+/// model's graph. Its shape and dtype are known as soon as it exists. A Tensor must not
+/// outlive its Model (a compiled Program may).
 class Tensor {
  public:
   Tensor() = default;
@@ -240,12 +241,20 @@ struct ParameterSpec {
   Shape shape;
   Init init = Init::Normal;
   double std = 0.02;
+  /// Optimizer state ("<param>:exp_avg", ...) rather than a trainable parameter.
+  bool state = false;
 };
 
 /// What compile() does besides building the IR.
 struct CompileOptions {
   /// If set, the IR after every pipeline stage is written there as NN-<stage>.mlir.
   std::string dump_ir_dir;
+  /// Build @train_step (autodiff, clipping, optimizer) when the model has a loss.
+  bool train = true;
+  /// "adamw" (torch.optim.AdamW), "sgd" (torch.optim.SGD with momentum), or "none":
+  /// @train_step then returns the loss followed by one gradient per parameter (in
+  /// parameters() order) and updates nothing.
+  std::string optimizer = "adamw";
 };
 
 /// A compiled model: its IR after the pipeline, its parameters and its signature. Runs on
@@ -270,6 +279,21 @@ class Program {
   std::vector<ref::Tensor> run_reference(const std::map<std::string, ref::Tensor>& params,
                                          const std::vector<ref::Tensor>& inputs) const;
 
+  /// Whether a @train_step was built (the model has a loss and CompileOptions::train).
+  bool trains() const;
+  /// Every tessel.param @train_step reads: the trainable parameters in declaration order,
+  /// then the optimizer state the optimizer pass declared. parameters() when not training.
+  const std::vector<ParameterSpec>& state() const;
+  /// Names of @train_step's inputs in argument order: the model's inputs, then the
+  /// optimizer's hyper-parameters ("lr", "beta1", ..., "step", "max_grad_norm").
+  const std::vector<std::string>& train_inputs() const;
+  /// Runs @train_step once on the reference interpreter: `state` holds every entry of
+  /// state() and receives the updated parameters and optimizer state; `inputs` follow
+  /// train_inputs(). Returns {loss, grad_norm} (the norm before clipping), or with the
+  /// "none" optimizer {loss, gradients...}.
+  std::vector<ref::Tensor> train_step_reference(std::map<std::string, ref::Tensor>& state,
+                                                const std::vector<ref::Tensor>& inputs) const;
+
  private:
   friend class Model;
   struct Impl;
@@ -280,8 +304,9 @@ class Program {
 /// The root module: owns the graph, declares inputs, and sets the loss and outputs.
 class Model : public Module {
  public:
-  /// `name` becomes the function name in the IR (@name).
-  explicit Model(std::string name = "forward");
+  /// `name` becomes the function name in the IR (@name): a non-empty identifier. `loc` (the
+  /// model's declaration) is the location of the function.
+  explicit Model(std::string name = "forward", Loc loc = Loc::current());
   ~Model() override;
 
   /// A new function argument, e.g. input("tokens", {B, T}, DType::I32).

@@ -27,4 +27,59 @@ def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def Autodiff : Pass<"tessel-autodiff", "mlir::ModuleOp"> {
+  let summary = "Reverse-mode autodiff: add @train_step returning the loss and every gradient";
+  let description = [{
+    Clones the forward function into `@train_step`, which returns the loss followed by one
+    gradient per trainable `tessel.param` (not `state`), in parameter order, each result
+    tagged `{tessel.grad = "<parameter name>"}`:
+
+    1. Mark the ops that lie on a path from a trainable parameter to the loss.
+    2. Seed the loss gradient with `tessel.constant 1.0`.
+    3. Visit the marked ops last to first; each builds its vector-Jacobian product through
+       `VJPOpInterface`; gradients reaching the same value are summed with `tessel.add`
+       (so a tied weight, e.g. the embedding reused as the LM head, gets the sum of both uses).
+    4. A marked op without a VJP rule is an error at that op's location.
+    5. A parameter the loss does not depend on gets an explicit `tessel.constant 0.0`
+       gradient and a remark at its declaration.
+
+    The forward function is kept, unchanged, for evaluation and sampling.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"",
+           "the function to differentiate">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
+           "the name of the function to create">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
+  let summary = "Append global-norm clipping and the optimizer update to @train_step";
+  let description = [{
+    Rewrites `@train_step` (as `tessel-autodiff` leaves it: the loss, then one result per
+    gradient tagged `tessel.grad`) into a function that updates the parameters in place
+    and returns the loss and the gradient norm:
+
+    1. Add the hyper-parameters as f32 scalar arguments tagged `tessel.input`:
+       AdamW: `lr`, `beta1`, `beta2`, `eps`, `weight_decay`, `step`, `max_grad_norm`;
+       SGD: `lr`, `momentum`, `weight_decay`, `step`, `max_grad_norm`. A learning-rate
+       schedule is therefore a runtime input and needs no recompile.
+    2. `global_norm` of all gradients, `clip_coefficient` against `max_grad_norm` (infinite
+       disables clipping), and every gradient multiplied by the coefficient.
+    3. Per parameter, declare its optimizer state as zero-initialised `tessel.param ... state`
+       (`<name>:exp_avg`, `<name>:exp_avg_sq`, or `<name>:momentum_buffer`), apply
+       `tessel.adamw` / `tessel.sgd`, and `tessel.assign` the new parameter and state.
+       Weight decay applies only to parameters of rank >= 2 (matrices and embeddings), not
+       to LayerNorm gains or biases, the usual GPT-2 / nanoGPT no-decay rule.
+    4. Return the loss and the (unclipped) gradient norm, tagged "loss" and "grad_norm".
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "adamw or sgd">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
+           "the function to rewrite">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_TD

@@ -3,8 +3,6 @@
 # Usage: scripts/build.sh [ninja targets...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# Paths relative to the checkout, so a fresh clone elsewhere still hits the cache.
-export CCACHE_BASEDIR="$PWD"
 BUILD_DIR="${TESSEL_BUILD_DIR:-build}"
 if [ ! -f "$BUILD_DIR/build.ninja" ]; then
   cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release

@@ -8,28 +8,32 @@
 
 namespace tessel::trainer {
 
-void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData) {
+namespace {
+/// A size flag: an integer in [1, max]. CLI11 reports a non-number as "could not convert"
+/// and an out-of-range value with the range, so no value wraps or saturates silently.
+CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const char* help,
+                      int64_t max) {
+  return app.add_option(name, value, help)->capture_default_str()->check(CLI::Range(int64_t{1}, max));
+}
+}  // namespace
+
+void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
+                    const std::string& dataHelp) {
   f.data = defaultData;
-  app.add_option("--data", f.data, "training data: a file, or a folder of text files")
-      ->capture_default_str();
-  app.add_option("--dump-ir", f.dumpIr, "write the IR after every pipeline stage into DIR");
+  app.add_option("--data", f.data, dataHelp)->capture_default_str();
+  app.add_option("--dump-ir", f.dumpIr, "write the IR after every pipeline stage into this folder")
+      ->type_name("DIR");
   app.add_option("--seed", f.seed, "seed of parameter init and batch sampling")
-      ->capture_default_str();
-  app.add_option("--steps", f.steps, "number of batches to run")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--batch", f.batch, "global batch size B")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
+  sizeFlag(app, "--steps", f.steps, "number of batches to run", int64_t{1} << 40);
+  sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
 }
 
 void addTransformerFlags(CLI::App& app, Flags& f) {
-  app.add_option("--layers", f.layers, "transformer blocks L")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--channels", f.channels, "channels C")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--heads", f.heads, "attention heads NH (C must be divisible by NH)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--seq", f.seq, "sequence length T")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  sizeFlag(app, "--layers", f.layers, "transformer blocks L", 4096);
+  sizeFlag(app, "--channels", f.channels, "channels C", int64_t{1} << 16);
+  sizeFlag(app, "--heads", f.heads, "attention heads NH (C must be divisible by NH)", 4096);
+  sizeFlag(app, "--seq", f.seq, "sequence length T", int64_t{1} << 20);
 }
 
 std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64_t seed) {
@@ -66,6 +70,10 @@ int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
     return body();
   } catch (const ModelError& e) {
     std::cerr << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << app.get_name()
+              << ": error: out of memory: the model, batch or data set does not fit in this "
+                 "machine's memory; reduce the model size or --batch\n";
   } catch (const std::exception& e) {
     std::cerr << app.get_name() << ": error: " << e.what() << "\n";
   }

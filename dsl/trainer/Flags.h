@@ -26,8 +26,9 @@ struct Flags {
 };
 
 /// Registers --data, --dump-ir, --seed, --steps and --batch on `app`, with `defaultData`
-/// as the default of --data.
-void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData);
+/// as the default of --data and `dataHelp` as its description.
+void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,
+                    const std::string& dataHelp);
 
 /// Registers --layers, --channels, --heads and --seq.
 void addTransformerFlags(CLI::App& app, Flags& flags);

@@ -14,7 +14,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"tessel-gpt: a byte-level GPT on text", "tessel-gpt"};
   tessel::trainer::Flags flags;
-  tessel::trainer::addCommonFlags(app, flags, "/usr/share/games/fortunes");
+  tessel::trainer::addCommonFlags(app, flags, "/usr/share/games/fortunes",
+                                  "text: a file, or a folder whose text files are concatenated");
   tessel::trainer::addTransformerFlags(app, flags);
 
   return tessel::trainer::runMain(app, argc, argv, [&] {

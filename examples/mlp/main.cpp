@@ -17,7 +17,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tessel-mlp: an MLP classifier on Fashion-MNIST", "tessel-mlp"};
   tessel::trainer::Flags flags;
   flags.batch = 64;
-  tessel::trainer::addCommonFlags(app, flags, "/usr/share/datasets/fashion-mnist");
+  tessel::trainer::addCommonFlags(app, flags, "/usr/share/datasets/fashion-mnist",
+                                  "folder with Fashion-MNIST's {train,t10k}-*-idx*-ubyte.gz");
   mlp::Config cfg;
   app.add_option("--hidden", cfg.hidden, "hidden width")->capture_default_str()
       ->check(CLI::PositiveNumber);

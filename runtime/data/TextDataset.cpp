@@ -128,6 +128,11 @@ TokenBatch TextDataset::sample(Split split, int64_t batch, int64_t seq,
     throw DataError(
         fmt::format("batch size must be at least 1, got {} (data file '{}')", batch, path_));
   checkSplit(*this, split, seq);
+  // checkSplit bounds seq by the file size; bound the product so it cannot overflow.
+  constexpr int64_t kMaxTokens = int64_t{1} << 40;
+  if (batch > kMaxTokens / seq)
+    throw DataError(fmt::format("a batch of {} x {} tokens is too large (limit 2^40 tokens)",
+                                batch, seq));
   const int64_t begin = split == Split::Train ? 0 : trainEnd_;
   const int64_t splitSize = split == Split::Train ? trainSize() : valSize();
   // Valid starts: begin .. begin + splitSize - (seq + 1), i.e. splitSize - seq of them.

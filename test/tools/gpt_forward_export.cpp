@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   CLI::App app{"tessel-gpt-forward-export: one GPT forward pass, exported as safetensors",
                "tessel-gpt-forward-export"};
   tessel::trainer::Flags flags;
-  tessel::trainer::addCommonFlags(app, flags, "/usr/share/games/fortunes");
+  tessel::trainer::addCommonFlags(app, flags, "/usr/share/games/fortunes", "text file to sample the batch from");
   tessel::trainer::addTransformerFlags(app, flags);
   std::string out;
   app.add_option("--out", out, "output file (.safetensors)")->required();

@@ -115,6 +115,61 @@ TEST(DslDiagnostics, MisuseOfTheModelIsReported) {
             std::string::npos);
 }
 
+struct BadInit : tessel::Model {
+  tessel::Linear bad{this, "bad", 4, 4, {.std = -1.0}};
+};
+
+TEST(DslDiagnostics, InvalidInitIsReportedAtTheDeclaration) {
+  tessel::Diagnostic d = diagnosticOf([] { BadInit m; });
+  EXPECT_EQ(d.path, "bad");
+  EXPECT_NE(d.message.find("std -1"), std::string::npos) << d.message;
+}
+
+// Every kind of error leaves the model usable: building goes on after a caught ModelError,
+// and a compiled program is never changed by later calls on its model.
+TEST(DslDiagnostics, ModelStaysConsistentAfterErrors) {
+  struct Two : tessel::Model {
+    tessel::Linear a{this, "a", 4, 4}, b{this, "b", 8, 4};
+  } m;
+  Tensor x = m.input("x", {2, 4});
+  EXPECT_NE(diagnosticOf([&] { m.b(x); }).message.find("contracting"), std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { m.b(x); }).message.find("contracting"), std::string::npos);
+  Tensor y = m.a(x);
+  m.set_loss(tessel::reduce_mean(y, {0, 1}));
+  tessel::Program p = m.compile({.train = false});
+  std::string before = p.ir();
+  EXPECT_NE(diagnosticOf([&] { tessel::relu(y); }).message.find("already compiled"),
+            std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { m.input("z", {1}); }).message.find("already compiled"),
+            std::string::npos);
+  EXPECT_EQ(p.ir(), before);
+}
+
+TEST(DslDiagnostics, EmptyTensorAnywhereIsNamed) {
+  tessel::Model m;
+  Tensor x = m.input("x", {2, 4});
+  EXPECT_NE(diagnosticOf([&] { (void)(x + Tensor()); }).message.find("empty tessel::Tensor"),
+            std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { tessel::matmul(x, Tensor()); }).message.find("empty"),
+            std::string::npos);
+}
+
+TEST(DslDiagnostics, NamesAndShapesAreValidated) {
+  EXPECT_NE(diagnosticOf([] { tessel::Model m(""); }).message.find("identifier"),
+            std::string::npos);
+  tessel::Model m;
+  EXPECT_NE(diagnosticOf([&] { m.input("", {2}); }).message.find("non-empty name"),
+            std::string::npos);
+  // 2^31 x 2^31 x 2^31 overflows int64 when multiplied: refused, not wrapped.
+  int64_t big = int64_t{1} << 31;
+  EXPECT_NE(diagnosticOf([&] { m.input("huge", {big, big, big}); }).message.find("2^48"),
+            std::string::npos);
+  Tensor x = m.input("x", {2, 4});
+  EXPECT_NE(diagnosticOf([&] { m.add_output("loss", tessel::reduce_sum(x, {0, 1})); })
+                .message.find("reserved"),
+            std::string::npos);
+}
+
 struct Twice : tessel::Model {
   tessel::Linear a{this, "same", 2, 2};
 };
@@ -154,7 +209,7 @@ TEST(DslModel, CompiledModelCannotBeExtended) {
 TEST(DslModel, IrCarriesUserLinesAndParameterPaths) {
   gpt::GPT model(gpt::Config{.layers = 1, .channels = 16, .heads = 2, .seq = 4});
   gpt::build(model, 2);
-  tessel::Program p = model.compile();
+  tessel::Program p = model.compile({.train = false});  // forward only: attention stays whole
   std::string ir = p.ir(/*locations=*/true);
   EXPECT_NE(ir.find("loc(\"blocks.0.attn.qkv\"("), std::string::npos) << ir;
   EXPECT_NE(ir.find("examples/gpt/model.h\":"), std::string::npos) << ir;

@@ -5,6 +5,8 @@
 // failing check says what was wrong without a debugger. Values are in ReferenceTest.cpp.
 #include "runtime/reference/Reference.h"
 
+#include "test/unit/ReferenceTestUtil.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -14,22 +16,7 @@
 namespace tessel::ref {
 namespace {
 
-/// Runs fn, expects a ShapeError, and expects every needle in its message.
-void expectShapeError(const std::function<void()>& fn, const std::vector<std::string>& needles) {
-  try {
-    fn();
-  } catch (const ShapeError& e) {
-    std::string message = e.what();
-    for (const std::string& needle : needles)
-      EXPECT_NE(message.find(needle), std::string::npos)
-          << "message \"" << message << "\" lacks \"" << needle << "\"";
-    return;
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "threw a different exception: " << e.what();
-    return;
-  }
-  ADD_FAILURE() << "did not throw ShapeError";
-}
+using testutil::expectShapeError;
 
 TEST(ReferenceErrors, TensorConstructionAndAt) {
   expectShapeError([] { Tensor({2, 3}, std::vector<double>(5)); }, {"2x3", "6", "5"});

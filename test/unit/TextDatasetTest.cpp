@@ -230,6 +230,14 @@ TEST_F(TextDatasetTest, FolderWithoutTextIsRejected) {
   expectDataError([&] { TextDataset d(dir_.string()); }, {"'" + dir_.string() + "'", "no non-empty text files"});
 }
 
+TEST_F(TextDatasetTest, OverflowingBatchIsRejected) {
+  std::vector<uint8_t> bytes(1000, 'x');
+  TextDataset d(write("x.txt", bytes));
+  std::mt19937_64 rng(1);
+  // 2^62 x 4 wraps to 0 in int64: it must be refused, not sampled into a 0-size buffer.
+  expectDataError([&] { d.sample(Split::Train, int64_t{1} << 62, 4, rng); }, {"too large"});
+}
+
 TEST_F(TextDatasetTest, EmptyFileIsRejected) {
   const std::string path = write("empty.txt", {});
   expectDataError([&] { TextDataset d(path); }, {"data file '" + path + "' is empty"});

@@ -1,0 +1,132 @@
+// Internal to the C++ kernel emitter (CppEmitter*.cpp): the kernel writer and the shape
+// helpers every op's emitter shares. Not part of the public API; include CppEmitter.h instead.
+//
+// A kernel is written in three parts: its arguments (outputs first, then inputs, each with a
+// shape comment), its compile-time constants (`constexpr int64_t N = 128;`), and a body
+// written as a raw C++ template in which `$KEY` placeholders are replaced (the body refers to
+// the constants by name, so templates stay readable and need no brace escaping).
+#pragma once
+
+#include "compiler/TesselDialect.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessel::cppgen {
+
+/// Dimension letters of one tensor, e.g. {"B", "T", "C"}; {} for a scalar.
+using Letters = std::vector<std::string>;
+/// `$KEY` -> replacement text, for KernelWriter::code.
+using Subst = std::map<std::string, std::string, std::less<>>;
+
+std::vector<int64_t> shapeOf(mlir::Value v);
+int64_t numel(const std::vector<int64_t>& shape);
+/// Product of shape[begin, end).
+int64_t product(const std::vector<int64_t>& shape, size_t begin, size_t end);
+
+/// A C++ float literal that reads back as (float)v: "0.5f", "1.0f", "INFINITY", "NAN".
+std::string floatLit(double v);
+/// "float" or "int32_t": the element type of a supported tensor.
+std::string elementType(mlir::Value v);
+
+/// Letters for the leading dimensions of a row-wise op: {}, {N}, {B, T}, else {d0, d1, ...}.
+Letters leadingLetters(size_t count);
+/// Letters for a tensor whose last dimension is a feature dimension `last`: leading letters
+/// followed by `last`; rank 0 gives {}.
+Letters rowLetters(size_t rank, const std::string& last = "C");
+/// Letters of a tensor with no particular meaning per dimension: [C], [N, C], [B, T, C],
+/// else d0, d1, ...
+Letters genericLetters(size_t rank);
+/// The trailing `count` letters of `letters`.
+Letters suffixLetters(const Letters& letters, size_t count);
+
+/// "#pragma omp parallel for schedule(static)" when `work` (elements touched, weighted by
+/// cost) is big enough to pay for waking the thread pool (about 32 Ki elements, ~10 us of
+/// work on one core) and there is more than one iteration; else "".
+std::string parallelFor(int64_t work, int64_t iterations);
+
+/// One coordinate group of a layout op after merging: `size` elements, a flag whose meaning
+/// is the op's (reduced, inserted), and the group's strides in the input and the output.
+struct Group {
+  int64_t size;
+  bool flag;
+  int64_t inStride;
+  int64_t outStride;
+};
+
+/// Code that splits the flat index `index` (an int64_t expression) over the sizes of
+/// `groups` (row-major, last fastest) and adds each coordinate times the group's inStride to
+/// `inOffset` and times its outStride to `outOffset` (either name may be empty to skip it).
+/// Both offsets are declared by the returned code.
+std::string decompose(std::string_view index, const std::vector<Group>& groups,
+                      std::string_view inOffset, std::string_view outOffset);
+
+/// Builds one kernel's source.
+class KernelWriter {
+ public:
+  KernelWriter(mlir::Operation* op, std::string symbol);
+
+  /// One line under the location comment saying what the kernel computes.
+  void describe(std::string_view formula);
+  /// Declares the next argument as a pointer `name` to `value`'s elements.
+  void output(std::string_view name, mlir::Value value, const Letters& letters);
+  void input(std::string_view name, mlir::Value value, const Letters& letters);
+  /// Declares the next `values.size()` arguments as an array of pointers `name[i]`.
+  void outputs(std::string_view name, mlir::ValueRange values,
+               const std::vector<Letters>& letters);
+  void inputs(std::string_view name, mlir::ValueRange values,
+              const std::vector<Letters>& letters);
+  /// `constexpr int64_t name = value;` with an optional trailing comment.
+  void constant(std::string_view name, int64_t value, std::string_view comment = "");
+  /// `constexpr float name = value;`.
+  void constantF(std::string_view name, double value, std::string_view comment = "");
+  /// Appends a body template, indented, with every `$KEY` replaced from `subst`. Throws
+  /// std::logic_error on a placeholder missing from `subst` (an emitter bug).
+  void code(std::string_view text, const Subst& subst = {});
+
+  /// The finished `extern "C"` function; throws std::logic_error if the arguments declared
+  /// are not exactly the op's results and operands.
+  std::string finish() const;
+
+  mlir::Operation* op() const { return op_; }
+
+ private:
+  void declare(std::string_view name, mlir::Value value, const Letters& letters, bool isOutput);
+  std::string pointerDecl(mlir::Value value, bool isOutput) const;
+
+  mlir::Operation* op_;
+  std::string symbol_, description_, args_, constants_, body_;
+  unsigned next_ = 0;
+};
+
+// The per-op emitters, by file. Each fills the writer for an op that hasCppKernel accepts.
+// CppEmitterElementwise.cpp
+void emitBinary(KernelWriter& w);
+void emitUnary(KernelWriter& w);
+void emitConstant(KernelWriter& w);
+// CppEmitterRows.cpp
+void emitLayerNorm(KernelWriter& w);
+void emitSoftmax(KernelWriter& w);
+void emitCrossEntropy(KernelWriter& w);
+void emitEmbedding(KernelWriter& w);
+// CppEmitterGrad.cpp
+void emitSoftmaxGrad(KernelWriter& w);
+void emitLayerNormGrad(KernelWriter& w);
+void emitEmbeddingGrad(KernelWriter& w);
+void emitCrossEntropyGrad(KernelWriter& w);
+// CppEmitterLayout.cpp
+void emitTranspose(KernelWriter& w);
+void emitSplit(KernelWriter& w);
+void emitConcat(KernelWriter& w);
+void emitReduce(KernelWriter& w);
+void emitBroadcast(KernelWriter& w);
+// CppEmitterOptim.cpp
+void emitAdamW(KernelWriter& w);
+void emitSGD(KernelWriter& w);
+void emitGlobalNorm(KernelWriter& w);
+void emitClipCoefficient(KernelWriter& w);
+
+}  // namespace tessel::cppgen

@@ -1,0 +1,127 @@
+// The host-compiler driver; see HostCompiler.h.
+#include "codegen/HostCompiler.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace tessel {
+namespace {
+
+namespace fs = std::filesystem;
+
+uint64_t fnv1a(uint64_t h, const std::string& s) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+/// Runs a shell command, returning its exit status and combined output.
+int run(const std::string& command, std::string& output) {
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
+  int status = pclose(pipe);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
+std::string kernelCacheDir(const HostCompileOptions& options) {
+  if (!options.cacheDir.empty()) return options.cacheDir;
+  if (const char* d = std::getenv("TESSEL_CACHE_DIR"); d && *d) return std::string(d) + "/kernels";
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d)
+    return std::string(d) + "/tessel/kernels";
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/tessel/kernels";
+}
+
+KernelLibrary::KernelLibrary(KernelLibrary&& o) noexcept
+    : handle_(o.handle_), path_(std::move(o.path_)), compiled_(o.compiled_) {
+  o.handle_ = nullptr;
+}
+
+KernelLibrary& KernelLibrary::operator=(KernelLibrary&& o) noexcept {
+  if (this != &o) {
+    if (handle_) dlclose(handle_);
+    handle_ = o.handle_;
+    path_ = std::move(o.path_);
+    compiled_ = o.compiled_;
+    o.handle_ = nullptr;
+  }
+  return *this;
+}
+
+KernelLibrary::~KernelLibrary() {
+  if (handle_) dlclose(handle_);
+}
+
+void* KernelLibrary::symbol(const std::string& name) const {
+  void* p = handle_ ? dlsym(handle_, name.c_str()) : nullptr;
+  if (!p) throw HostCompileError(fmt::format("kernel '{}' is missing from '{}'", name, path_));
+  return p;
+}
+
+KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options) {
+  std::string flags;
+  for (const std::string& f : options.flags) flags += " " + f;
+  uint64_t key = fnv1a(fnv1a(fnv1a(14695981039346656037ull, options.compiler), flags), source);
+  fs::path dir = kernelCacheDir(options);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw HostCompileError(fmt::format("cannot create kernel cache '{}': {}", dir.string(),
+                                       ec.message()));
+  fs::path lib = dir / fmt::format("k{:016x}.so", key);
+  KernelLibrary out;
+  if (!fs::exists(lib)) {
+    // Unique temporary names, so concurrent processes (e.g. MPI ranks) never clash.
+    std::string tag = fmt::format("{:016x}.{}", key, getpid());
+    fs::path src = dir / ("k" + tag + ".cpp"), tmp = dir / ("k" + tag + ".so.tmp");
+    {
+      std::ofstream f(src);
+      f << source;
+      if (!f.good())
+        throw HostCompileError(fmt::format("cannot write '{}'", src.string()));
+    }
+    std::string log;
+    int status = run(fmt::format("{}{} {} -o {}", options.compiler, flags, quote(src.string()),
+                                 quote(tmp.string())),
+                     log);
+    if (status != 0) {
+      fs::remove(tmp, ec);
+      throw HostCompileError(fmt::format(
+          "the host compiler rejected generated kernels (source kept at '{}'):\n{}", src.string(),
+          log));
+    }
+    fs::remove(src, ec);
+    fs::rename(tmp, lib, ec);
+    if (ec)
+      throw HostCompileError(fmt::format("cannot move '{}' into the cache: {}", tmp.string(),
+                                         ec.message()));
+    out.compiled_ = true;
+  }
+  out.path_ = lib.string();
+  out.handle_ = dlopen(out.path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!out.handle_)
+    throw HostCompileError(fmt::format("cannot load '{}': {}", out.path_, dlerror()));
+  return out;
+}
+
+}  // namespace tessel

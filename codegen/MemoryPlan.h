@@ -1,0 +1,36 @@
+// The memory plan: offsets for a program's temporaries in one arena, from their lifetimes.
+//
+// Promise: two buffers whose lifetimes overlap never overlap in memory; every offset is a
+// multiple of `alignment`; the arena size is reported exactly before anything runs, so
+// per-rank memory is known ahead of launch. Plain C++ (no MLIR).
+//
+// Algorithm (greedy by size, as TFLite's and XLA's simple heap simulators): sort the
+// buffers by size (largest first, ties by first use), and place each at the lowest aligned
+// offset where it does not collide with an already-placed buffer whose lifetime overlaps.
+// The result is not always optimal (that problem is NP-hard) but never exceeds the sum of
+// sizes, and is at least the largest total live at any step (a lower bound, also reported).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tessel {
+
+/// One temporary: its size and the steps [firstUse, lastUse] (inclusive) it must survive.
+struct LiveBuffer {
+  int64_t bytes = 0;
+  int64_t firstUse = 0;
+  int64_t lastUse = 0;
+};
+
+/// Where each buffer goes and how big the arena is.
+struct MemoryPlan {
+  std::vector<int64_t> offsets;  // one per input buffer, in input order
+  int64_t arenaBytes = 0;        // max over buffers of offset + aligned size
+  int64_t liveLowerBound = 0;    // max over steps of the bytes live at that step
+};
+
+/// Plans `buffers`. Throws std::invalid_argument for a negative size or lastUse < firstUse.
+MemoryPlan planMemory(const std::vector<LiveBuffer>& buffers, int64_t alignment = 64);
+
+}  // namespace tessel

@@ -1,0 +1,88 @@
+// Verifiers of the backward and optimizer ops (TesselGradOps.td, TesselOptimOps.td).
+#include "compiler/TesselDialect.h"
+
+#include "compiler/Shapes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+using namespace mlir;
+
+namespace tessel {
+namespace {
+
+std::span<const int64_t> shapeOf(Value v) {
+  auto s = cast<RankedTensorType>(v.getType()).getShape();
+  return {s.data(), s.size()};
+}
+
+bool sameShape(Value a, Value b) {
+  auto x = shapeOf(a), y = shapeOf(b);
+  return std::equal(x.begin(), x.end(), y.begin(), y.end());
+}
+
+}  // namespace
+
+LogicalResult BroadcastOp::verify() {
+  auto dims = getDims();
+  shapes::Result rule = shapes::broadcast(shapeOf(getInput()), shapeOf(getResult()),
+                                          {dims.data(), dims.size()});
+  if (!rule.ok()) return emitOpError() << rule.error;
+  return success();
+}
+
+LogicalResult LayerNormGradOp::verify() {
+  shapes::Result rule =
+      shapes::layerNorm(shapeOf(getInput()), shapeOf(getGamma()), shapeOf(getGamma()));
+  if (!rule.ok()) return emitOpError() << rule.error;
+  if (!sameShape(getGrad(), getInput()))
+    return emitOpError() << "grad " << shapes::str(shapeOf(getGrad()))
+                         << " must have the input's shape " << shapes::str(shapeOf(getInput()));
+  if (!sameShape(getDinput(), getInput()) || !sameShape(getDgamma(), getGamma()) ||
+      !sameShape(getDbeta(), getGamma()))
+    return emitOpError() << "results must be shaped like the input, gamma and gamma";
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  return success();
+}
+
+LogicalResult EmbeddingGradOp::verify() {
+  shapes::Result rule = shapes::embedding(shapeOf(getResult()), shapeOf(getIndices()));
+  if (!rule.ok()) return emitOpError() << "result: " << rule.error;
+  auto grad = shapeOf(getGrad());
+  if (!std::equal(grad.begin(), grad.end(), rule.shape.begin(), rule.shape.end()))
+    return emitOpError() << "grad " << shapes::str(grad) << " must be [indices..., C] = "
+                         << shapes::str(rule.shape);
+  if (getGrad().getType().getElementType() != getResult().getType().getElementType())
+    return emitOpError() << "grad and result element types differ";
+  return success();
+}
+
+LogicalResult CrossEntropyGradOp::verify() {
+  shapes::Result rule = shapes::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets()));
+  if (!rule.ok()) return emitOpError() << rule.error;
+  if (getResult().getType() != getLogits().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the logits type " << getLogits().getType();
+  return success();
+}
+
+LogicalResult AssignOp::verify() {
+  auto func = (*this)->getParentOfType<func::FuncOp>();
+  if (!func) return emitOpError() << "must be inside a function";
+  ParamOp target;
+  func.walk([&](ParamOp p) {
+    if (p.getName() == getName()) target = p;
+  });
+  if (!target)
+    return emitOpError() << "assigns \"" << getName()
+                         << "\", which no tessel.param in the function declares";
+  if (target.getType() != getValue().getType())
+    return emitOpError() << "value type " << getValue().getType() << " differs from \""
+                         << getName() << "\"'s type " << target.getType();
+  for (Operation* op = (*this)->getPrevNode(); op; op = op->getPrevNode())
+    if (auto other = dyn_cast<AssignOp>(op); other && other.getName() == getName())
+      return emitOpError() << "assigns \"" << getName() << "\" a second time";
+  return success();
+}
+
+}  // namespace tessel

@@ -1,0 +1,148 @@
+//===- Autodiff.cpp - reverse-mode automatic differentiation -------------------===//
+//
+// Algorithm (see passes/Passes.td):
+//   1. Clone @forward into @train_step that returns only the loss.
+//   2. Forward-mark every value reachable from a trainable tessel.param; backward-mark every
+//      value the loss reaches. The ops whose results carry both marks are differentiated.
+//   3. Seed d(loss) = 1 and visit the ops last to first, calling VJPOpInterface::buildVJP and
+//      summing gradients that reach the same value.
+//   4. Return the loss and one gradient per trainable parameter, in parameter order;
+//      parameters the loss ignores get an explicit zero and a remark.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#define DEBUG_TYPE "tessel-autodiff"
+
+namespace tessel {
+#define GEN_PASS_DEF_AUTODIFF
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::Value;
+
+/// Index of the function result named "loss", or -1.
+int lossIndex(mlir::func::FuncOp f) {
+  for (unsigned i = 0; i < f.getNumResults(); ++i)
+    if (auto name = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.output"))
+      if (name.getValue() == "loss") return static_cast<int>(i);
+  return -1;
+}
+
+bool isTrainable(ParamOp p) { return !p.getState(); }
+
+struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
+  using AutodiffBase::AutodiffBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    mlir::SymbolTable symbols(module);
+    auto forward = symbols.lookup<mlir::func::FuncOp>(forwardName);
+    if (!forward) {
+      module.emitError() << "tessel-autodiff: no function @" << forwardName << " to differentiate";
+      return signalPassFailure();
+    }
+    if (symbols.lookup(trainStepName)) {
+      forward.emitError() << "tessel-autodiff: @" << trainStepName << " already exists";
+      return signalPassFailure();
+    }
+    int loss = lossIndex(forward);
+    if (loss < 0) {
+      forward.emitError() << "tessel-autodiff: @" << forwardName
+                          << " has no result tagged {tessel.output = \"loss\"}";
+      return signalPassFailure();
+    }
+    auto step = forward.clone();
+    step.setSymName(trainStepName);
+    module.getBody()->push_back(step);
+    if (mlir::failed(differentiate(step, static_cast<unsigned>(loss)))) signalPassFailure();
+  }
+
+  mlir::LogicalResult differentiate(mlir::func::FuncOp f, unsigned lossResult) {
+    mlir::Block& body = f.getBody().front();
+    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+    Value loss = ret.getOperand(lossResult);
+
+    // 2. Marks: depends on a trainable parameter (forward) and reaches the loss (backward).
+    llvm::SmallVector<ParamOp> params;
+    llvm::DenseSet<Value> fromParams, toLoss;
+    for (mlir::Operation& op : body.without_terminator()) {
+      if (auto p = llvm::dyn_cast<ParamOp>(op); p && isTrainable(p)) {
+        params.push_back(p);
+        fromParams.insert(p.getResult());
+        continue;
+      }
+      if (llvm::any_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
+        for (Value r : op.getResults()) fromParams.insert(r);
+    }
+    toLoss.insert(loss);
+    for (mlir::Operation& op : llvm::reverse(body.without_terminator()))
+      if (llvm::any_of(op.getResults(), [&](Value v) { return toLoss.contains(v); }))
+        for (Value o : op.getOperands()) toLoss.insert(o);
+
+    // 3. Reverse sweep, appending backward ops before the return.
+    mlir::OpBuilder b(ret);
+    llvm::DenseMap<Value, Value> grads;
+    auto accumulate = [&](Value v, Value g, mlir::Location loc) {
+      auto [it, inserted] = grads.try_emplace(v, g);
+      if (!inserted) it->second = AddOp::create(b, loc, v.getType(), it->second, g);
+    };
+    if (fromParams.contains(loss))
+      grads[loss] = ConstantOp::create(b, ret.getLoc(), loss.getType(), b.getF64FloatAttr(1.0));
+    llvm::SmallVector<mlir::Operation*> forwardOps;
+    for (mlir::Operation& op : body.without_terminator()) forwardOps.push_back(&op);
+    for (mlir::Operation* op : llvm::reverse(forwardOps)) {
+      if (llvm::isa<ParamOp>(op)) continue;
+      llvm::SmallVector<Value> resultGrads;
+      bool any = false;
+      for (Value r : op->getResults()) {
+        Value g = (fromParams.contains(r) && toLoss.contains(r)) ? grads.lookup(r) : Value();
+        resultGrads.push_back(g);
+        any |= static_cast<bool>(g);
+      }
+      if (!any) continue;
+      auto vjp = llvm::dyn_cast<VJPOpInterface>(op);
+      if (!vjp)
+        return op->emitError() << "'" << op->getName()
+                               << "' has no VJP rule, so the loss cannot be differentiated "
+                                  "through it";
+      llvm::SmallVector<Value> operandGrads;
+      if (mlir::failed(vjp.buildVJP(b, resultGrads, operandGrads))) return mlir::failure();
+      for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
+        if (g && fromParams.contains(operand)) accumulate(operand, g, op->getLoc());
+    }
+
+    // 4. One gradient per trainable parameter, explicit zeros where the loss ignores it.
+    llvm::SmallVector<Value> results{loss};
+    for (ParamOp p : params) {
+      Value g = grads.lookup(p.getResult());
+      if (!g) {
+        mlir::emitRemark(p.getLoc())
+            << "parameter '" << p.getName()
+            << "' does not affect the loss; its gradient is zero";
+        g = ConstantOp::create(b, p.getLoc(), p.getType(), b.getF64FloatAttr(0.0));
+      }
+      results.push_back(g);
+    }
+    mlir::func::ReturnOp::create(b, ret.getLoc(), results);
+    ret.erase();
+
+    llvm::SmallVector<mlir::Type> types;
+    for (Value v : results) types.push_back(v.getType());
+    f.setFunctionType(b.getFunctionType(body.getArgumentTypes(), types));
+    llvm::SmallVector<mlir::DictionaryAttr> attrs;
+    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("loss"))));
+    for (ParamOp p : params)
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("tessel.grad", p.getNameAttr())));
+    f.setAllResultAttrs(attrs);
+    return mlir::success();
+  }
+};
+
+}  // namespace
+}  // namespace tessel

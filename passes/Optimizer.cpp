@@ -1,0 +1,151 @@
+//===- Optimizer.cpp - clipping and the optimizer update in the IR -------------===//
+//
+// Algorithm (see passes/Passes.td):
+//   1. Append the hyper-parameters as scalar f32 arguments of @train_step.
+//   2. norm = global_norm(grads); coef = clip_coefficient(norm, max_grad_norm);
+//      each grad *= coef.
+//   3. Per parameter: zero-initialised state params, one tessel.adamw / tessel.sgd, and a
+//      tessel.assign for the new parameter and each state slot.
+//   4. Return (loss, norm).
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include <map>
+
+#define DEBUG_TYPE "tessel-optimizer"
+
+namespace tessel {
+#define GEN_PASS_DEF_OPTIMIZER
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::Value;
+
+struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
+  using OptimizerBase::OptimizerBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
+    if (!step) {
+      module.emitError() << "tessel-optimizer: no @" << trainStepName
+                         << " (run tessel-autodiff first)";
+      return signalPassFailure();
+    }
+    if (optimizer != "adamw" && optimizer != "sgd") {
+      step.emitError() << "tessel-optimizer: unknown optimizer '" << optimizer
+                       << "' (expected adamw or sgd)";
+      return signalPassFailure();
+    }
+    if (mlir::failed(rewrite(step))) signalPassFailure();
+  }
+
+  mlir::LogicalResult rewrite(mlir::func::FuncOp f) {
+    mlir::Block& body = f.getBody().front();
+    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+    mlir::OpBuilder b(ret);
+    mlir::Location loc = ret.getLoc();
+
+    // The gradients and their parameters.
+    std::map<std::string, ParamOp> params;
+    ParamOp lastParam;
+    for (auto p : body.getOps<ParamOp>()) {
+      params[p.getName().str()] = p;
+      lastParam = p;
+    }
+    Value loss;
+    llvm::SmallVector<std::pair<ParamOp, Value>> grads;
+    for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
+      if (auto name = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.grad")) {
+        auto it = params.find(name.str());
+        if (it == params.end())
+          return f.emitError() << "result #" << i << " is the gradient of '" << name.getValue()
+                               << "', which is not a tessel.param of @" << f.getSymName();
+        grads.emplace_back(it->second, ret.getOperand(i));
+      } else if (auto out = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.output");
+                 out && out.getValue() == "loss") {
+        loss = ret.getOperand(i);
+      }
+    }
+    if (!loss) return f.emitError() << "@" << f.getSymName() << " returns no loss";
+
+    // 1. Hyper-parameters.
+    bool adamw = optimizer == "adamw";
+    std::vector<const char*> names =
+        adamw ? std::vector<const char*>{"lr", "beta1", "beta2", "eps", "weight_decay", "step",
+                                         "max_grad_norm"}
+              : std::vector<const char*>{"lr", "momentum", "weight_decay", "step",
+                                         "max_grad_norm"};
+    auto scalar = mlir::RankedTensorType::get({}, b.getF32Type());
+    std::map<std::string, Value> hyper;
+    for (const char* name : names) {
+      unsigned index = f.getNumArguments();
+      if (mlir::failed(f.insertArgument(index, scalar,
+                                        b.getDictionaryAttr(b.getNamedAttr(
+                                            "tessel.input", b.getStringAttr(name))),
+                                        f.getLoc())))
+        return mlir::failure();
+      hyper[name] = f.getArgument(index);
+    }
+
+    // 2. Global-norm clipping.
+    llvm::SmallVector<Value> gradValues;
+    for (auto& [p, g] : grads) gradValues.push_back(g);
+    Value norm = GlobalNormOp::create(b, loc, scalar, gradValues);
+    Value coef = ClipCoefficientOp::create(b, loc, scalar, norm, hyper["max_grad_norm"]);
+
+    // 3. Updates.
+    auto stateParam = [&](ParamOp p, const char* slot) -> Value {
+      mlir::OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointAfter(lastParam);
+      auto s = ParamOp::create(b, p.getLoc(), p.getType(),
+                               b.getStringAttr(p.getName().str() + ":" + slot),
+                               b.getStringAttr("zeros"), mlir::FloatAttr(), b.getUnitAttr());
+      lastParam = s;
+      return s.getResult();
+    };
+    for (auto& [p, g] : grads) {
+      mlir::Location ploc = p.getLoc();
+      Value clipped = MulOp::create(b, ploc, g.getType(), g, coef);
+      bool decay = p.getType().getRank() >= 2;
+      mlir::UnitAttr decayAttr = decay ? b.getUnitAttr() : mlir::UnitAttr();
+      if (adamw) {
+        Value m = stateParam(p, "exp_avg"), v = stateParam(p, "exp_avg_sq");
+        auto u = AdamWOp::create(b, ploc, p.getType(), p.getType(), p.getType(), p.getResult(),
+                                 clipped, m, v, hyper["lr"], hyper["beta1"], hyper["beta2"],
+                                 hyper["eps"], hyper["weight_decay"], hyper["step"], decayAttr);
+        AssignOp::create(b, ploc, p.getName(), u.getNewParam());
+        AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":exp_avg"),
+                         u.getNewExpAvg());
+        AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":exp_avg_sq"),
+                         u.getNewExpAvgSq());
+      } else {
+        Value buf = stateParam(p, "momentum_buffer");
+        auto u = SGDOp::create(b, ploc, p.getType(), p.getType(), p.getResult(), clipped, buf,
+                               hyper["lr"], hyper["momentum"], hyper["weight_decay"],
+                               hyper["step"], decayAttr);
+        AssignOp::create(b, ploc, p.getName(), u.getNewParam());
+        AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":momentum_buffer"),
+                         u.getNewMomentumBuffer());
+      }
+    }
+
+    // 4. Return (loss, norm).
+    mlir::func::ReturnOp::create(b, loc, mlir::ValueRange{loss, norm});
+    ret.erase();
+    f.setFunctionType(b.getFunctionType(body.getArgumentTypes(), {loss.getType(), scalar}));
+    f.setAllResultAttrs(llvm::ArrayRef<mlir::DictionaryAttr>{
+        b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("loss"))),
+        b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("grad_norm")))});
+    return mlir::success();
+  }
+};
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,242 @@
+// The CPU executor; see Executor.h.
+//
+// Construction turns every step into a Prepared record holding raw pointers (resolved kernel
+// address, argument pointer array, GEMM operand bases, copy size) and the step's Temp
+// high-water mark (max offset + bytes of the Temps it touches), so run() is a loop with no
+// lookups and no allocation.
+#include "runtime/exec/Executor.h"
+
+#include <cblas.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/Init.h"
+
+namespace tessel::rt {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t roundUp(int64_t bytes) { return (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign; }
+
+/// A zero-filled, 64-byte aligned block of at least `bytes` bytes (never null).
+std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* what) {
+  size_t size = std::max(roundUp(static_cast<int64_t>(bytes)), kAlign);
+  void* p = std::aligned_alloc(kAlign, size);
+  if (!p) throw std::runtime_error(fmt::format("Executor: cannot allocate {} bytes for the {}", size, what));
+  std::memset(p, 0, size);
+  return {static_cast<std::byte*>(p), std::free};
+}
+
+}  // namespace
+
+float OutputView::value(int64_t i) const {
+  if (dtype != DType::F32) throw std::runtime_error(fmt::format("output '{}' is not f32", name));
+  if (i < 0 || i >= numel)
+    throw std::out_of_range(fmt::format("output '{}': element {} of {}", name, i, numel));
+  return static_cast<const float*>(data)[i];
+}
+
+struct Executor::Prepared {
+  enum Kind { Kernel, Gemm, Copy } kind;
+  int64_t tempEnd = 0;  // max offset + bytes of the Temps this step touches
+  // Kernel
+  void (*fn)(void**) = nullptr;
+  std::vector<void*> args;
+  // Gemm (the step itself, for dims, strides and flags) and operand bases.
+  const GemmStep* gemm = nullptr;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  float* c = nullptr;
+  // Copy
+  const void* src = nullptr;
+  void* dst = nullptr;
+  size_t bytes = 0;
+};
+
+struct Executor::PreparedFunction {
+  const Function* function = nullptr;
+  std::vector<Prepared> steps;
+  int64_t outputsTempEnd = 0;
+};
+
+Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptions options)
+    : program_(std::move(program)), persistent_(nullptr, std::free), arena_(nullptr, std::free) {
+  validateProgram(program_, "Executor");
+  if (options.threads < 0)
+    throw std::runtime_error(fmt::format("Executor: threads {} is negative", options.threads));
+  if (options.threads > 0) {
+    omp_set_num_threads(options.threads);
+    openblas_set_num_threads(options.threads);
+  }
+
+  // Memory: persistent buffers packed into one block at 64-byte aligned offsets; Temps at
+  // their planned offsets in the arena.
+  size_t persistentBytes = 0;
+  for (const Buffer& b : program_.buffers)
+    if (b.kind != BufferKind::Temp) persistentBytes += roundUp(b.bytes());
+  persistent_ = allocate(persistentBytes, "parameters, state and inputs");
+  arena_ = allocate(static_cast<size_t>(program_.arenaBytes()), "arena");
+  size_t next = 0;
+  for (const Buffer& b : program_.buffers) {
+    if (b.kind == BufferKind::Temp) {
+      pointers_.push_back(arena_.get() + b.offset);
+    } else {
+      pointers_.push_back(persistent_.get() + next);
+      next += roundUp(b.bytes());
+    }
+  }
+
+  auto tempEnd = [&](int id) {
+    const Buffer& b = program_.buffers[static_cast<size_t>(id)];
+    return b.kind == BufferKind::Temp ? b.offset + b.bytes() : int64_t{0};
+  };
+  std::unordered_map<std::string, void (*)(void**)> resolved;
+  functions_.reserve(program_.functions.size());
+  for (const Function& f : program_.functions) {
+    PreparedFunction pf;
+    pf.function = &f;
+    for (int id : f.outputs) pf.outputsTempEnd = std::max(pf.outputsTempEnd, tempEnd(id));
+    for (const Step& step : f.steps) {
+      Prepared p{};
+      if (auto* k = std::get_if<KernelStep>(&step)) {
+        p.kind = Prepared::Kernel;
+        auto it = resolved.find(k->symbol);
+        if (it == resolved.end()) {
+          void* address = nullptr;
+          std::string why = "the resolver returned null";
+          try {
+            address = resolve(k->symbol);
+          } catch (const std::exception& e) {
+            why = e.what();
+          }
+          if (!address)
+            throw std::runtime_error(fmt::format("Executor: kernel '{}' (function '{}', at {}) cannot be resolved: {}",
+                                                 k->symbol, f.name, k->location.empty() ? "?" : k->location, why));
+          it = resolved.emplace(k->symbol, reinterpret_cast<void (*)(void**)>(address)).first;
+        }
+        p.fn = it->second;
+        for (int id : k->args) {
+          p.args.push_back(pointers_[static_cast<size_t>(id)]);
+          p.tempEnd = std::max(p.tempEnd, tempEnd(id));
+        }
+      } else if (auto* g = std::get_if<GemmStep>(&step)) {
+        p.kind = Prepared::Gemm;
+        p.gemm = g;
+        p.a = static_cast<const float*>(pointers_[static_cast<size_t>(g->a)]);
+        p.b = static_cast<const float*>(pointers_[static_cast<size_t>(g->b)]);
+        p.c = static_cast<float*>(pointers_[static_cast<size_t>(g->c)]);
+        p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
+      } else {
+        const auto& c = std::get<CopyStep>(step);
+        p.kind = Prepared::Copy;
+        p.src = pointers_[static_cast<size_t>(c.src)];
+        p.dst = pointers_[static_cast<size_t>(c.dst)];
+        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(c.src)].bytes());
+        p.tempEnd = std::max(tempEnd(c.src), tempEnd(c.dst));
+      }
+      pf.steps.push_back(std::move(p));
+    }
+    functionIndex_.emplace(f.name, functions_.size());
+    functions_.push_back(std::move(pf));
+  }
+}
+
+Executor::~Executor() = default;
+
+void Executor::initParameters(uint64_t seed) {
+  for (size_t i = 0; i < program_.buffers.size(); ++i) {
+    const Buffer& b = program_.buffers[i];
+    if (b.kind == BufferKind::State) {
+      std::memset(pointers_[i], 0, static_cast<size_t>(b.bytes()));
+    } else if (b.kind == BufferKind::Parameter) {
+      InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
+      initParameter(static_cast<float*>(pointers_[i]), b.numel(), kind, b.stddev, seed, b.name);
+    }
+  }
+}
+
+void* Executor::raw(int buffer) {
+  if (buffer < 0 || static_cast<size_t>(buffer) >= pointers_.size())
+    throw std::out_of_range(fmt::format("Executor: buffer id {} out of range [0, {})", buffer, pointers_.size()));
+  return pointers_[static_cast<size_t>(buffer)];
+}
+
+float* Executor::data(int buffer) {
+  void* p = raw(buffer);
+  const Buffer& b = program_.buffers[static_cast<size_t>(buffer)];
+  if (b.dtype != DType::F32)
+    throw std::runtime_error(fmt::format("Executor: buffer {} '{}' is not f32 (use raw())", buffer, b.name));
+  return static_cast<float*>(p);
+}
+
+int Executor::bufferId(const std::string& name) const {
+  int id = program_.findBuffer(name);
+  if (id < 0) throw std::runtime_error(fmt::format("Executor: no buffer named '{}'", name));
+  return id;
+}
+
+const Executor::PreparedFunction& Executor::prepared(const std::string& function) const {
+  auto it = functionIndex_.find(function);
+  if (it == functionIndex_.end()) throw std::runtime_error(fmt::format("Executor: no function named '{}'", function));
+  return functions_[it->second];
+}
+
+void Executor::setInput(const std::string& function, size_t index, const void* data, size_t bytes) {
+  const Function& f = *prepared(function).function;
+  if (index >= f.inputs.size())
+    throw std::out_of_range(
+        fmt::format("Executor: function '{}' has {} inputs, not input {}", function, f.inputs.size(), index));
+  int id = f.inputs[index];
+  const Buffer& b = program_.buffers[static_cast<size_t>(id)];
+  if (bytes != static_cast<size_t>(b.bytes()))
+    throw std::runtime_error(fmt::format("Executor: input {} '{}' of function '{}' takes {} bytes, got {}", index,
+                                         b.name, function, b.bytes(), bytes));
+  if (bytes > 0) std::memcpy(pointers_[static_cast<size_t>(id)], data, bytes);
+}
+
+void Executor::run(const std::string& function) {
+  const PreparedFunction& pf = prepared(function);
+  for (const Prepared& p : pf.steps) {
+    highWater_ = std::max(highWater_, p.tempEnd);
+    switch (p.kind) {
+      case Prepared::Kernel:
+        p.fn(const_cast<void**>(p.args.data()));
+        break;
+      case Prepared::Gemm: {
+        // Row-major op(A) is m x k and op(B) is k x n; the leading dimension is the stored
+        // row length: A stored k x m when transposed, B stored n x k when transposed.
+        const GemmStep& g = *p.gemm;
+        int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+        int lda = g.transA ? m : k, ldb = g.transB ? k : n;
+        float beta = g.accumulate ? 1.0f : 0.0f;
+        for (int64_t i = 0; i < g.batch; ++i)
+          cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m,
+                      n, k, 1.0f, p.a + i * g.strideA, lda, p.b + i * g.strideB, ldb, beta, p.c + i * g.strideC, n);
+        break;
+      }
+      case Prepared::Copy:
+        std::memcpy(p.dst, p.src, p.bytes);
+        break;
+    }
+  }
+  highWater_ = std::max(highWater_, pf.outputsTempEnd);
+}
+
+std::vector<OutputView> Executor::outputs(const std::string& function) const {
+  const Function& f = *prepared(function).function;
+  std::vector<OutputView> out;
+  for (size_t i = 0; i < f.outputs.size(); ++i) {
+    const Buffer& b = program_.buffers[static_cast<size_t>(f.outputs[i])];
+    out.push_back({f.outputNames[i], f.outputs[i], b.dtype, b.shape, pointers_[static_cast<size_t>(f.outputs[i])],
+                   b.numel()});
+  }
+  return out;
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,99 @@
+// The CPU executor: runs a Program's functions step by step. No MLIR, no compiler.
+//
+// Promise: memory is allocated once, at construction: one 64-byte aligned block per
+// persistent buffer (Parameter, State, Input) and ONE 64-byte aligned arena of
+// Program::arenaBytes() (the max over functions) holding every Temp at its planned offset.
+// run() allocates nothing. Kernel symbols are resolved once, at construction, through the
+// caller's resolver, so the executor does not care how kernels were built; the usual one is
+//   tessel::KernelLibrary lib = tessel::buildKernelLibrary(program.kernelSource);
+//   Executor exec(program, [&](const std::string& s) { return lib.symbol(s); });
+// (the library must outlive the executor). GEMM steps call OpenBLAS cblas_sgemm (row-major),
+// copies call memcpy, kernel steps call `void symbol(void** args)`.
+//
+// Not thread-safe: one run() at a time per Executor. `threads` sets the process-wide OpenMP
+// and OpenBLAS thread counts, which every Executor in the process shares.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/exec/Program.h"
+
+namespace tessel::rt {
+
+/// Maps a kernel symbol to its address; may throw or return nullptr when it is missing.
+using KernelResolver = std::function<void*(const std::string& symbol)>;
+
+struct ExecutorOptions {
+  int threads = 0;  // OpenMP and OpenBLAS threads; 0 keeps the OpenMP/OpenBLAS defaults
+};
+
+/// One output of a function after run(): a view of executor memory, valid until the next
+/// run() or setInput() (a Temp output lives in the arena and is reused by the next run).
+struct OutputView {
+  std::string name;             // the function's outputNames entry
+  int buffer = -1;              // buffer id
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  const void* data = nullptr;
+  int64_t numel = 0;
+
+  /// Element i of an f32 output (a scalar loss: value()); throws for other dtypes or i.
+  float value(int64_t i = 0) const;
+};
+
+class Executor {
+ public:
+  /// Validates `program` (validateProgram), allocates all memory (zero-filled) and resolves
+  /// every kernel symbol; throws std::runtime_error naming the symbol and the step's location
+  /// if one is missing.
+  Executor(Program program, const KernelResolver& resolve, ExecutorOptions options = {});
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Parameters from runtime/Init.h (initParameter with their name and this seed); State
+  /// buffers are set to zero.
+  void initParameters(uint64_t seed);
+
+  /// Base pointer of an f32 buffer (a Temp's points into the arena); throws on a bad id or an
+  /// i32 buffer.
+  float* data(int buffer);
+  /// Base pointer of any buffer.
+  void* raw(int buffer);
+  /// The id of the buffer called `name`; throws if there is none.
+  int bufferId(const std::string& name) const;
+
+  /// Copies `bytes` bytes into input `index` of `function`; the size must match exactly.
+  void setInput(const std::string& function, size_t index, const void* data, size_t bytes);
+  /// Executes the function's steps in order.
+  void run(const std::string& function);
+  /// The function's outputs, in result order.
+  std::vector<OutputView> outputs(const std::string& function) const;
+
+  /// The arena's size in bytes (allocated once, at construction).
+  int64_t arenaBytes() const { return program_.arenaBytes(); }
+  /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
+  /// any run so far; 0 before the first run.
+  int64_t highWaterBytes() const { return highWater_; }
+  const Program& program() const { return program_; }
+
+ private:
+  struct Prepared;
+  struct PreparedFunction;
+  const PreparedFunction& prepared(const std::string& function) const;
+
+  Program program_;
+  std::unique_ptr<std::byte, void (*)(void*)> persistent_;
+  std::unique_ptr<std::byte, void (*)(void*)> arena_;
+  std::vector<void*> pointers_;  // per buffer id
+  std::vector<PreparedFunction> functions_;
+  std::unordered_map<std::string, size_t> functionIndex_;
+  int64_t highWater_ = 0;
+};
+
+}  // namespace tessel::rt

@@ -1,0 +1,428 @@
+// The program format on disk: `program.json` plus `kernels.cpp` (see Program.h).
+//
+// program.json (written with keys in this order; `?` marks optional keys and their defaults):
+//   {"format": "tessel-program", "version": 1,
+//    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
+//                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
+//                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
+//    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
+//                   "arenaBytes", "steps": [
+//       {"op": "kernel", "symbol", "args": [ids], "location"? ""},
+//       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
+//        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
+//        "location"? ""},
+//       {"op": "copy", "src", "dst"}]}]}
+// Unknown keys are errors (a misspelt optional key would otherwise silently take its
+// default). After decoding, loadProgram runs validateProgram and checks that every kernel
+// symbol occurs in kernels.cpp. Every error names the file and the field, e.g.
+// "out/program.json: functions[0].steps[3].m: ...".
+//
+// Writes go to "<file>.tmp.<pid>", are fsynced, renamed over the file, and the folder is
+// fsynced, so a reader sees the old file or the new one, never half of one.
+#include "runtime/exec/Program.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace tessel::rt {
+
+int64_t Buffer::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+const Function* Program::function(const std::string& name) const {
+  for (const Function& f : functions)
+    if (f.name == name) return &f;
+  return nullptr;
+}
+
+int Program::findBuffer(const std::string& name) const {
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (buffers[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+int64_t Program::arenaBytes() const {
+  int64_t bytes = 0;
+  for (const Function& f : functions) bytes = std::max(bytes, f.arenaBytes);
+  return bytes;
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr const char* kFormat = "tessel-program";
+
+const char* dtypeName(DType d) { return d == DType::F32 ? "f32" : "i32"; }
+
+const char* kindName(BufferKind k) {
+  switch (k) {
+    case BufferKind::Parameter: return "parameter";
+    case BufferKind::State: return "state";
+    case BufferKind::Input: return "input";
+    case BufferKind::Temp: return "temp";
+  }
+  return "?";
+}
+
+/// Every kernel symbol must be defined by the saved source (a substring test: the symbol is
+/// an identifier, so a hit is its definition or a mention; a miss is certainly an error).
+void checkKernelSource(const Program& p, const std::string& context) {
+  for (size_t f = 0; f < p.functions.size(); ++f)
+    for (size_t s = 0; s < p.functions[f].steps.size(); ++s)
+      if (auto* k = std::get_if<KernelStep>(&p.functions[f].steps[s]))
+        if (p.kernelSource.find(k->symbol) == std::string::npos)
+          throw std::runtime_error(fmt::format("{}: functions[{}].steps[{}].symbol: '{}' is not in kernels.cpp",
+                                               context, f, s, k->symbol));
+}
+
+// ---- writing --------------------------------------------------------------
+
+ordered_json toJson(const Step& step) {
+  ordered_json j;
+  if (auto* k = std::get_if<KernelStep>(&step)) {
+    j["op"] = "kernel";
+    j["symbol"] = k->symbol;
+    j["args"] = k->args;
+    j["location"] = k->location;
+  } else if (auto* g = std::get_if<GemmStep>(&step)) {
+    j["op"] = "gemm";
+    for (auto [key, v] : {std::pair{"a", g->a}, {"b", g->b}, {"c", g->c}}) j[key] = v;
+    for (auto [key, v] : {std::pair{"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch}}) j[key] = v;
+    for (auto [key, v] : {std::pair{"transA", g->transA}, {"transB", g->transB}, {"accumulate", g->accumulate}})
+      j[key] = v;
+    for (auto [key, v] : {std::pair{"strideA", g->strideA}, {"strideB", g->strideB}, {"strideC", g->strideC}})
+      j[key] = v;
+    j["location"] = g->location;
+  } else {
+    const auto& c = std::get<CopyStep>(step);
+    j["op"] = "copy";
+    j["src"] = c.src;
+    j["dst"] = c.dst;
+  }
+  return j;
+}
+
+ordered_json toJson(const Program& p) {
+  ordered_json root;
+  root["format"] = kFormat;
+  root["version"] = kProgramFormatVersion;
+  ordered_json buffers = ordered_json::array();
+  for (const Buffer& b : p.buffers) {
+    ordered_json j;
+    j["name"] = b.name;
+    j["dtype"] = dtypeName(b.dtype);
+    j["shape"] = b.shape;
+    j["kind"] = kindName(b.kind);
+    if (b.kind == BufferKind::Temp) j["offset"] = b.offset;
+    if (b.kind == BufferKind::Parameter) {
+      j["init"] = b.init;
+      j["stddev"] = b.stddev;
+    }
+    j["location"] = b.location;
+    buffers.push_back(std::move(j));
+  }
+  root["buffers"] = std::move(buffers);
+  ordered_json functions = ordered_json::array();
+  for (const Function& f : p.functions) {
+    ordered_json j;
+    j["name"] = f.name;
+    j["inputs"] = f.inputs;
+    j["outputs"] = f.outputs;
+    j["outputNames"] = f.outputNames;
+    j["arenaBytes"] = f.arenaBytes;
+    ordered_json steps = ordered_json::array();
+    for (const Step& s : f.steps) steps.push_back(toJson(s));
+    j["steps"] = std::move(steps);
+    functions.push_back(std::move(j));
+  }
+  root["functions"] = std::move(functions);
+  return root;
+}
+
+[[noreturn]] void ioFail(const std::string& path, const std::string& what) {
+  throw std::runtime_error(fmt::format("{}: {}: {}", path, what, std::strerror(errno)));
+}
+
+/// Writes `content` to `path` through "<path>.tmp.<pid>": write, fsync, rename, fsync folder.
+void writeAtomically(const fs::path& path, const std::string& content) {
+  std::string tmp = fmt::format("{}.tmp.{}", path.string(), ::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) ioFail(tmp, "cannot create");
+  const char* data = content.data();
+  size_t left = content.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, data, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int saved = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = saved;
+      ioFail(tmp, "write failed");
+    }
+    data += n;
+    left -= static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    ioFail(tmp, "fsync/close failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    ::unlink(tmp.c_str());
+    errno = saved;
+    ioFail(path.string(), "rename failed");
+  }
+  fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+    ::fsync(dfd);  // best effort: makes the rename itself durable
+    ::close(dfd);
+  }
+}
+
+// ---- reading --------------------------------------------------------------
+
+/// Typed access to JSON values, failing with "<file>: <field>: <problem>".
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw std::runtime_error(fmt::format("{}: {}: {}", file_, field, problem));
+  }
+
+  /// Checks `j` is an object holding only `allowed` keys.
+  void object(const json& j, const std::string& field, std::initializer_list<const char*> allowed) const {
+    if (!j.is_object()) fail(field, fmt::format("expected an object, got {}", j.type_name()));
+    for (const auto& [key, value] : j.items()) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || key == a;
+      if (!ok) fail(field, fmt::format("unknown field '{}'", key));
+    }
+  }
+
+  const json* find(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  const json& need(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) fail(join(field, key), "missing");
+    return *v;
+  }
+
+  static std::string join(const std::string& field, const char* key) {
+    return field.empty() ? key : field + "." + key;
+  }
+
+  int64_t integer(const json& v, const std::string& field) const {
+    if (!v.is_number_integer()) fail(field, fmt::format("expected an integer, got {}", v.dump()));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      fail(field, fmt::format("{} is too large", v.dump()));
+    return v.get<int64_t>();
+  }
+  int64_t integer(const json& obj, const char* key, const std::string& field) const {
+    return integer(need(obj, key, field), join(field, key));
+  }
+  int64_t integer(const json& obj, const char* key, const std::string& field, int64_t dflt) const {
+    const json* v = find(obj, key);
+    return v ? integer(*v, join(field, key)) : dflt;
+  }
+
+  /// A buffer id: range-checked here only against int (validateProgram checks the count).
+  int id(const json& v, const std::string& field) const {
+    int64_t i = integer(v, field);
+    if (i < INT_MIN || i > INT_MAX) fail(field, fmt::format("buffer id {} out of range", i));
+    return static_cast<int>(i);
+  }
+  int id(const json& obj, const char* key, const std::string& field) const {
+    return id(need(obj, key, field), join(field, key));
+  }
+
+  bool boolean(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) return false;
+    if (!v->is_boolean()) fail(join(field, key), fmt::format("expected true or false, got {}", v->dump()));
+    return v->get<bool>();
+  }
+
+  double number(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) return 0.0;
+    if (!v->is_number()) fail(join(field, key), fmt::format("expected a number, got {}", v->dump()));
+    return v->get<double>();
+  }
+
+  std::string string(const json& v, const std::string& field) const {
+    if (!v.is_string()) fail(field, fmt::format("expected a string, got {}", v.dump()));
+    return v.get<std::string>();
+  }
+  std::string string(const json& obj, const char* key, const std::string& field) const {
+    return string(need(obj, key, field), join(field, key));
+  }
+  std::string string(const json& obj, const char* key, const std::string& field, const char* dflt) const {
+    const json* v = find(obj, key);
+    return v ? string(*v, join(field, key)) : dflt;
+  }
+
+  const json& array(const json& obj, const char* key, const std::string& field) const {
+    const json& v = need(obj, key, field);
+    if (!v.is_array()) fail(join(field, key), fmt::format("expected an array, got {}", v.type_name()));
+    return v;
+  }
+
+  template <typename T, typename F>
+  std::vector<T> list(const json& obj, const char* key, const std::string& field, F element) const {
+    std::vector<T> out;
+    const json& a = array(obj, key, field);
+    for (size_t i = 0; i < a.size(); ++i) out.push_back(element(a[i], fmt::format("{}[{}]", join(field, key), i)));
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location"});
+  Buffer b;
+  b.name = r.string(j, "name", field);
+  std::string dtype = r.string(j, "dtype", field);
+  if (dtype == "f32") b.dtype = DType::F32;
+  else if (dtype == "i32") b.dtype = DType::I32;
+  else r.fail(field + ".dtype", fmt::format("unknown dtype '{}' (expected f32 or i32)", dtype));
+  b.shape = r.list<int64_t>(j, "shape", field, [&](const json& v, const std::string& f) { return r.integer(v, f); });
+  std::string kind = r.string(j, "kind", field);
+  if (kind == "parameter") b.kind = BufferKind::Parameter;
+  else if (kind == "state") b.kind = BufferKind::State;
+  else if (kind == "input") b.kind = BufferKind::Input;
+  else if (kind == "temp") b.kind = BufferKind::Temp;
+  else r.fail(field + ".kind", fmt::format("unknown kind '{}' (expected parameter, state, input or temp)", kind));
+  b.offset = b.kind == BufferKind::Temp ? r.integer(j, "offset", field) : r.integer(j, "offset", field, 0);
+  b.init = b.kind == BufferKind::Parameter ? r.string(j, "init", field) : r.string(j, "init", field, "");
+  b.stddev = r.number(j, "stddev", field);
+  b.location = r.string(j, "location", field, "");
+  return b;
+}
+
+Step readStep(const Reader& r, const json& j, const std::string& field) {
+  if (!j.is_object()) r.fail(field, fmt::format("expected an object, got {}", j.type_name()));
+  std::string op = r.string(j, "op", field);
+  if (op == "kernel") {
+    r.object(j, field, {"op", "symbol", "args", "location"});
+    KernelStep k;
+    k.symbol = r.string(j, "symbol", field);
+    k.args = r.list<int>(j, "args", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    k.location = r.string(j, "location", field, "");
+    return k;
+  }
+  if (op == "gemm") {
+    r.object(j, field, {"op", "a", "b", "c", "m", "n", "k", "batch", "transA", "transB", "accumulate", "strideA",
+                        "strideB", "strideC", "location"});
+    GemmStep g;
+    g.a = r.id(j, "a", field);
+    g.b = r.id(j, "b", field);
+    g.c = r.id(j, "c", field);
+    g.m = r.integer(j, "m", field);
+    g.n = r.integer(j, "n", field);
+    g.k = r.integer(j, "k", field);
+    g.batch = r.integer(j, "batch", field, 1);
+    g.transA = r.boolean(j, "transA", field);
+    g.transB = r.boolean(j, "transB", field);
+    g.accumulate = r.boolean(j, "accumulate", field);
+    g.strideA = r.integer(j, "strideA", field, 0);
+    g.strideB = r.integer(j, "strideB", field, 0);
+    g.strideC = r.integer(j, "strideC", field, 0);
+    g.location = r.string(j, "location", field, "");
+    return g;
+  }
+  if (op == "copy") {
+    r.object(j, field, {"op", "src", "dst"});
+    return CopyStep{r.id(j, "src", field), r.id(j, "dst", field)};
+  }
+  r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm or copy)", op));
+}
+
+Function readFunction(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "steps"});
+  Function f;
+  f.name = r.string(j, "name", field);
+  auto ids = [&](const json& v, const std::string& fl) { return r.id(v, fl); };
+  f.inputs = r.list<int>(j, "inputs", field, ids);
+  f.outputs = r.list<int>(j, "outputs", field, ids);
+  f.outputNames = r.list<std::string>(j, "outputNames", field,
+                                      [&](const json& v, const std::string& fl) { return r.string(v, fl); });
+  f.arenaBytes = r.integer(j, "arenaBytes", field);
+  f.steps = r.list<Step>(j, "steps", field, [&](const json& v, const std::string& fl) { return readStep(r, v, fl); });
+  return f;
+}
+
+std::string readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) ioFail(path.string(), "cannot open");
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) ioFail(path.string(), "read failed");
+  return s.str();
+}
+
+}  // namespace
+
+void saveProgram(const Program& program, const std::string& dir) {
+  fs::path json = fs::path(dir) / "program.json", kernels = fs::path(dir) / "kernels.cpp";
+  validateProgram(program, json.string() + " (saving)");
+  checkKernelSource(program, json.string() + " (saving)");
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("{}: cannot create folder: {}", dir, ec.message()));
+  writeAtomically(kernels, program.kernelSource);
+  writeAtomically(json, toJson(program).dump(1) + "\n");
+}
+
+Program loadProgram(const std::string& dir) {
+  fs::path path = fs::path(dir) / "program.json";
+  std::string file = path.string();
+  std::string text = readFile(path);
+  Reader r(file);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    r.fail("(document)", fmt::format("invalid JSON: {}", e.what()));
+  }
+  r.object(root, "(document)", {"format", "version", "buffers", "functions"});
+  if (std::string format = r.string(root, "format", ""); format != kFormat)
+    r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
+  if (int64_t v = r.integer(root, "version", ""); v != kProgramFormatVersion)
+    r.fail("version", fmt::format("unsupported version {} (this build reads {})", v, kProgramFormatVersion));
+  Program p;
+  p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
+  p.functions =
+      r.list<Function>(root, "functions", "", [&](const json& v, const std::string& f) { return readFunction(r, v, f); });
+  p.kernelSource = readFile(fs::path(dir) / "kernels.cpp");
+  validateProgram(p, file);
+  checkKernelSource(p, (fs::path(dir) / "kernels.cpp").string());
+  return p;
+}
+
+}  // namespace tessel::rt

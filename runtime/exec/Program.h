@@ -1,0 +1,116 @@
+// The executable program format: what codegen produces and the runtime executes.
+//
+// Promise: a Program is plain data (no MLIR), saved as `program.json` plus the generated
+// kernel source `kernels.cpp` in one folder, so a program compiled on one machine runs on
+// another through `runtime/` alone. Every buffer has a fixed size and, for temporaries, a
+// fixed offset in one arena whose size the memory plan computed ahead of time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace tessel::rt {
+
+/// Element types of buffers.
+enum class DType { F32, I32 };
+
+/// Bytes per element.
+inline int64_t dtypeBytes(DType) { return 4; }
+
+/// What a buffer holds and who owns it.
+enum class BufferKind {
+  Parameter,  // trainable parameter: persistent, initialised by the runtime, checkpointed
+  State,      // optimizer state: persistent, zero-initialised
+  Input,      // a function argument the caller provides each call (tokens, lr, ...)
+  Temp,       // an intermediate: lives in the arena at `offset`
+};
+
+/// One tensor-sized region of memory.
+struct Buffer {
+  std::string name;            // parameter/state/input name, or "%12" for temporaries
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // row-major
+  BufferKind kind = BufferKind::Temp;
+  int64_t offset = 0;          // Temp only: byte offset in the arena (64-byte aligned)
+  std::string init;            // Parameter: "normal", "zeros" or "ones"
+  double stddev = 0.0;         // Parameter with "normal" init
+  std::string location;        // the op that produced it, "file:line:col [path]"
+
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtypeBytes(dtype); }
+  bool operator==(const Buffer&) const = default;
+};
+
+/// Call a generated kernel: `void symbol(void** args)` where args[i] is the base pointer of
+/// buffer `args[i]` (outputs first, then inputs, as the emitter documents per kernel).
+struct KernelStep {
+  std::string symbol;
+  std::vector<int> args;
+  std::string location;  // op location(s), for error messages and traces
+  bool operator==(const KernelStep&) const = default;
+};
+
+/// C[b] = op(A[b]) * op(B[b]) (+ C[b] if accumulate), row-major f32, b in [0, batch), with
+/// element strides between batches (0 = shared, e.g. a weight). Executed with cblas_sgemm.
+struct GemmStep {
+  int a = -1, b = -1, c = -1;
+  bool transA = false, transB = false, accumulate = false;
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t strideA = 0, strideB = 0, strideC = 0;
+  std::string location;
+  bool operator==(const GemmStep&) const = default;
+};
+
+/// dst = src (same byte size); used where an assignment cannot be done in place.
+struct CopyStep {
+  int src = -1, dst = -1;
+  bool operator==(const CopyStep&) const = default;
+};
+
+using Step = std::variant<KernelStep, GemmStep, CopyStep>;
+
+/// One callable function (forward, train_step).
+struct Function {
+  std::string name;
+  std::vector<int> inputs;   // buffers the caller fills, in argument order
+  std::vector<int> outputs;  // buffers the caller reads afterwards, in result order
+  std::vector<std::string> outputNames;
+  std::vector<Step> steps;
+  int64_t arenaBytes = 0;    // peak bytes of this function's temporaries
+  bool operator==(const Function&) const = default;
+};
+
+/// A whole compiled program.
+struct Program {
+  std::vector<Buffer> buffers;
+  std::vector<Function> functions;
+  std::string kernelSource;  // C++ source of every KernelStep symbol
+
+  const Function* function(const std::string& name) const;
+  int findBuffer(const std::string& name) const;  // -1 if absent
+  /// The one arena all functions share: the max over functions of arenaBytes. Every Temp
+  /// buffer lies inside it, and inside the arenaBytes of every function that uses it.
+  int64_t arenaBytes() const;
+  bool operator==(const Program&) const = default;
+};
+
+/// The `version` field saveProgram writes and loadProgram accepts.
+inline constexpr int kProgramFormatVersion = 1;
+
+/// Checks every invariant loadProgram checks (ids in range, kinds, dtypes, positive shapes,
+/// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
+/// GEMM extents and aliasing, copy sizes) on an in-memory program; throws
+/// std::runtime_error "<context>: <field>: <problem>". The Executor calls it on construction.
+void validateProgram(const Program& program, const std::string& context);
+
+/// Writes `dir/program.json` and `dir/kernels.cpp` (atomically, each through a temp file that
+/// is fsynced and renamed; kernels.cpp first, so a program.json never names missing kernels).
+/// Validates first and throws without writing anything if the program is inconsistent.
+void saveProgram(const Program& program, const std::string& dir);
+/// Reads a folder written by saveProgram; throws std::runtime_error naming the file and the
+/// field on any malformed or inconsistent content (buffer ids out of range, sizes, ...).
+Program loadProgram(const std::string& dir);
+
+}  // namespace tessel::rt

@@ -1,0 +1,236 @@
+// validateProgram: every invariant a Program must satisfy before the Executor may run it.
+//
+// Promise: a program that passes never makes the executor read or write outside a buffer.
+// Checks, in order, each failing with "<context>: <field>: <problem>":
+//  1. buffers: non-empty unique names; positive dims whose byte size fits in 2^48; Parameter
+//     buffers are f32 with init normal/zeros/ones and a finite stddev >= 0; only Parameters
+//     have an init; only Temps have an offset.
+//  2. Temps: offset >= 0, 64-byte aligned, offset + bytes <= the shared arena (the max over
+//     functions of arenaBytes, because one Temp has one offset whichever function runs).
+//  3. functions: non-empty unique names, arenaBytes >= 0, inputs are distinct Input buffers,
+//     one output name per output, every referenced id in range.
+//  4. steps: kernel symbols are C identifiers; GEMM operands are f32, dims in [1, 2^31),
+//     strides >= 0, (batch-1)*stride + rows*cols <= numel for A, B and C, C aliases neither A
+//     nor B (by id or arena range), and a batched C either has disjoint batches or stride 0
+//     with accumulate (a reduction over the batch); copies join distinct, non-overlapping
+//     buffers of equal byte size.
+//  5. every Temp a function uses (in a step or as an output) lies within that function's
+//     arenaBytes.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <climits>
+#include <cmath>
+#include <set>
+#include <stdexcept>
+#include <unordered_set>
+
+#include "runtime/exec/Program.h"
+
+namespace tessel::rt {
+namespace {
+
+/// Largest buffer accepted, in bytes (256 TiB): far above any real buffer, and small enough
+/// that offset + bytes and stride products below cannot overflow int64.
+constexpr int64_t kMaxBufferBytes = int64_t{1} << 48;
+
+class Checker {
+ public:
+  Checker(const Program& p, const std::string& context) : p_(p), context_(context) {}
+
+  void run() {
+    arena_ = p_.arenaBytes();
+    for (size_t i = 0; i < p_.buffers.size(); ++i) checkBuffer(static_cast<int>(i));
+    std::set<std::string> names;
+    for (size_t f = 0; f < p_.functions.size(); ++f) {
+      const Function& fn = p_.functions[f];
+      std::string field = fmt::format("functions[{}]", f);
+      if (fn.name.empty()) fail(field + ".name", "empty function name");
+      if (!names.insert(fn.name).second)
+        fail(field + ".name", fmt::format("duplicate function name '{}'", fn.name));
+      checkFunction(fn, field);
+    }
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw std::runtime_error(fmt::format("{}: {}: {}", context_, field, problem));
+  }
+
+  std::string describe(int id) const {
+    return fmt::format("buffer {} '{}'", id, p_.buffers[static_cast<size_t>(id)].name);
+  }
+
+  const Buffer& buffer(int id, const std::string& field) const {
+    if (id < 0 || static_cast<size_t>(id) >= p_.buffers.size())
+      fail(field, fmt::format("buffer id {} out of range [0, {})", id, p_.buffers.size()));
+    return p_.buffers[static_cast<size_t>(id)];
+  }
+
+  void checkBuffer(int id) {
+    const Buffer& b = p_.buffers[static_cast<size_t>(id)];
+    std::string field = fmt::format("buffers[{}]", id);
+    if (b.name.empty()) fail(field + ".name", "empty buffer name");
+    if (!names_.insert(b.name).second)
+      fail(field + ".name", fmt::format("duplicate buffer name '{}'", b.name));
+    int64_t bytes = dtypeBytes(b.dtype);
+    for (size_t d = 0; d < b.shape.size(); ++d) {
+      if (b.shape[d] <= 0)
+        fail(fmt::format("{}.shape[{}]", field, d),
+             fmt::format("dimension {} of '{}' is not positive", b.shape[d], b.name));
+      if (b.shape[d] > kMaxBufferBytes / bytes)
+        fail(field + ".shape", fmt::format("'{}' is larger than 2^48 bytes", b.name));
+      bytes *= b.shape[d];
+    }
+    if (b.kind == BufferKind::Parameter) {
+      if (b.dtype != DType::F32) fail(field + ".dtype", fmt::format("parameter '{}' is not f32", b.name));
+      if (b.init != "normal" && b.init != "zeros" && b.init != "ones")
+        fail(field + ".init",
+             fmt::format("parameter '{}' has init '{}' (expected normal, zeros or ones)", b.name, b.init));
+      if (!std::isfinite(b.stddev) || b.stddev < 0)
+        fail(field + ".stddev", fmt::format("parameter '{}' has stddev {}", b.name, b.stddev));
+    } else if (!b.init.empty()) {
+      fail(field + ".init", fmt::format("'{}' is not a parameter but has init '{}'", b.name, b.init));
+    }
+    if (b.kind != BufferKind::Temp) {
+      if (b.offset != 0)
+        fail(field + ".offset", fmt::format("'{}' is not a temp but has offset {}", b.name, b.offset));
+      return;
+    }
+    if (b.offset < 0 || b.offset % 64 != 0)
+      fail(field + ".offset",
+           fmt::format("temp '{}' offset {} is not a non-negative multiple of 64", b.name, b.offset));
+    if (b.offset > arena_ - bytes)
+      fail(field + ".offset",
+           fmt::format("temp '{}' [{}, {}) lies past the arena of {} bytes (max arenaBytes)", b.name,
+                       b.offset, b.offset + bytes, arena_));
+  }
+
+  void checkFunction(const Function& fn, const std::string& field) {
+    if (fn.arenaBytes < 0) fail(field + ".arenaBytes", fmt::format("negative ({})", fn.arenaBytes));
+    std::vector<std::pair<int, std::string>> used;  // (buffer, field), for the arena check
+    std::unordered_set<int> seen;
+    for (size_t i = 0; i < fn.inputs.size(); ++i) {
+      std::string f = fmt::format("{}.inputs[{}]", field, i);
+      const Buffer& b = buffer(fn.inputs[i], f);
+      if (b.kind != BufferKind::Input) fail(f, fmt::format("{} is not an input buffer", describe(fn.inputs[i])));
+      if (!seen.insert(fn.inputs[i]).second) fail(f, fmt::format("{} listed twice", describe(fn.inputs[i])));
+    }
+    if (fn.outputNames.size() != fn.outputs.size())
+      fail(field + ".outputNames",
+           fmt::format("{} names for {} outputs", fn.outputNames.size(), fn.outputs.size()));
+    for (size_t i = 0; i < fn.outputs.size(); ++i) {
+      std::string f = fmt::format("{}.outputs[{}]", field, i);
+      buffer(fn.outputs[i], f);
+      used.emplace_back(fn.outputs[i], f);
+    }
+    for (size_t s = 0; s < fn.steps.size(); ++s) {
+      std::string f = fmt::format("{}.steps[{}]", field, s);
+      if (auto* k = std::get_if<KernelStep>(&fn.steps[s])) {
+        checkKernel(*k, f, used);
+      } else if (auto* g = std::get_if<GemmStep>(&fn.steps[s])) {
+        checkGemm(*g, f);
+        for (auto [id, name] : {std::pair{g->a, ".a"}, {g->b, ".b"}, {g->c, ".c"}}) used.emplace_back(id, f + name);
+      } else {
+        const auto& c = std::get<CopyStep>(fn.steps[s]);
+        checkCopy(c, f);
+        used.emplace_back(c.src, f + ".src");
+        used.emplace_back(c.dst, f + ".dst");
+      }
+    }
+    for (const auto& [id, f] : used) {
+      const Buffer& b = p_.buffers[static_cast<size_t>(id)];
+      if (b.kind == BufferKind::Temp && b.offset + b.bytes() > fn.arenaBytes)
+        fail(f, fmt::format("temp '{}' [{}, {}) lies past function '{}' arenaBytes {}", b.name, b.offset,
+                            b.offset + b.bytes(), fn.name, fn.arenaBytes));
+    }
+  }
+
+  void checkKernel(const KernelStep& k, const std::string& field, std::vector<std::pair<int, std::string>>& used) {
+    bool ident = !k.symbol.empty() && !std::isdigit(static_cast<unsigned char>(k.symbol[0])) &&
+                 std::all_of(k.symbol.begin(), k.symbol.end(),
+                             [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!ident) fail(field + ".symbol", fmt::format("'{}' is not a C identifier", k.symbol));
+    for (size_t i = 0; i < k.args.size(); ++i) {
+      std::string f = fmt::format("{}.args[{}]", field, i);
+      buffer(k.args[i], f);
+      used.emplace_back(k.args[i], f);
+    }
+  }
+
+  /// Fails unless (batch-1)*stride + rows*cols elements fit in the operand's buffer.
+  void checkExtent(const GemmStep& g, int id, int64_t stride, int64_t rows, int64_t cols,
+                   const std::string& field) const {
+    const Buffer& b = p_.buffers[static_cast<size_t>(id)];
+    // rows*cols < 2^62 since dims < 2^31, but (batch-1)*stride is unbounded: check overflow.
+    int64_t span = 0, need = 0;
+    bool overflow = __builtin_mul_overflow(g.batch - 1, stride, &span) ||
+                    __builtin_add_overflow(span, rows * cols, &need);
+    if (overflow || need > b.numel())
+      fail(field, fmt::format("GEMM needs {} batch(es) of {}x{} f32 with stride {} ({} elements) but {} "
+                              "has {}{}", g.batch, rows, cols, stride, overflow ? "> 2^63" : std::to_string(need),
+                              describe(id), b.numel(), at(g.location)));
+  }
+
+  static std::string at(const std::string& location) {
+    return location.empty() ? "" : " (at " + location + ")";
+  }
+
+  bool overlaps(int x, int y) const {
+    if (x == y) return true;
+    const Buffer& a = p_.buffers[static_cast<size_t>(x)];
+    const Buffer& b = p_.buffers[static_cast<size_t>(y)];
+    if (a.kind != BufferKind::Temp || b.kind != BufferKind::Temp) return false;
+    return a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes();
+  }
+
+  void checkGemm(const GemmStep& g, const std::string& field) const {
+    for (auto [id, name] : {std::pair{g.a, ".a"}, {g.b, ".b"}, {g.c, ".c"}}) {
+      if (buffer(id, field + name).dtype != DType::F32)
+        fail(field + name, fmt::format("GEMM operand {} is not f32{}", describe(id), at(g.location)));
+    }
+    if (g.batch < 1) fail(field + ".batch", fmt::format("batch {} < 1{}", g.batch, at(g.location)));
+    for (auto [v, name] : {std::pair{g.m, ".m"}, {g.n, ".n"}, {g.k, ".k"}}) {
+      if (v < 1 || v > INT_MAX) fail(field + name, fmt::format("{} is not in [1, 2^31){}", v, at(g.location)));
+    }
+    for (auto [v, name] : {std::pair{g.strideA, ".strideA"}, {g.strideB, ".strideB"}, {g.strideC, ".strideC"}}) {
+      if (v < 0) fail(field + name, fmt::format("negative stride {}{}", v, at(g.location)));
+    }
+    checkExtent(g, g.a, g.strideA, g.m, g.k, field + ".a");
+    checkExtent(g, g.b, g.strideB, g.k, g.n, field + ".b");
+    checkExtent(g, g.c, g.strideC, g.m, g.n, field + ".c");
+    if (overlaps(g.c, g.a) || overlaps(g.c, g.b))
+      fail(field + ".c", fmt::format("GEMM output {} overlaps an input{}", describe(g.c), at(g.location)));
+    if (g.batch > 1 && g.strideC == 0 && !g.accumulate)
+      fail(field + ".strideC",
+           fmt::format("stride 0 over {} batches without accumulate keeps only the last batch{}", g.batch,
+                       at(g.location)));
+    if (g.batch > 1 && g.strideC > 0 && g.strideC < g.m * g.n)
+      fail(field + ".strideC", fmt::format("stride {} makes the {}x{} output batches overlap{}", g.strideC, g.m,
+                                           g.n, at(g.location)));
+  }
+
+  void checkCopy(const CopyStep& c, const std::string& field) const {
+    const Buffer& src = buffer(c.src, field + ".src");
+    const Buffer& dst = buffer(c.dst, field + ".dst");
+    if (src.bytes() != dst.bytes())
+      fail(field, fmt::format("copy from {} ({} bytes) to {} ({} bytes)", describe(c.src), src.bytes(),
+                              describe(c.dst), dst.bytes()));
+    if (overlaps(c.src, c.dst))
+      fail(field, fmt::format("copy from {} to {} overlaps itself", describe(c.src), describe(c.dst)));
+  }
+
+  const Program& p_;
+  const std::string& context_;
+  int64_t arena_ = 0;
+  std::set<std::string> names_;
+};
+
+}  // namespace
+
+void validateProgram(const Program& program, const std::string& context) {
+  Checker(program, context).run();
+}
+
+}  // namespace tessel::rt
