@@ -43,10 +43,11 @@ Letters genericLetters(size_t rank);
 /// The trailing `count` letters of `letters`.
 Letters suffixLetters(const Letters& letters, size_t count);
 
-/// "#pragma omp parallel for schedule(static)" when `work` (elements touched, weighted by
-/// cost) is big enough to pay for waking the thread pool (about 32 Ki elements, ~10 us of
-/// work on one core) and there is more than one iteration; else "".
-std::string parallelFor(int64_t work, int64_t iterations);
+/// The pragma for a loop of `iterations` independent iterations doing `work` in all
+/// (elements touched, weighted by cost): "#pragma omp parallel for[ simd] schedule(static)"
+/// when the work pays for waking the thread pool (32 Ki elements, ~10 us on one core) and
+/// there is more than one iteration; else "#pragma omp simd" if `simd`, else "".
+std::string parallelFor(int64_t work, int64_t iterations, bool simd = false);
 
 /// One coordinate group of a layout op after merging: `size` elements, a flag whose meaning
 /// is the op's (reduced, inserted), and the group's strides in the input and the output.

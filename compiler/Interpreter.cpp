@@ -116,6 +116,34 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       });
 }
 
+std::vector<ref::Tensor> evaluateChecked(mlir::Operation* op,
+                                         const llvm::DenseMap<mlir::Value, ref::Tensor>& values) {
+  std::vector<const ref::Tensor*> in;
+  for (mlir::Value v : op->getOperands()) in.push_back(&values.at(v));
+  try {
+    return evaluate(op, in);
+  } catch (const ref::ShapeError& e) {
+    throw InterpreterError(fmt::format("{}: {}", describe(op), e.what()));
+  }
+}
+
+/// A fused region computes exactly what its members compute unfused: run them in order.
+std::vector<ref::Tensor> runFused(FusedOp fused,
+                                  const llvm::DenseMap<mlir::Value, ref::Tensor>& outer) {
+  mlir::Block& body = fused.getBody().front();
+  llvm::DenseMap<mlir::Value, ref::Tensor> values;
+  for (auto [arg, input] : llvm::zip(body.getArguments(), fused.getInputs()))
+    values[arg] = outer.at(input);
+  for (mlir::Operation& m : body.without_terminator()) {
+    std::vector<ref::Tensor> outs = evaluateChecked(&m, values);
+    for (auto [v, t] : llvm::zip(m.getResults(), outs)) values[v] = std::move(t);
+  }
+  std::vector<ref::Tensor> results;
+  for (mlir::Value v : llvm::cast<YieldOp>(body.getTerminator()).getValues())
+    results.push_back(values.at(v));
+  return results;
+}
+
 }  // namespace
 
 std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& params,
@@ -160,14 +188,10 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
             "parameter '{}' must be {}, got {}", param.getName().str(),
             ref::shapeString(shapeOf(param.getType())), ref::shapeString(it->second.shape)));
       outs.push_back(it->second);
+    } else if (auto fused = mlir::dyn_cast<FusedOp>(op)) {
+      outs = runFused(fused, values);
     } else {
-      std::vector<const ref::Tensor*> in;
-      for (mlir::Value v : op.getOperands()) in.push_back(&values.at(v));
-      try {
-        outs = evaluate(&op, in);
-      } catch (const ref::ShapeError& e) {
-        throw InterpreterError(fmt::format("{}: {}", describe(&op), e.what()));
-      }
+      outs = evaluateChecked(&op, values);
     }
     if (observe) observe(&op, outs);
     for (auto [v, t] : llvm::zip(op.getResults(), outs)) values[v] = std::move(t);

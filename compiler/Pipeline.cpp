@@ -33,19 +33,24 @@ void cleanup(mlir::OpPassManager& pm) {
 /// The compiler's stages, in order. Later passes (sharding, fusion, memory planning) are
 /// appended here as they arrive.
 std::vector<Stage> stages(const PipelineOptions& o) {
+  auto fuse = [](mlir::OpPassManager& pm) {
+    pm.addNestedPass<mlir::func::FuncOp>(createFuse());
+  };
   std::vector<Stage> s{{"dsl", {}}, {"canonicalize", cleanup}};
-  if (!o.train) return s;
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
                  pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
                }});
-  s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
-                 pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
-               }});
-  if (o.optimizer != "none")
-    s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
-                   pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
+  if (o.train) {
+    s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
+                   pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
                  }});
-  s.push_back({"cleanup", cleanup});
+    if (o.optimizer != "none")
+      s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
+                   }});
+    s.push_back({"cleanup", cleanup});
+  }
+  s.push_back({"fuse", fuse});
   return s;
 }
 

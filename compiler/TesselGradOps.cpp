@@ -86,3 +86,23 @@ LogicalResult AssignOp::verify() {
 }
 
 }  // namespace tessel
+
+namespace tessel {
+
+mlir::LogicalResult FusedOp::verify() {
+  mlir::Block& body = getBody().front();
+  if (body.getNumArguments() != getInputs().size())
+    return emitOpError() << "body has " << body.getNumArguments() << " arguments for "
+                         << getInputs().size() << " inputs";
+  for (auto [arg, input] : llvm::zip(body.getArguments(), getInputs()))
+    if (arg.getType() != input.getType())
+      return emitOpError() << "body argument type " << arg.getType()
+                           << " differs from its input's " << input.getType();
+  auto yield = llvm::cast<YieldOp>(body.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError() << "yields " << yield.getValues().size()
+                         << " values whose types differ from the results";
+  return mlir::success();
+}
+
+}  // namespace tessel

@@ -13,6 +13,7 @@ include "compiler/TesselInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
 
 //===----------------------------------------------------------------------===//
 // Parameters
@@ -377,5 +378,6 @@ def Tessel_ReduceMeanOp : Tessel_ReduceOp<"reduce_mean", "the mean">;
 // Backward and optimizer ops live in their own files to keep each one readable.
 include "compiler/TesselGradOps.td"
 include "compiler/TesselOptimOps.td"
+include "compiler/TesselFusedOps.td"
 
 #endif // TESSEL_OPS_TD

@@ -20,6 +20,7 @@
 //   tessel::Program p = m.compile();
 #pragma once
 
+#include "runtime/exec/Executor.h"
 #include "runtime/reference/Reference.h"
 
 #include <cstdint>
@@ -257,8 +258,47 @@ struct CompileOptions {
   std::string optimizer = "adamw";
 };
 
+/// How a program becomes machine code on this CPU.
+struct NativeOptions {
+  /// OpenMP and OpenBLAS threads; 0 keeps their defaults (all cores).
+  int threads = 0;
+  /// Kernel cache folder; "" uses $TESSEL_CACHE_DIR or ~/.cache/tessel (see
+  /// codegen/HostCompiler.h).
+  std::string cache_dir;
+  /// Seed of the parameters' initialisation (runtime/Init.h: a function of seed and name).
+  uint64_t seed = 1337;
+};
+
+/// A program compiled to machine code: its functions lowered to generated C++ kernels
+/// (built by the host compiler, cached on disk) and OpenBLAS GEMMs, with the parameters,
+/// optimizer state and the memory-planned arena allocated. Move-only.
+class NativeProgram {
+ public:
+  NativeProgram(NativeProgram&&) noexcept;
+  NativeProgram& operator=(NativeProgram&&) noexcept;
+  ~NativeProgram();
+
+  /// The executor: set inputs, run functions ("forward", "train_step"), read outputs.
+  rt::Executor& executor();
+  const rt::Program& program() const;
+  /// Bytes of the arena all temporaries share, as planned before running.
+  int64_t arena_bytes() const;
+  /// Whether building compiled the kernels (false: reused from the cache).
+  bool compiled_kernels() const;
+
+  /// Copies every parameter (not optimizer state) from `other` where names and sizes match;
+  /// returns how many were copied.
+  int copy_parameters_from(NativeProgram& other);
+
+ private:
+  friend class Program;
+  struct Impl;
+  explicit NativeProgram(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
 /// A compiled model: its IR after the pipeline, its parameters and its signature. Runs on
-/// the f64 reference interpreter until codegen exists.
+/// the f64 reference interpreter (the oracle) or natively (native()).
 class Program {
  public:
   Program(Program&&) noexcept;
@@ -293,6 +333,11 @@ class Program {
   /// "none" optimizer {loss, gradients...}.
   std::vector<ref::Tensor> train_step_reference(std::map<std::string, ref::Tensor>& state,
                                                 const std::vector<ref::Tensor>& inputs) const;
+
+  /// Lowers every function to machine code (see NativeProgram) and initialises the
+  /// parameters. Throws ModelError at the op's location if an op cannot be lowered, and
+  /// tessel::HostCompileError (codegen/HostCompiler.h) if the host compiler fails.
+  NativeProgram native(const NativeOptions& options = {}) const;
 
  private:
   friend class Model;

@@ -82,4 +82,27 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
+  let summary = "Group row-local ops into tessel.fused kernel regions";
+  let description = [{
+    A row-local op has results of one shape `[rows..., C]` and computes each row from the
+    same row of full-shape operands, suffix-broadcast operands and scalars: the elementwise
+    ops (add, sub, mul, scale, gelu, relu and their grads), the row reductions softmax,
+    softmax_grad and layer_norm, and the optimizer updates adamw and sgd. Fusing them lets
+    one kernel stream each row through the whole chain while it is in cache.
+
+    1. Walk the ops in order. A row-local op joins the group of an operand's producer when
+       the group has the same shape and every other operand is defined before the group's
+       first op (so the group can be emitted there without creating a cycle); otherwise it
+       starts a new group.
+    2. Each group of two or more ops becomes a `tessel.fused` op at its first op: the
+       operands from outside are its inputs, the values used outside are its results
+       (yielded), and the rest stays inside the region and never reaches memory.
+
+    GEMMs stay library calls; embedding, transposes, reductions across rows and the loss
+    are not fused.
+  }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_TD

@@ -17,7 +17,7 @@ struct Flags {
   std::string data;        // --data FILE (or folder: every text file in it, concatenated)
   std::string dumpIr;      // --dump-ir DIR: one NN-<stage>.mlir per pipeline stage
   uint64_t seed = 1337;    // --seed: parameter init and batch sampling
-  int64_t steps = 1;       // --steps N: batches to evaluate (training arrives later)
+  int64_t steps = 1;       // --steps N: training steps (or batches to evaluate)
   int64_t batch = 8;       // --batch B (global batch)
   int64_t layers = 2;      // --layers L
   int64_t channels = 64;   // --channels C

@@ -78,4 +78,11 @@ inline void build(GPT& model, int64_t batch, bool withLogits = false) {
   if (withLogits) model.add_output("logits", logits);
 }
 
+/// Builds the sampling graph: input "tokens" [1, T] (i32), output "logits" [1, T, V]. No
+/// loss, so it compiles forward-only; parameters are shared with a training model by name.
+inline void buildSampler(GPT& model) {
+  auto tokens = model.input("tokens", {1, model.cfg.seq}, tessel::DType::I32);
+  model.add_output("logits", model.logits(tokens));
+}
+
 }  // namespace gpt

@@ -1,0 +1,211 @@
+// C++ kernels of the backward ops with a row structure: softmax_grad, layer_norm_grad,
+// embedding_grad, cross_entropy_grad (gelu_grad and relu_grad are elementwise). Sums across
+// rows (dgamma, dbeta, the embedding scatter-add) are deterministic: every output element is
+// accumulated by one thread in a fixed order, whatever the number of threads.
+#include "codegen/CppEmitterInternal.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace tessel::cppgen {
+
+void emitSoftmaxGrad(KernelWriter& w) {
+  auto op = mlir::cast<SoftmaxGradOp>(w.op());
+  std::vector<int64_t> shape = shapeOf(op.getOutput());
+  Letters letters = rowLetters(shape.size());
+  int64_t len = shape.back(), rows = numel(shape) / std::max<int64_t>(len, 1);
+  w.describe("dinp = out * (dout - sum_j(dout * out)) over the last dimension, with out the");
+  w.describe("forward softmax (masked entries have out = 0 and get 0)");
+  w.output("dinp", op.getResult(), letters);
+  w.input("out", op.getOutput(), letters);
+  w.input("dout", op.getGrad(), letters);
+  w.constant("N", rows, "rows");
+  w.constant("C", len);
+  w.code(R"cpp($PAR
+for (int64_t r = 0; r < N; ++r) {
+  const float* y = out + r * C;
+  const float* dy = dout + r * C;
+  float* dx = dinp + r * C;
+  float dot = 0.0f;
+  #pragma omp simd reduction(+ : dot)
+  for (int64_t i = 0; i < C; ++i) dot += dy[i] * y[i];
+  #pragma omp simd
+  for (int64_t i = 0; i < C; ++i) dx[i] = y[i] * (dy[i] - dot);
+}
+)cpp",
+         {{"PAR", parallelFor(rows * len * 2, rows)}});
+}
+
+void emitLayerNormGrad(KernelWriter& w) {
+  auto op = mlir::cast<LayerNormGradOp>(w.op());
+  std::vector<int64_t> shape = shapeOf(op.getInput());
+  Letters letters = rowLetters(shape.size());
+  int64_t c = shape.back(), rows = numel(shape) / std::max<int64_t>(c, 1);
+  // Rows go in fixed chunks of about 8 Ki elements (at most 1024 chunks); each chunk sums its
+  // rows' dgamma and dbeta contributions in f32, and the chunk sums are added in chunk order
+  // in double. The chunking depends only on the shape, so the result does not depend on the
+  // thread count, and no f32 sum runs over more than one chunk's rows.
+  int64_t chunkRows = std::max<int64_t>(1, 8192 / std::max<int64_t>(c, 1));
+  chunkRows = std::max(chunkRows, (rows + 1023) / 1024);
+  chunkRows = std::min(chunkRows, std::max<int64_t>(rows, 1));
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  w.describe("with xhat = (inp - mean) * rstd recomputed per row and dxhat = dout * gamma:");
+  w.describe("dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),");
+  w.describe("dgamma = sum over rows of dout * xhat, dbeta = sum over rows of dout");
+  w.output("dinp", op.getDinput(), letters);
+  w.output("dgamma", op.getDgamma(), {"C"});
+  w.output("dbeta", op.getDbeta(), {"C"});
+  w.input("inp", op.getInput(), letters);
+  w.input("gamma", op.getGamma(), {"C"});
+  w.input("dout", op.getGrad(), letters);
+  w.constant("N", rows, "rows");
+  w.constant("C", c);
+  w.constant("CHUNK", chunkRows, "rows per chunk of the dgamma/dbeta sums");
+  w.constant("CHUNKS", chunks);
+  w.constant("CB", 64, "channels per block when the chunk sums are combined");
+  w.constantF("EPS", op.getEpsilon().convertToDouble());
+  w.code(R"cpp(// partial[ch] holds chunk ch's sums: dgamma in [0, C), dbeta in [C, 2C).
+std::unique_ptr<float[]> partial(new float[CHUNKS * 2 * C + 1]);
+$PAR
+for (int64_t ch = 0; ch < CHUNKS; ++ch) {
+  float* pg = partial.get() + ch * 2 * C;
+  float* pb = pg + C;
+  for (int64_t i = 0; i < C; ++i) pg[i] = pb[i] = 0.0f;
+  const int64_t rEnd = (ch + 1) * CHUNK < N ? (ch + 1) * CHUNK : N;
+  for (int64_t r = ch * CHUNK; r < rEnd; ++r) {
+    const float* x = inp + r * C;
+    const float* dy = dout + r * C;
+    float* dx = dinp + r * C;
+    const float x0 = x[0];  // mean and variance as layer_norm computes them (shifted)
+    float sum = 0.0f;
+    #pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < C; ++i) sum += x[i] - x0;
+    const float m = sum / C;
+    float ss = 0.0f;
+    #pragma omp simd reduction(+ : ss)
+    for (int64_t i = 0; i < C; ++i) {
+      const float d = (x[i] - x0) - m;
+      ss += d * d;
+    }
+    const float rstd = 1.0f / std::sqrt(ss / C + EPS);
+    float sdx = 0.0f, sdxx = 0.0f;
+    #pragma omp simd reduction(+ : sdx, sdxx)
+    for (int64_t i = 0; i < C; ++i) {
+      const float xhat = ((x[i] - x0) - m) * rstd;
+      const float g = dy[i] * gamma[i];
+      sdx += g;
+      sdxx += g * xhat;
+      pg[i] += dy[i] * xhat;
+      pb[i] += dy[i];
+    }
+    const float mdx = sdx / C, mdxx = sdxx / C;
+    #pragma omp simd
+    for (int64_t i = 0; i < C; ++i) {
+      const float xhat = ((x[i] - x0) - m) * rstd;
+      dx[i] = rstd * (dy[i] * gamma[i] - mdx - xhat * mdxx);
+    }
+  }
+}
+$PARC
+for (int64_t c0 = 0; c0 < C; c0 += CB) {
+  const int64_t n = c0 + CB < C ? CB : C - c0;
+  double g[CB] = {}, b[CB] = {};
+  for (int64_t ch = 0; ch < CHUNKS; ++ch) {
+    const float* pg = partial.get() + ch * 2 * C + c0;
+    #pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      g[i] += pg[i];
+      b[i] += pg[C + i];
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    dgamma[c0 + i] = static_cast<float>(g[i]);
+    dbeta[c0 + i] = static_cast<float>(b[i]);
+  }
+}
+)cpp",
+         {{"PAR", parallelFor(rows * c * 8, chunks)},
+          {"PARC", parallelFor(chunks * c * 2, (c + 63) / 64)}});
+}
+
+void emitEmbeddingGrad(KernelWriter& w) {
+  auto op = mlir::cast<EmbeddingGradOp>(w.op());
+  std::vector<int64_t> table = shapeOf(op.getResult());
+  Letters idx = leadingLetters(shapeOf(op.getIndices()).size());
+  Letters gradLetters = idx;
+  gradLetters.push_back("C");
+  int64_t n = numel(shapeOf(op.getIndices()));
+  w.describe("dtable[v, :] = sum of dout[n, :] over n with indices[n] == v, in index order;");
+  w.describe("deterministic: each thread owns a range of vocabulary rows and scans every index");
+  w.describe("in order (no atomics). Indices outside [0, V) are skipped.");
+  w.output("dtable", op.getResult(), {"V", "C"});
+  w.input("indices", op.getIndices(), idx);
+  w.input("dout", op.getGrad(), gradLetters);
+  w.constant("N", n, "indices");
+  w.constant("V", table[0]);
+  w.constant("C", table[1]);
+  std::string par = (n + table[0]) * table[1] >= (int64_t{1} << 15) && table[0] > 1
+                        ? "#pragma omp parallel"
+                        : "";
+  w.code(R"cpp($PAR
+{
+  const int64_t threads = tessel_thread_count(), t = tessel_thread_index();
+  const int64_t v0 = V * t / threads, v1 = V * (t + 1) / threads;
+  std::memset(dtable + v0 * C, 0, (v1 - v0) * C * sizeof(float));
+  for (int64_t n = 0; n < N; ++n) {
+    const int64_t v = indices[n];
+    if (v < v0 || v >= v1) continue;
+    float* o = dtable + v * C;
+    const float* g = dout + n * C;
+    #pragma omp simd
+    for (int64_t i = 0; i < C; ++i) o[i] += g[i];
+  }
+}
+)cpp",
+         {{"PAR", par}});
+}
+
+void emitCrossEntropyGrad(KernelWriter& w) {
+  auto op = mlir::cast<CrossEntropyGradOp>(w.op());
+  std::vector<int64_t> shape = shapeOf(op.getLogits());
+  Letters letters = rowLetters(shape.size(), "V");
+  int64_t v = shape.back(), tokens = numel(shapeOf(op.getTargets()));
+  w.describe("dlogits = dloss * (softmax(logits) - onehot(targets)) / N, N = tokens;");
+  w.describe("max-subtracted; a target outside [0, V) gives a NaN row");
+  w.output("dlogits", op.getResult(), letters);
+  w.input("logits", op.getLogits(), letters);
+  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
+  w.input("dloss", op.getDloss(), {});
+  w.constant("N", tokens, "tokens");
+  w.constant("V", v);
+  w.code(R"cpp(const float factor = dloss[0] / static_cast<float>(N);
+$PAR
+for (int64_t n = 0; n < N; ++n) {
+  const float* x = logits + n * V;
+  float* dx = dlogits + n * V;
+  const int32_t t = targets[n];
+  if (t < 0 || t >= V) {
+    for (int64_t i = 0; i < V; ++i) dx[i] = NAN;
+    continue;
+  }
+  float mx = -INFINITY;
+  #pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < V; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  #pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < V; ++i) {
+    const float e = tessel_exp(x[i] - mx);
+    dx[i] = e;
+    sum += e;
+  }
+  const float et = dx[t];
+  #pragma omp simd
+  for (int64_t i = 0; i < V; ++i) dx[i] = factor * (dx[i] / sum);
+  dx[t] = factor * (et / sum - 1.0f);
+}
+)cpp",
+         {{"PAR", parallelFor(tokens * v * 8, tokens)}});
+}
+
+}  // namespace tessel::cppgen

@@ -1,0 +1,251 @@
+// Lowering a tessel module to an rt::Program; see Lowering.h.
+//
+// Per function, in op order:
+//   1. tessel.param -> the persistent Parameter/State buffer of that name;
+//      function arguments -> Input buffers named "<function>.<input>".
+//   2. tessel.reshape -> an alias of its operand's buffer (no step).
+//   3. tessel.matmul -> a GemmStep (batch, strides from the shapes; a rank-2 rhs is shared).
+//   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
+//      reader of the old value, so that every read sees the value from before the call.
+//   5. every other op -> a KernelStep calling its generated C++ kernel; identical kernels
+//      (same source up to comments) share one symbol.
+//   6. Temporaries live from their defining step to their last use (function results to the
+//      end); planMemory gives their arena offsets.
+#include "codegen/Lowering.h"
+
+#include "codegen/CppEmitter.h"
+#include "codegen/FusedEmitter.h"
+#include "codegen/MemoryPlan.h"
+#include "compiler/TesselDialect.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <fmt/format.h>
+#include <map>
+#include <sstream>
+
+namespace tessel {
+namespace {
+
+std::string locString(mlir::Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  loc.print(os);
+  return s;
+}
+
+std::vector<int64_t> shapeOf(mlir::Value v) {
+  auto s = mlir::cast<mlir::RankedTensorType>(v.getType()).getShape();
+  return {s.begin(), s.end()};
+}
+
+rt::DType dtypeOf(mlir::Value v) {
+  return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isInteger(32)
+             ? rt::DType::I32
+             : rt::DType::F32;
+}
+
+/// Source without comments (kernels contain no string literals with "//"): the key under
+/// which identical kernels, e.g. the same op in every transformer block, share one symbol.
+std::string withoutComments(const std::string& src) {
+  std::istringstream in(src);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find("//"));
+    if (line.find_first_not_of(' ') != std::string::npos) out += line + "\n";
+  }
+  return out;
+}
+
+class Lowerer {
+ public:
+  explicit Lowerer(rt::Program& p) : program_(p) {}
+
+  mlir::LogicalResult lower(mlir::func::FuncOp f);
+  void finish() {
+    program_.kernelSource = cppKernelPreamble() + fusedKernelPreamble() + kernels_;
+  }
+
+ private:
+  int addBuffer(rt::Buffer b) {
+    program_.buffers.push_back(std::move(b));
+    return static_cast<int>(program_.buffers.size()) - 1;
+  }
+  int temp(mlir::Value v, size_t step) {
+    rt::Buffer b;
+    b.name = fmt::format("%{}", program_.buffers.size());
+    b.dtype = dtypeOf(v);
+    b.shape = shapeOf(v);
+    b.kind = rt::BufferKind::Temp;
+    if (mlir::Operation* def = v.getDefiningOp()) b.location = locString(def->getLoc());
+    int id = addBuffer(std::move(b));
+    live_[id] = {static_cast<int64_t>(step), static_cast<int64_t>(step)};
+    temps_.push_back(id);
+    return id;
+  }
+  void use(int id, size_t step) {
+    auto it = live_.find(id);
+    if (it != live_.end()) it->second.second = std::max<int64_t>(it->second.second, step);
+  }
+  std::string kernelSymbol(mlir::Operation* op) {
+    auto fused = mlir::dyn_cast<FusedOp>(op);
+    std::string src = fused ? emitFusedCppKernel(fused, "TESSEL_KERNEL")
+                            : emitCppKernel(op, "TESSEL_KERNEL");
+    std::string key = withoutComments(src);
+    auto it = symbols_.find(key);
+    if (it != symbols_.end()) return it->second;
+    std::string symbol =
+        fmt::format("k{}_{}", symbols_.size(), op->getName().stripDialect().str());
+    size_t at = 0;
+    while ((at = src.find("TESSEL_KERNEL", at)) != std::string::npos)
+      src.replace(at, 13, symbol);
+    kernels_ += src + "\n";
+    symbols_.emplace(std::move(key), symbol);
+    return symbol;
+  }
+
+  rt::Program& program_;
+  std::string kernels_;
+  std::map<std::string, std::string> symbols_;
+  std::map<std::string, int> persistent_;  // parameter/state name -> buffer
+  std::map<int, std::pair<int64_t, int64_t>> live_;
+  std::vector<int> temps_;
+};
+
+mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
+  rt::Function fn;
+  fn.name = f.getSymName().str();
+  live_.clear();
+  temps_.clear();
+  llvm::DenseMap<mlir::Value, int> buffer;
+  mlir::Block& body = f.getBody().front();
+
+  for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
+    auto name = f.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input");
+    rt::Buffer b;
+    b.name = fmt::format("{}.{}", fn.name, name ? name.str() : fmt::format("arg{}", i));
+    b.dtype = dtypeOf(arg);
+    b.shape = shapeOf(arg);
+    b.kind = rt::BufferKind::Input;
+    int id = addBuffer(std::move(b));
+    buffer[arg] = id;
+    fn.inputs.push_back(id);
+  }
+
+  // Last reader (step index) of each parameter value, for placing assignment copies.
+  std::vector<mlir::Operation*> ops;
+  for (mlir::Operation& op : body) ops.push_back(&op);
+  llvm::DenseMap<mlir::Operation*, size_t> index;
+  for (size_t i = 0; i < ops.size(); ++i) index[ops[i]] = i;
+  std::map<std::string, size_t> lastRead;
+  std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
+
+  for (size_t i = 0; i < ops.size(); ++i) {
+    mlir::Operation* op = ops[i];
+    size_t step = fn.steps.size();
+    if (auto p = mlir::dyn_cast<ParamOp>(op)) {
+      std::string name = p.getName().str();
+      auto it = persistent_.find(name);
+      if (it == persistent_.end()) {
+        rt::Buffer b;
+        b.name = name;
+        b.shape = shapeOf(p.getResult());
+        b.kind = p.getState() ? rt::BufferKind::State : rt::BufferKind::Parameter;
+        if (!p.getState()) {  // optimizer state is always zero-initialised by the runtime
+          b.init = p.getInit().str();
+          if (auto s = p.getStd()) b.stddev = s->convertToDouble();
+        }
+        b.location = locString(p.getLoc());
+        it = persistent_.emplace(name, addBuffer(std::move(b))).first;
+      }
+      buffer[p.getResult()] = it->second;
+      size_t last = i;
+      for (mlir::Operation* user : p.getResult().getUsers()) last = std::max(last, index[user]);
+      lastRead[name] = last;
+      continue;
+    }
+    auto operandIds = [&]() {
+      std::vector<int> ids;
+      for (mlir::Value v : op->getOperands()) {
+        ids.push_back(buffer.at(v));
+        use(buffer.at(v), step);
+      }
+      return ids;
+    };
+    if (auto r = mlir::dyn_cast<ReshapeOp>(op)) {
+      buffer[r.getResult()] = buffer.at(r.getInput());
+    } else if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
+        fn.outputs.push_back(buffer.at(v));
+        auto name = f.getResultAttrOfType<mlir::StringAttr>(k, "tessel.output");
+        fn.outputNames.push_back(name ? name.str() : fmt::format("result{}", k));
+      }
+      for (int id : fn.outputs) use(id, ops.size() + 1);  // results outlive every step
+    } else if (auto a = mlir::dyn_cast<AssignOp>(op)) {
+      int src = buffer.at(a.getValue()), dst = persistent_.at(a.getName().str());
+      size_t after = std::max(i, lastRead[a.getName().str()]);
+      pendingCopies[after].emplace_back(src, dst);
+    } else if (auto mm = mlir::dyn_cast<MatmulOp>(op)) {
+      std::vector<int> in = operandIds();
+      rt::GemmStep g;
+      g.a = in[0];
+      g.b = in[1];
+      g.c = buffer[mm.getResult()] = temp(mm.getResult(), step);
+      g.transA = mm.getTransposeLhs();
+      g.transB = mm.getTransposeRhs();
+      auto as = shapeOf(mm.getLhs()), bs = shapeOf(mm.getRhs()), cs = shapeOf(mm.getResult());
+      g.m = cs[cs.size() - 2];
+      g.n = cs.back();
+      g.k = g.transA ? as[as.size() - 2] : as.back();
+      g.batch = 1;
+      for (size_t d = 0; d + 2 < cs.size(); ++d) g.batch *= cs[d];
+      g.strideA = g.m * g.k;
+      g.strideB = bs.size() > 2 ? g.k * g.n : 0;
+      g.strideC = g.m * g.n;
+      g.location = locString(op->getLoc());
+      fn.steps.push_back(g);
+    } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
+      std::vector<int> in = operandIds();
+      rt::KernelStep k;
+      k.symbol = kernelSymbol(op);
+      k.location = locString(op->getLoc());
+      for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
+      k.args.insert(k.args.end(), in.begin(), in.end());
+      fn.steps.push_back(std::move(k));
+    } else {
+      return op->emitError() << "'" << op->getName()
+                             << "' has no C++ kernel; it cannot be compiled for the CPU";
+    }
+    // Assignment copies whose last reader was this op.
+    auto pending = pendingCopies.find(i);
+    if (pending != pendingCopies.end()) {
+      for (auto [src, dst] : pending->second) {
+        use(src, fn.steps.size());
+        fn.steps.push_back(rt::CopyStep{src, dst});
+      }
+      pendingCopies.erase(pending);
+    }
+  }
+
+  std::vector<LiveBuffer> lives;
+  for (int id : temps_)
+    lives.push_back({program_.buffers[id].bytes(), live_[id].first, live_[id].second});
+  MemoryPlan plan = planMemory(lives);
+  for (size_t t = 0; t < temps_.size(); ++t) program_.buffers[temps_[t]].offset = plan.offsets[t];
+  fn.arenaBytes = plan.arenaBytes;
+  program_.functions.push_back(std::move(fn));
+  return mlir::success();
+}
+
+}  // namespace
+
+mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program) {
+  Lowerer lowerer(program);
+  for (auto f : module.getOps<mlir::func::FuncOp>())
+    if (mlir::failed(lowerer.lower(f))) return mlir::failure();
+  lowerer.finish();
+  return mlir::success();
+}
+
+}  // namespace tessel

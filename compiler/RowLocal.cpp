@@ -1,0 +1,27 @@
+// Row-local ops; see RowLocal.h.
+#include "compiler/RowLocal.h"
+
+#include "compiler/TesselDialect.h"
+
+namespace tessel {
+
+std::optional<llvm::SmallVector<int64_t>> rowLocalShape(mlir::Operation* op) {
+  if (!llvm::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, SoftmaxOp,
+                 SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(op))
+    return std::nullopt;
+  auto first = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
+  if (first.getRank() < 1 || !first.getElementType().isF32()) return std::nullopt;
+  llvm::ArrayRef<int64_t> s = first.getShape();
+  for (mlir::Value r : op->getResults())
+    if (r.getType() != first) return std::nullopt;
+  for (mlir::Value v : op->getOperands()) {
+    auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
+    if (!t.getElementType().isF32()) return std::nullopt;
+    llvm::ArrayRef<int64_t> o = t.getShape();
+    bool suffix = o.size() <= s.size() && o == s.take_back(o.size());
+    if (!suffix) return std::nullopt;
+  }
+  return llvm::SmallVector<int64_t>(s.begin(), s.end());
+}
+
+}  // namespace tessel

@@ -1,0 +1,61 @@
+// Program::native and NativeProgram: lowering to generated kernels and running them.
+#include "dsl/Graph.h"
+
+#include "codegen/HostCompiler.h"
+#include "codegen/Lowering.h"
+#include "dsl/ProgramImpl.h"
+
+#include <cstring>
+
+namespace tessel {
+
+struct NativeProgram::Impl {
+  KernelLibrary library;              // must outlive the executor's resolved symbols
+  std::unique_ptr<rt::Executor> executor;
+};
+
+NativeProgram::NativeProgram(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+NativeProgram::NativeProgram(NativeProgram&&) noexcept = default;
+NativeProgram& NativeProgram::operator=(NativeProgram&&) noexcept = default;
+NativeProgram::~NativeProgram() {
+  if (impl_) impl_->executor.reset();  // before the library it calls into
+}
+
+rt::Executor& NativeProgram::executor() { return *impl_->executor; }
+const rt::Program& NativeProgram::program() const { return impl_->executor->program(); }
+int64_t NativeProgram::arena_bytes() const { return impl_->executor->arenaBytes(); }
+bool NativeProgram::compiled_kernels() const { return impl_->library.compiled(); }
+
+int NativeProgram::copy_parameters_from(NativeProgram& other) {
+  int copied = 0;
+  const rt::Program& mine = program();
+  for (size_t i = 0; i < mine.buffers.size(); ++i) {
+    const rt::Buffer& b = mine.buffers[i];
+    if (b.kind != rt::BufferKind::Parameter) continue;
+    int j = other.program().findBuffer(b.name);
+    if (j < 0 || other.program().buffers[j].bytes() != b.bytes()) continue;
+    std::memcpy(executor().data(static_cast<int>(i)), other.executor().data(j),
+                static_cast<size_t>(b.bytes()));
+    ++copied;
+  }
+  return copied;
+}
+
+NativeProgram Program::native(const NativeOptions& options) const {
+  Graph& g = *impl_->graph;
+  rt::Program program;
+  if (mlir::failed(lowerToProgram(g.module(), program)))
+    g.throwCaptured(g.module().getLoc(), "the program could not be lowered to kernels");
+  auto impl = std::make_unique<NativeProgram::Impl>();
+  HostCompileOptions hc;
+  hc.cacheDir = options.cache_dir;
+  impl->library = buildKernelLibrary(program.kernelSource, hc);
+  KernelLibrary& lib = impl->library;
+  impl->executor = std::make_unique<rt::Executor>(
+      std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
+      rt::ExecutorOptions{options.threads});
+  impl->executor->initParameters(options.seed);
+  return NativeProgram(std::move(impl));
+}
+
+}  // namespace tessel
