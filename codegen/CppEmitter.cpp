@@ -94,6 +94,11 @@ std::string decompose(std::string_view index, const std::vector<Group>& groups,
     return stride == 1 ? fmt::format(" {} += {};", var, coord)
                        : fmt::format(" {} += {} * {};", var, coord, stride);
   };
+  if (groups.size() == 1) {  // no splitting needed
+    std::string line = add(inOffset, index, groups[0].inStride) +
+                       add(outOffset, index, groups[0].outStride);
+    return line.empty() ? s : s + line.substr(1) + "\n";
+  }
   s += fmt::format("{{\n  int64_t rem = {};\n", index);
   for (size_t k = groups.size(); k-- > 1;) {
     const Group& g = groups[k];
@@ -340,16 +345,17 @@ static inline float tessel_bits_to_float(int32_t bits) {
   return f;
 }
 
-// exp(x) within 1.5 ulp (measured over [-87, 88.7]), written so that loops under
-// `#pragma omp simd` vectorise: glibc's expf has vector variants only under -ffast-math, and
-// this is ~5x faster than scalar expf in a softmax row. Cody-Waite reduction x = n ln2 + r
-// with |r| <= ln2/2, Cephes' degree-6 polynomial for exp(r), and 2^n applied as two factors
-// so that subnormal results come out right. NaN -> NaN, x > 88.7228 -> inf, x < -104 -> 0.
+// exp(x) within 1.5 ulp (1.41 measured over [-87.3, 88.7]), written so that loops under
+// `#pragma omp simd` vectorise: glibc's expf has vector variants only under -ffast-math.
+// Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for
+// exp(r), and 2^n applied as two factors so that subnormal results come out right. Only n
+// is clamped (to [-150, 128], NaN to -150, before its conversion to int); clamping x itself
+// in a NaN-preserving way makes GCC mask the whole polynomial, twice as slow. Out-of-range
+// cases are selected at the end: NaN -> NaN, x > 88.7228 -> inf, x < -104 -> 0. About
+// 0.25-0.35 ns per element on one AVX-512 core (AMD EPYC), vs ~2.4 ns for glibc's expf.
 static inline float tessel_exp(float x) {
-  float xc = x > 88.7228f ? 88.7228f : x;
-  xc = xc < -104.0f ? -104.0f : xc;
-  const float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
-  float r = xc - n * 0.693359375f;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
+  float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -358,9 +364,11 @@ static inline float tessel_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const int32_t ni = static_cast<int32_t>(n);
+  const float nc = n > -150.0f ? (n < 128.0f ? n : 128.0f) : -150.0f;  // NaN -> -150
+  const int32_t ni = static_cast<int32_t>(nc);
   const int32_t n1 = ni >> 1, n2 = ni - n1;  // each in [-75, 64]: 2^n1, 2^n2 are normal
   float y = p * tessel_bits_to_float((n1 + 127) << 23) * tessel_bits_to_float((n2 + 127) << 23);
+  y = x < -104.0f ? 0.0f : y;
   y = x > 88.7228f ? INFINITY : y;
   return x != x ? x : y;
 }
@@ -377,13 +385,15 @@ static inline float tessel_gelu(float x) {
 // dy * gelu'(x). With s = sigmoid(2u) = 0.5 (1 + tanh(u)) and 1 - tanh(u)^2 = 4 s (1 - s):
 // gelu'(x) = s + 2 sqrt(2/pi) x s (1 - s) (1 + 3 * 0.044715 x^2), and 1 - s = e s with
 // e = exp(-2u). Below 2u = -80, gelu'(x) is below 1e-30 and counts as 0; above 2u = 40 it
-// is 1 in f32 (and x^2 may overflow, so it is not computed).
+// is 1 in f32 (and x^2 may overflow, so it is not computed). At x = +-inf it is NaN, as in
+// the reference and PyTorch.
 static inline float tessel_gelu_grad(float x, float dy) {
   const float z = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2u
   const float e = tessel_exp(-z);
   const float s = 1.0f / (1.0f + e);
   const float g = s + 1.5957691216057308f * x * (e * s * s) * (1.0f + 0.134145f * x * x);
-  return z < -80.0f ? dy * 0.0f : z > 40.0f ? dy : dy * g;  // above 40, g rounds to 1
+  // x * 0 keeps the reference's NaN for x = +-inf (where it computes inf * 0).
+  return z < -80.0f ? dy * (x * 0.0f) : z > 40.0f ? dy * (1.0f + x * 0.0f) : dy * g;
 }
 
 // sum of x[i]^2 in double, deterministic for any thread count: fixed blocks of 8 Ki

@@ -91,7 +91,8 @@ void emitUnary(KernelWriter& w) {
   if (auto scale = mlir::dyn_cast<ScaleOp>(op))
     w.constantF("FACTOR", scale.getFactor().convertToDouble());
   Subst subst{{"PAR", parallelFor(n * cost, n, /*simd=*/true)},
-              {"LOAD", isGrad ? "const float x = inp[i], dy = dout[i];" : "const float x = inp[i];"},
+              {"LOAD", isGrad ? "const float x = inp[i], dy = dout[i];"
+                              : "const float x = inp[i];"},
               {"OUT", isGrad ? "dinp" : "out"},
               {"EXPR", expr}};
   w.code(R"cpp($PAR

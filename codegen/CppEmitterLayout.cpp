@@ -242,14 +242,26 @@ $DECOMPOSEQ    const float* p = inp + ib + qb;
             {"DECOMPOSEQ", indent(decompose("q", summed, "qb", ""), 4)}});
     return;
   }
-  // The innermost group is kept: accumulate blocks of KB contiguous outputs at once.
+  // The innermost group is kept: accumulate blocks of KB contiguous outputs at once. When
+  // that gives few jobs (a bias gradient [N, C] -> [C]), the reduced positions are also cut
+  // into QC fixed chunks whose double sums are added in chunk order afterwards: the chunking
+  // depends only on the shape, so the result does not depend on the thread count.
   int64_t kb = std::min<int64_t>(last.size, 256);
-  int64_t nkb = (last.size + kb - 1) / kb;
-  w.constant("NOUTER", sizeOf(kept), "outer output positions");
+  int64_t nkb = (last.size + kb - 1) / kb, nouter = sizeOf(kept), nq = sizeOf(summed);
+  int64_t qc = 1;
+  if (numel(in) >= (int64_t{1} << 15) && nouter * nkb < 64)
+    qc = std::clamp<int64_t>(64 / (nouter * nkb), 1, std::max<int64_t>(nq / 4, 1));
+  int64_t qlen = (nq + qc - 1) / qc;
+  qc = (nq + qlen - 1) / qlen;  // no empty chunk
+  w.constant("NOUTER", nouter, "outer output positions");
   w.constant("KI", last.size, "contiguous outputs");
   w.constant("KB", kb, "outputs per block");
   w.constant("NKB", nkb);
-  w.code(R"cpp($PAR
+  Subst subst{{"DECOMPOSE", indent(decompose("o", kept, "ib", ""), 2)},
+              {"DECOMPOSEQ", indent(decompose("q", summed, "qb", ""), 4)}};
+  if (qc == 1) {
+    subst["PAR"] = parallelFor(numel(in), nouter * nkb);
+    w.code(R"cpp($PAR
 for (int64_t job = 0; job < NOUTER * NKB; ++job) {
   const int64_t o = job / NKB, k0 = job % NKB * KB;
   const int64_t kn = k0 + KB < KI ? KB : KI - k0;
@@ -263,9 +275,35 @@ $DECOMPOSEQ    const float* p = inp + ib + qb + k0;
   for (int64_t i = 0; i < kn; ++i) dst[i] = static_cast<float>(acc[i] * SCALE);
 }
 )cpp",
-         {{"PAR", parallelFor(numel(in), sizeOf(kept) * nkb)},
-          {"DECOMPOSE", indent(decompose("o", kept, "ib", ""), 2)},
-          {"DECOMPOSEQ", indent(decompose("q", summed, "qb", ""), 4)}});
+           subst);
+    return;
+  }
+  w.constant("QC", qc, "chunks of the reduced positions");
+  w.constant("QLEN", qlen, "reduced positions per chunk");
+  subst["PAR"] = parallelFor(numel(in), qc * nouter * nkb);
+  subst["PARC"] = parallelFor(nouter * last.size * qc, nouter * last.size);
+  w.code(R"cpp(std::unique_ptr<double[]> part(new double[QC * NOUTER * KI]);  // [QC][NOUTER * KI]
+$PAR
+for (int64_t job = 0; job < QC * NOUTER * NKB; ++job) {
+  const int64_t c = job / (NOUTER * NKB), o = job / NKB % NOUTER, k0 = job % NKB * KB;
+  const int64_t kn = k0 + KB < KI ? KB : KI - k0;
+  const int64_t q1 = (c + 1) * QLEN < NQ ? (c + 1) * QLEN : NQ;
+$DECOMPOSE  double* acc = part.get() + c * NOUTER * KI + o * KI + k0;
+  for (int64_t i = 0; i < kn; ++i) acc[i] = 0.0;
+  for (int64_t q = c * QLEN; q < q1; ++q) {
+$DECOMPOSEQ    const float* p = inp + ib + qb + k0;
+    #pragma omp simd
+    for (int64_t i = 0; i < kn; ++i) acc[i] += p[i];
+  }
+}
+$PARC
+for (int64_t j = 0; j < NOUTER * KI; ++j) {
+  double s = 0.0;
+  for (int64_t c = 0; c < QC; ++c) s += part[c * NOUTER * KI + j];
+  out[j] = static_cast<float>(s * SCALE);
+}
+)cpp",
+         subst);
 }
 
 void emitBroadcast(KernelWriter& w) {
@@ -277,7 +315,8 @@ void emitBroadcast(KernelWriter& w) {
   Letters outLetters = genericLetters(out.size()), inLetters;
   for (size_t d = 0; d < out.size(); ++d)
     if (!inserted[d]) inLetters.push_back(outLetters[d]);
-  w.describe(fmt::format("out = inp repeated along the new dimensions [{}]", fmt::join(dims, ", ")));
+  w.describe(
+      fmt::format("out = inp repeated along the new dimensions [{}]", fmt::join(dims, ", ")));
   w.output("out", op.getResult(), outLetters);
   w.input("inp", op.getInput(), inLetters);
   std::vector<int64_t> inStrides = stridesOf(in);

@@ -21,8 +21,8 @@ class FusedOp;
 /// location if a member is not row-local (compiler/RowLocal.h).
 std::string emitFusedCppKernel(FusedOp op, llvm::StringRef symbol);
 
-/// Helpers the fused kernels use (fused_gelu, fused_gelu_grad) and their includes; emitted
-/// once per kernel file, after cppKernelPreamble().
+/// What fused kernels need beyond cppKernelPreamble() (whose math helpers they share);
+/// emitted once per kernel file, after it.
 std::string fusedKernelPreamble();
 
 }  // namespace tessel

@@ -118,7 +118,10 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
     out.compiled_ = true;
   }
   out.path_ = lib.string();
-  out.handle_ = dlopen(out.path_.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_NODELETE: dlclose never unmaps the kernels or their OpenMP runtime. Without it,
+  // closing a library whose kernels ran parallel regions unloads libgomp under its idle
+  // worker threads, which then crash the process (seen at exit, ~always, on 2 cores).
+  out.handle_ = dlopen(out.path_.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!out.handle_)
     throw HostCompileError(fmt::format("cannot load '{}': {}", out.path_, dlerror()));
   return out;

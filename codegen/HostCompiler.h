@@ -21,8 +21,9 @@ struct HostCompileError : std::runtime_error {
 /// How to build kernels.
 struct HostCompileOptions {
   std::string compiler = "c++";
-  std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-shared", "-fPIC",
-                                    "-std=c++17", "-w"};
+  /// -fno-math-errno lets sqrtf vectorise (kernels never read errno).
+  std::vector<std::string> flags = {"-O3", "-march=native", "-fopenmp", "-fno-math-errno",
+                                    "-shared", "-fPIC", "-std=c++17", "-w"};
   /// Where libraries are cached; "" means $TESSEL_CACHE_DIR, else $XDG_CACHE_HOME/tessel,
   /// else ~/.cache/tessel, each with /kernels appended.
   std::string cacheDir;

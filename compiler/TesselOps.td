@@ -205,7 +205,9 @@ def Tessel_EmbeddingOp : Tessel_Op<"embedding", [Pure, DeclareOpInterfaceMethods
   let summary = "row gather from an embedding table";
   let description = [{
     `result[i..., c] = table[indices[i...], c]`. `table`: `[V, C]`; `indices`: i32 with
-    any shape, values in `[0, V)`; result: `[indices..., C]`.
+    any shape, values in `[0, V)`; result: `[indices..., C]`. An index outside `[0, V)`
+    cannot be reported from a kernel: its row of the result is NaN (the reference
+    interpreter throws instead).
 
     Example:
 
@@ -226,7 +228,8 @@ def Tessel_CrossEntropyOp : Tessel_Op<"cross_entropy", [Pure, DeclareOpInterface
     `result = mean over i... of -log softmax(logits[i..., :])[targets[i...]]`, computed
     with log-sum-exp. `logits`: `[..., V]`; `targets`: i32 `[...]` with values in
     `[0, V)`; result: an f32 scalar (`tensor<f32>`). Matches PyTorch
-    `F.cross_entropy(logits.view(-1, V), targets.view(-1))`.
+    `F.cross_entropy(logits.view(-1, V), targets.view(-1))`. A target outside `[0, V)`
+    makes the loss NaN (the reference interpreter throws instead).
 
     Example:
 

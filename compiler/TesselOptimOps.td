@@ -77,6 +77,10 @@ def Tessel_SGDOp : Tessel_Op<"sgd", [Pure, AllTypesMatch<["param", "grad", "mome
     p   = p - lr * buf
     ```
 
+    With `momentum` = 0 the buffer is not used: `p = p - lr * g` and the buffer is
+    returned unchanged (as torch.optim.SGD, which then keeps no buffer). `step` is an f32
+    scalar, exact up to 2^24.
+
     Example:
 
     ```mlir

@@ -94,10 +94,10 @@ std::vector<StepStats> train(NativeProgram& native, const Program& program, cons
       s.valLoss = evaluate(native, o.evalBatches, valBatch);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
-    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} tok/s | ETA {}\n",
+    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
                step, o.steps, s.loss,
                s.valLoss >= 0 ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
-               s.gradNorm, s.tokensPerSecond, duration(eta));
+               s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
     std::fflush(stdout);
     if (log) {
       nlohmann::json j{{"step", step},         {"loss", s.loss},

@@ -34,7 +34,8 @@ struct TrainOptions {
   int64_t evalEvery = 0;             // 0: only at the end
   int64_t evalBatches = 8;
   std::string logJson;               // one JSON object per step
-  int64_t tokensPerStep = 0;         // for tokens/s (examples per step for non-text models)
+  int64_t tokensPerStep = 0;         // items per step, for the throughput column
+  std::string throughputUnit = "tok/s";  // what the progress line calls those items per second
 };
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.

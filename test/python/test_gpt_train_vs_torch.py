@@ -31,7 +31,7 @@ from pathlib import Path
 try:
     import numpy as np
     import torch
-    from gpt_reference import expected_shapes, gpt_forward, read_safetensors
+    from gpt_reference import U32, expected_shapes, gpt_forward, read_safetensors
 except ImportError as e:  # fail loudly: this test exists to compare against PyTorch
     print(f"FAIL: cannot import {e.name} ({e}); install Debian's python3-torch and "
           "python3-numpy and run with /usr/bin/python3", file=sys.stderr)
@@ -44,7 +44,7 @@ HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm")
 def replay(init, tokens, targets, hp, L, NH, dtype):
     """Trains from `init` (name -> np.float32 array) on tokens/targets [steps, B, T] with
     torch.optim.AdamW in `dtype`. Returns (losses, grad norms before clipping, final params as
-    np.float64, per-parameter min over steps of |gradient as AdamW received it|)."""
+    np.float64, per-element min over steps of |g| / max |g| of its row)."""
     params = {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in init.items()}
     decay = [p for p in params.values() if p.dim() >= 2]  # matrices and embeddings
     no_decay = [p for p in params.values() if p.dim() < 2]  # biases and LayerNorm gains
@@ -52,7 +52,7 @@ def replay(init, tokens, targets, hp, L, NH, dtype):
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=hp["lr"], betas=(hp["beta1"], hp["beta2"]), eps=hp["eps"])
     losses, norms = [], []
-    min_grad = {n: torch.full_like(p, math.inf) for n, p in params.items()}
+    rel_grad = {n: torch.full_like(p, math.inf) for n, p in params.items()}
     for step in range(tokens.shape[0]):
         opt.zero_grad(set_to_none=True)
         tok = torch.from_numpy(tokens[step].astype(np.int64))
@@ -63,13 +63,14 @@ def replay(init, tokens, targets, hp, L, NH, dtype):
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), hp["max_grad_norm"])
         with torch.no_grad():
             for n, p in params.items():
-                torch.minimum(min_grad[n], p.grad.abs(), out=min_grad[n])
+                g = p.grad.abs()  # scale: the largest entry of its row (of the tensor if 1-D)
+                torch.minimum(rel_grad[n], g / g.amax(dim=-1, keepdim=True), out=rel_grad[n])
         opt.step()
         losses.append(loss.item())
         norms.append(norm.item())
     final = {n: p.detach().double().numpy() for n, p in params.items()}
     return (np.array(losses), np.array(norms), final,
-            {n: g.double().numpy() for n, g in min_grad.items()})
+            {n: g.double().numpy() for n, g in rel_grad.items()})
 
 
 def adam_ratio_bound(beta1, beta2, steps):
@@ -79,9 +80,98 @@ def adam_ratio_bound(beta1, beta2, steps):
     worst = 0.0
     for t in range(1, steps + 1):
         s = sum((beta1 * beta1 / beta2) ** k for k in range(t))
-        r = (1 - beta1) / (1 - beta1 ** t) * math.sqrt((1 - beta2 ** t) / (1 - beta2)) * math.sqrt(s)
+        r = (1 - beta1) / (1 - beta1 ** t) * math.sqrt((1 - beta2 ** t) / (1 - beta2) * s)
         worst = max(worst, r)
     return worst
+
+
+def compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check):
+    """The final-parameter checks; see the comments. `final` is Tessel's (np.float32),
+    final32/final64 the PyTorch replays', rel_grad64 the f64 replay's min |g| / max |g|."""
+    lr = hp["lr"]
+    names = list(final64)
+    # (a) Every element. AdamW moves an element by lr * m_hat / (sqrt(v_hat) + eps) per step
+    # (plus the decay lr * wd * p, the same on both sides up to f32 rounding). Where |g| >> eps
+    # that is scale-free, ~lr * sign(g) at step 1, so an element whose true gradient is ~0
+    # (e.g. the key bias: softmax is invariant to it, so its gradient is pure round-off) moves
+    # by up to ~lr in a direction that rounding decides. Two correct f32 implementations can
+    # thus differ there by up to 2 * lr * R per step, R = max |m_hat| / sqrt(v_hat) over any
+    # gradient sequence (adam_ratio_bound; 1.043 for 10 steps). Rigorous but loose: it only
+    # catches gross errors. (b)-(d) are the real checks.
+    ratio = adam_ratio_bound(hp["beta1"], hp["beta2"], N)
+    hard = 2 * lr * ratio * N
+    d32 = {n: np.abs(final[n].astype(np.float64) - final32[n]) for n in names}
+    check(max(d.max() for d in d32.values()) <= hard,
+          f"every parameter within 2 * lr * {ratio:.3f} * {N} = {hard:.2e} of torch float32 "
+          f"(the sign-flip bound)")
+
+    # (b)-(d) use the float64 replay as the yardstick: a correct f32 implementation is about
+    # as far from exact arithmetic as PyTorch's f32 run is, so Tessel's distance to the f64
+    # run, e_T, is compared with PyTorch f32's, e_32. Floor: both sides round every parameter
+    # to f32 once per step, so N ulps of the value are allowed even where e_32 happens to be 0.
+    e_t = {n: np.abs(final[n].astype(np.float64) - final64[n]) for n in names}
+    e_32 = {n: np.abs(final32[n] - final64[n]) for n in names}
+    ulps = {n: N * np.spacing(np.abs(final64[n]).astype(np.float32)).astype(np.float64)
+            for n in names}
+    # Elements whose true gradient is at some step within f32 round-off of zero can flip
+    # sign (see (a)); the per-tensor max (d) skips them. The round-off of a gradient entry,
+    # relative to the largest entry of its row (a weight row's entries share the output
+    # gradient they are dot products with), is bounded like the forward test's logits,
+    # (2L+1) * 4C * u32 (dot products of length <= 4C through 2L+1 LayerNorm-separated
+    # stages), doubled for the backward pass: TAU = 1.5e-4 for L=2, C=64. That leaves out
+    # ~0.5% of the elements here, mostly the key biases (exactly-zero true gradient).
+    TAU = 2 * (2 * L + 1) * 4 * C * U32  # the gradient-norm check's tolerance too
+    resolved = {n: rel_grad64[n] > TAU for n in names}
+    # K. Measured e_T / (e_32 + floor) on the three ctest cases (clip 1.0, also run on 1
+    # thread instead of 2; clip 0.1; no clip, no decay): per-tensor median <= 1.0,
+    # per-tensor max over resolved elements <= 2.9, pooled median <= 2.2, pooled p99 <= 1.3.
+    # Deliberate AdamW mistakes, replayed in float32 in place of Tessel's run, give >= 560
+    # per tensor and >= 88 pooled: lr 1% off, beta2 0.99, the clip coefficient left out of
+    # the update, bias correction at step t+1, weight decay on every parameter / on none / not
+    # on the embeddings, eps inside the sqrt or added before the bias correction (the loss
+    # check misses four of these: their loss moves by 3e-5 to 1.6e-4 relative). Freezing the
+    # last element of every tensor is caught by (d) alone (5.8e5). Dropping the 1e-6 of the
+    # clip coefficient stays invisible (~1), as it should. K = 20 sits ~7x above the worst
+    # measured ratio and >= 4x below the mildest mistake.
+    K = 20.0
+    print(f"{'tensor':28s} {'max|T-32|':>10s} {'max|T-64|':>10s} {'max|32-64|':>10s} "
+          f"{'med|T-64|':>10s} {'med|32-64|':>10s} {'round-off g':>11s}")
+    bad_median, bad_max = [], []
+    for n in names:
+        r = resolved[n]
+        med_t, med_32 = np.median(e_t[n]), np.median(e_32[n])
+        max_t = e_t[n][r].max(initial=0.0)
+        max_32 = e_32[n][r].max(initial=0.0)
+        print(f"{n:28s} {d32[n].max():10.3e} {e_t[n].max():10.3e} {e_32[n].max():10.3e} "
+              f"{med_t:10.3e} {med_32:10.3e} {int((~r).sum()):5d}/{r.size:<6d}")
+        if med_t > K * med_32 + np.median(ulps[n]):
+            bad_median.append(f"{n}: {med_t:.2e} vs {med_32:.2e}")
+        if max_t > K * max_32 + ulps[n].max():
+            bad_max.append(f"{n}: {max_t:.2e} vs {max_32:.2e}")
+    # (b) Per tensor, the median: catches any mistake that shifts most of one tensor, however
+    # small the tensor (e.g. weight decay on the LayerNorm gains).
+    check(not bad_median, f"per tensor, median e_T <= {K:g} * median e_32 + N ulp "
+          f"(too far: {bad_median})")
+    # (c) All elements pooled, the median and the 99th percentile.
+    all_t = np.concatenate([e_t[n].ravel() for n in names])
+    all_32 = np.concatenate([e_32[n].ravel() for n in names])
+    all_d = np.concatenate([d32[n].ravel() for n in names])
+    for p in (0.5, 0.99):
+        qt, q32 = np.quantile(all_t, p), np.quantile(all_32, p)
+        check(qt <= K * q32, f"quantile {p:g} of e_T over all {all_t.size} elements "
+              f"{qt:.2e} <= {K:g} * e_32's {q32:.2e}")
+    # (d) Per tensor, the max over elements with a resolved gradient: catches a mistake
+    # confined to a few elements (a kernel's tail loop, one row).
+    n_res = sum(int(r.sum()) for r in resolved.values())
+    check(not bad_max, f"per tensor, max e_T over the {n_res} elements whose gradient stays "
+          f"above {TAU:.1e} * its row's max <= {K:g} * e_32's + N ulp "
+          f"(too far: {bad_max})")
+    print(f"params, |tessel - torch f32|: max {all_d.max():.3e} ({all_d.max() / lr:.3f} lr), "
+          f"p99 {np.quantile(all_d, 0.99):.3e}, median {np.median(all_d):.3e}")
+    print(f"params, e_T = |tessel - f64|: max {all_t.max():.3e}, p99 "
+          f"{np.quantile(all_t, 0.99):.3e}, median {np.median(all_t):.3e}; e_32 = |torch f32 "
+          f"- f64|: max {all_32.max():.3e}, p99 {np.quantile(all_32, 0.99):.3e}, median "
+          f"{np.median(all_32):.3e}")
 
 
 def main():
@@ -170,9 +260,8 @@ def main():
     check(len(set(windows)) > 1, "the steps train on different batches")
 
     # ---- replays ----------------------------------------------------------------------------
-    torch.manual_seed(0)  # nothing below is random; this only pins it down
-    loss32, norm32, final32, min_grad32 = replay(init, tokens, targets, hp, L, NH, torch.float32)
-    loss64, norm64, final64, _ = replay(init, tokens, targets, hp, L, NH, torch.float64)
+    loss32, norm32, final32, _ = replay(init, tokens, targets, hp, L, NH, torch.float32)
+    loss64, norm64, final64, rel_grad64 = replay(init, tokens, targets, hp, L, NH, torch.float64)
     print(f"loss: tessel {loss_t[0]:.6f} -> {loss_t[-1]:.6f}, torch f32 {loss32[0]:.6f} -> "
           f"{loss32[-1]:.6f}")
     print(f"grad norm: tessel {np.array2string(norm_t, precision=4)}, max_grad_norm "
@@ -180,8 +269,10 @@ def main():
 
     # Losses. Step 1 is one f32 forward on identical weights: the forward test measured
     # 3.5e-7 abs on the logits, i.e. ~1e-7 relative on a loss of ~5.5. Later steps add the
-    # parameter differences below (~lr * 1e-3, measured), which move the loss by far less
-    # than the issue's 1e-4 relative; that bound is the acceptance criterion, used as is.
+    # parameter differences below (measured: median 5e-9, max 0.015 lr), which move the loss
+    # by far less than the issue's 1e-4 relative; that bound is the acceptance criterion,
+    # used as is. Measured: <= 2.1e-7 relative at every step of the three ctest cases. It is
+    # not a sharp test of the optimizer (see compare_params): the parameter checks are.
     rel = np.abs(loss_t - loss32) / np.abs(loss32)
     print("loss rel diff per step:", np.array2string(rel, precision=2, floatmode="fixed",
                                                       formatter={"float": "{:.1e}".format}))
@@ -191,14 +282,16 @@ def main():
     check(rel.max() <= 1e-4, "every step's loss within 1e-4 relative of torch float32")
     check(np.all(np.diff(loss_t) != 0), "the loss changes every step")
 
-    # Gradient norms. ||g|| is dominated by the largest gradient entries, whose f32 error is
-    # that of the forward (~1e-7 relative) times the backward's depth; the forward test's
-    # a-priori bound for these sizes is 8e-5 relative on the logits, and the backward roughly
-    # doubles the chain, so 2e-4 relative covers every step (measured: see the printout).
+    # Gradient norms. ||g|| is dominated by the largest gradient entries. Their f32 error is
+    # bounded like the forward test's logits, (2L+1) * 4C * u32 relative (dot products of
+    # length <= 4C through 2L+1 LayerNorm-separated stages), doubled for the backward chain:
+    # 1.5e-4 for L=2, C=64. Measured: <= 5.6e-7 at every step of the three ctest cases.
+    norm_tol = 2 * (2 * L + 1) * 4 * C * U32
     nrel = np.abs(norm_t - norm32) / norm32
     print(f"max rel grad-norm diff: tessel vs torch f32 {nrel.max():.2e}, torch f32 vs f64 "
           f"{(np.abs(norm32 - norm64) / norm64).max():.2e}")
-    check(nrel.max() <= 2e-4, "every step's gradient norm within 2e-4 relative of torch float32")
+    check(nrel.max() <= norm_tol,
+          f"every step's gradient norm within {norm_tol:.1e} relative of torch float32")
     clipped = norm_t > hp["max_grad_norm"]
     print(f"clipping active at {int(clipped.sum())} of {N} steps")
     if a.expect_clipping:
@@ -206,53 +299,7 @@ def main():
               f"the gradient norm exceeds max_grad_norm {hp['max_grad_norm']} at every step")
 
     # ---- final parameters ---------------------------------------------------------------------
-    # AdamW moves each element by lr * m_hat / (sqrt(v_hat) + eps) per step (plus the decay,
-    # lr * wd * p, the same on both sides to f32 rounding). Where |g| >> eps the update is
-    # scale-free, ~lr * sign(g) at step 1, so an element whose true gradient is ~0 (e.g. the
-    # key bias: softmax is invariant to it, its gradient is pure round-off) gets an update of
-    # ~lr in a direction decided by rounding. Two correct f32 implementations can therefore
-    # differ by up to 2 * lr * R per step there, R = max |m_hat| / sqrt(v_hat) (bounded for
-    # any gradient sequence: adam_ratio_bound). That is the bound every element must meet.
-    ratio = adam_ratio_bound(hp["beta1"], hp["beta2"], N)
-    hard = 2 * hp["lr"] * ratio * N
-    # Everywhere else the difference is round-off: require Tessel to be as close to the exact
-    # (float64) run as PyTorch's float32 run is, per tensor, within a factor K = 8. The
-    # factor allows Tessel's sums a different order than OpenBLAS/ATen (sequential instead of
-    # pairwise: sqrt(N) vs sqrt(log N) random-walk growth, ~4x at N = B*T = 128) and the
-    # chaos of the sign flips above; the per-tensor max of |p32 - p64| is >> 1 ulp for every
-    # tensor here (printed below), so K * that is not a vacuous bound.
-    K = 8.0
-    names = list(shapes)
-    diff_t = {n: np.abs(final[n].astype(np.float64) - final32[n]) for n in names}
-    err_t = {n: np.abs(final[n].astype(np.float64) - final64[n]) for n in names}
-    err_32 = {n: np.abs(final32[n] - final64[n]) for n in names}
-    all_d = np.concatenate([diff_t[n].ravel() for n in names])
-    all_e = np.concatenate([err_32[n].ravel() for n in names])
-    q = lambda x, p: float(np.quantile(x, p))  # noqa: E731
-    print(f"params, |tessel - torch f32| over {all_d.size} elements: max {all_d.max():.3e} "
-          f"({all_d.max() / hp['lr']:.2f} lr), p99 {q(all_d, 0.99):.3e}, median "
-          f"{q(all_d, 0.5):.3e}")
-    print(f"params, |torch f32 - torch f64|: max {all_e.max():.3e} ({all_e.max() / hp['lr']:.2f}"
-          f" lr), p99 {q(all_e, 0.99):.3e}, median {q(all_e, 0.5):.3e}")
-    print(f"{'tensor':28s} {'max|T-32|':>10s} {'max|T-64|':>10s} {'max|32-64|':>10s} "
-          f"{'med|T-32|':>10s} {'min|g|':>9s}")
-    for n in names:
-        print(f"{n:28s} {diff_t[n].max():10.3e} {err_t[n].max():10.3e} {err_32[n].max():10.3e} "
-              f"{np.median(diff_t[n]):10.3e} {min_grad32[n].min():9.2e}")
-    check(all_d.max() <= hard,
-          f"every parameter within 2 * lr * {ratio:.3f} * {N} = {hard:.2e} of torch float32 "
-          f"(the sign-flip bound)")
-    over = [n for n in names if err_t[n].max() > K * err_32[n].max() + 4 * N * 2.0 ** -24
-            * float(np.abs(final64[n]).max())]
-    check(not over, f"per tensor, max |tessel - f64| <= {K:g} * max |torch f32 - f64| + 4 ulp "
-          f"per step (too far: {over})")
-    # Quantiles over all elements: round-off, not sign flips, decides these, so Tessel's must
-    # be of the size of PyTorch's own (the same factor K).
-    all_et = np.concatenate([err_t[n].ravel() for n in names])
-    for p in (0.5, 0.99):
-        check(q(all_et, p) <= K * q(all_e, p),
-              f"quantile {p:g} of |tessel - f64| {q(all_et, p):.2e} <= {K:g} * torch f32's "
-              f"{q(all_e, p):.2e}")
+    compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check)
 
     if failures:
         print(f"{len(failures)} check(s) failed", file=sys.stderr)

@@ -46,8 +46,8 @@ std::map<std::string, tessel::StTensor> readParameters(tessel::NativeProgram& na
       throw std::logic_error(fmt::format("buffer '{}' is not a Parameter of shape [{}]", p.name,
                                          fmt::join(p.shape, ", ")));
     const float* data = ex.data(id);
-    out.emplace(prefix + p.name,
-                tessel::StTensor::fromF32(p.shape, std::vector<float>(data, data + buffer.numel())));
+    std::vector<float> values(data, data + buffer.numel());
+    out.emplace(prefix + p.name, tessel::StTensor::fromF32(p.shape, values));
   }
   return out;
 }

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,11 +30,22 @@ using Shape = std::vector<int64_t>;
 /// 2^-24: the unit roundoff of f32 (half an ulp of 1).
 constexpr double kU = 1.0 / (1 << 24);
 
-/// Accepted error of one result: |got - want| <= rel * |want| + abs * (scaled ? max|want| : 1).
+/// Accepted error of one result: |got - want| <= rel * |want| + abs * S, where S is 1
+/// (kAbsolute), max|want| over the result (kMax), or the element's magnitude from the case's
+/// `magnitude` function (kMagnitude: typically sum |terms| of the sum that gives it).
+enum Scale { kAbsolute, kMax, kMagnitude };
 struct Tol {
   double rel = 0.0, abs = 0.0;
-  bool scaled = false;
+  Scale scale = kAbsolute;
 };
+
+/// Per result, a tensor of the shape of the result: each element's magnitude (see Tol).
+using MagnitudeFn = std::function<std::vector<ref::Tensor>(const std::vector<ref::Tensor>&)>;
+
+inline ref::Tensor absOf(ref::Tensor t) {
+  for (double& v : t.data) v = std::abs(v);
+  return t;
+}
 
 /// One function argument: f32 values uniform in [lo, hi) (exactly lo if lo == hi), or i32
 /// indices uniform in [0, hi).
@@ -48,6 +60,7 @@ struct Case {
   std::string mlir;  // func.func @name: one tessel op %r on %a0, %a1, ..., returning its results
   std::vector<Arg> args;
   std::vector<Tol> tols;  // one per result, or one for all
+  MagnitudeFn magnitude = {};
 };
 
 /// "tensor<4x32xf32>", "tensor<f32>".
@@ -184,6 +197,7 @@ inline void checkCaseOn(Suite& suite, const Case& c, const std::vector<ref::Tens
   std::vector<ref::Tensor> want = interpret(suite.func(c.name), {}, inputs);
   std::vector<Buffer> got = runKernel(suite, c, inputs);
   ASSERT_EQ(want.size(), got.size());
+  std::vector<ref::Tensor> magnitude = c.magnitude ? c.magnitude(inputs) : want;
   for (size_t r = 0; r < want.size(); ++r) {
     const Tol& tol = c.tols.at(c.tols.size() == 1 ? 0 : r);
     double maxWant = 0.0, maxErr = 0.0, used = 0.0;
@@ -191,7 +205,10 @@ inline void checkCaseOn(Suite& suite, const Case& c, const std::vector<ref::Tens
     int failures = 0;
     for (size_t k = 0; k < want[r].data.size(); ++k) {
       double g = got[r].f.empty() ? got[r].i[k] : got[r].f[k], w = want[r].data[k];
-      double bound = tol.rel * std::abs(w) + tol.abs * (tol.scaled ? maxWant : 1.0);
+      double scale = tol.scale == kAbsolute ? 1.0
+                     : tol.scale == kMax    ? maxWant
+                                            : magnitude.at(r).data.at(k);
+      double bound = tol.rel * std::abs(w) + tol.abs * scale;
       double err = std::abs(g - w);
       bool ok = g == w || err <= bound || (std::isnan(g) && std::isnan(w));
       if (std::isfinite(err)) {

@@ -72,6 +72,8 @@ class Rng {
 /// A model whose parameters a test declares inline (declare_parameter is protected).
 class GradModel : public tessel::Model {
  public:
+  explicit GradModel(std::string name = "forward", tessel::Loc loc = tessel::Loc::current())
+      : tessel::Model(std::move(name), loc) {}
   Tensor param(const std::string& name, Shape shape, tessel::Loc loc = tessel::Loc::current()) {
     declare_parameter(name, std::move(shape), tessel::Init::Normal, 1.0, loc);
     return parameter(name, loc);
@@ -125,8 +127,7 @@ inline Worst compareWithFiniteDifferences(const Params& at, const std::vector<st
     }
     for (int64_t e : elements) {
       double original = x.data[e];
-      static const double step = std::getenv("GRADCHECK_STEP") ? std::atof(std::getenv("GRADCHECK_STEP")) : kStep;  // EXPLORATION
-      double h = step * std::max(1.0, std::abs(original));
+      double h = kStep * std::max(1.0, std::abs(original));
       x.data[e] = original + h;
       std::vector<double> plus = probe.values(work);
       double hi = x.data[e];
@@ -225,12 +226,14 @@ class GradCase {
       for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
       Tensor term = tessel::reduce_sum(ys[k] * r, all);
       loss = loss.valid() ? loss + term : term;
-      model_.add_output("y" + std::to_string(k), ys[k]);
+      probeOutputs_.push_back("y" + std::to_string(k));
+      model_.add_output(probeOutputs_.back(), ys[k]);
     }
     for (size_t k = 0; k < plain.size(); ++k) {
       loss = loss.valid() ? loss + plain[k] : plain[k];
       weights_.push_back(1.0);
-      model_.add_output("plain" + std::to_string(k), plain[k]);
+      probeOutputs_.push_back("plain" + std::to_string(k));
+      model_.add_output(probeOutputs_.back(), plain[k]);
     }
     model_.set_loss(loss);
   }
@@ -249,22 +252,21 @@ class GradCase {
     grads_ = autodiffGradients(program, params, inputs_);
     std::vector<std::string> names;
     for (const tessel::ParameterSpec& spec : program.state()) names.push_back(spec.name);
-    // The outputs after the loss are y0, y1, ..., plain0, ...: weighted by R_k and by 1.
+    // The outputs y0, y1, ..., plain0, ... weighted by R_k and by 1 (other outputs the
+    // test added itself are not part of the loss).
+    std::vector<size_t> positions;
+    for (const std::string& name : probeOutputs_) {
+      auto it = std::find(program.outputs().begin(), program.outputs().end(), name);
+      positions.push_back(static_cast<size_t>(it - program.outputs().begin()));
+    }
     Probe probe;
     probe.weights = weights_;
     probe.values = [&](const Params& p) {
       std::vector<ref::Tensor> out = program.run_reference(p, inputs_);
       std::vector<double> v;
-      for (size_t k = 1; k < out.size(); ++k)
-        v.insert(v.end(), out[k].data.begin(), out[k].data.end());
+      for (size_t k : positions) v.insert(v.end(), out.at(k).data.begin(), out.at(k).data.end());
       return v;
     };
-    if (std::getenv("GRADCHECK_LOSS_FD")) {  // EXPLORATION ONLY
-      probe.weights = {1.0};
-      probe.values = [&](const Params& p) {
-        return std::vector<double>{program.run_reference(p, inputs_).at(0).data.at(0)};
-      };
-    }
     Worst worst = compareWithFiniteDifferences(params, names, grads_, probe, tol, rng_);
     std::printf("[ gradcheck ] %-48s %5lld elements, worst relative error %.2e at %s\n",
                 label.c_str(), static_cast<long long>(worst.compared), worst.error,
@@ -280,6 +282,7 @@ class GradCase {
   M model_;
   std::vector<ref::Tensor> inputs_;
   std::vector<double> weights_;
+  std::vector<std::string> probeOutputs_;  // names of the outputs the loss is built from
   std::optional<tessel::Program> program_;
   std::vector<ref::Tensor> grads_;
   std::map<std::string, std::function<void(ref::Tensor&)>> adjust_;

@@ -1,0 +1,139 @@
+// The native path (lowering, generated and fused C++ kernels, OpenBLAS, the memory plan)
+// computes what the f64 reference interpreter computes, on the GPT example: the forward
+// loss, every gradient, and one AdamW update.
+#include "dsl/trainer/Flags.h"
+#include "examples/gpt/model.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+namespace {
+
+struct Fixture {
+  gpt::Config cfg{.layers = 2, .channels = 24, .heads = 3, .seq = 9};
+  int64_t batch = 3;
+  std::vector<int32_t> tokens, targets;
+
+  Fixture() {
+    std::mt19937_64 rng(std::random_device{}());
+    for (int64_t i = 0; i < batch * cfg.seq; ++i) {
+      tokens.push_back(static_cast<int32_t>(rng() % 256));
+      targets.push_back(static_cast<int32_t>(rng() % 256));
+    }
+  }
+  std::vector<tessel::ref::Tensor> refInputs() const {
+    return {tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(tokens.begin(), tokens.end())),
+            tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(targets.begin(), targets.end()))};
+  }
+  void feed(tessel::rt::Executor& ex, const std::string& fn) const {
+    ex.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
+    ex.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
+  }
+};
+
+tessel::NativeOptions options() {
+  return {.cache_dir = (std::filesystem::path(testing::TempDir()) / "tessel-native-test").string(),
+          .seed = 5};
+}
+
+/// Max |a - b| / (max |b| over the tensor): a scale-aware error for f32 kernels against f64.
+double relError(const float* a, const tessel::ref::Tensor& b) {
+  double err = 0, scale = 1e-30;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b.data[i]));
+    scale = std::max(scale, std::abs(b.data[i]));
+  }
+  return err / scale;
+}
+
+// Tolerance: f32 kernels vs f64 reference. Each value is a chain of ~10 ops per layer whose
+// longest reduction is 4C = 96 terms; rounding grows like (terms) * 2^-24 ~ 6e-6 per
+// reduction and compounds mildly through layers. 1e-4 of each tensor's magnitude leaves a
+// margin of ~10x over what we measure while still catching any indexing or formula mistake
+// (those give errors of order 1).
+constexpr double kTolerance = 1e-4;
+
+TEST(Native, GradientsMatchTheReference) {
+  Fixture f;
+  gpt::GPT model(f.cfg);
+  gpt::build(model, f.batch);
+  tessel::Program program = model.compile({.optimizer = "none"});
+  tessel::NativeProgram native = program.native(options());
+  tessel::rt::Executor& ex = native.executor();
+
+  // The same initial values on both sides: the reference takes the native f32 parameters.
+  std::map<std::string, tessel::ref::Tensor> state;
+  for (const tessel::ParameterSpec& p : program.state()) {
+    const float* d = ex.data(ex.bufferId(p.name));
+    int64_t n = 1;
+    for (int64_t s : p.shape) n *= s;
+    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
+  }
+  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, f.refInputs());
+
+  f.feed(ex, "train_step");
+  ex.run("train_step");
+  auto got = ex.outputs("train_step");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
+  for (size_t i = 1; i < got.size(); ++i)
+    EXPECT_LT(relError(static_cast<const float*>(got[i].data), want[i]), kTolerance)
+        << "gradient of " << program.state()[i - 1].name;
+  EXPECT_GT(native.arena_bytes(), 0);
+  EXPECT_LE(ex.highWaterBytes(), native.arena_bytes());
+}
+
+TEST(Native, AdamWStepMatchesTheReference) {
+  Fixture f;
+  gpt::GPT model(f.cfg);
+  gpt::build(model, f.batch);
+  tessel::Program program = model.compile();
+  tessel::NativeProgram native = program.native(options());
+  tessel::rt::Executor& ex = native.executor();
+
+  std::map<std::string, tessel::ref::Tensor> state;
+  for (const tessel::ParameterSpec& p : program.state()) {
+    const float* d = ex.data(ex.bufferId(p.name));
+    int64_t n = 1;
+    for (int64_t s : p.shape) n *= s;
+    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
+  }
+  // lr, beta1, beta2, eps, weight_decay, step, max_grad_norm: a clipping threshold below the
+  // gradient norm so the clip path is exercised.
+  std::vector<double> hyper{1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0.5};
+  std::vector<tessel::ref::Tensor> inputs = f.refInputs();
+  for (double h : hyper) inputs.push_back(tessel::ref::Tensor::filled({}, h));
+  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, inputs);
+
+  f.feed(ex, "train_step");
+  for (size_t i = 0; i < hyper.size(); ++i) {
+    float v = static_cast<float>(hyper[i]);
+    ex.setInput("train_step", 2 + i, &v, sizeof v);
+  }
+  ex.run("train_step");
+  auto got = ex.outputs("train_step");
+  EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
+  EXPECT_NEAR(got[1].value(), want[1].data[0], kTolerance * want[1].data[0]) << "grad norm";
+  ASSERT_GT(want[1].data[0], 0.5) << "the clip threshold must be below the norm";
+  // After one step every parameter moved by about lr: compare the update itself, relative
+  // to lr. AdamW's first step is ~lr * sign(g), so f32 rounding of a gradient near 0 can
+  // flip an element's direction; require 99.9% of elements within 1e-3 of lr and all
+  // within 2 lr (the largest possible disagreement).
+  for (const tessel::ParameterSpec& p : program.state()) {
+    const float* d = ex.data(ex.bufferId(p.name));
+    const tessel::ref::Tensor& w = state.at(p.name);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      double diff = std::abs(d[i] - w.data[i]);
+      EXPECT_LE(diff, 2.0 * hyper[0] + 1e-6) << p.name << "[" << i << "]";
+      bad += diff > 1e-3 * hyper[0] + 1e-7 * std::abs(w.data[i]);
+    }
+    EXPECT_LE(bad, std::max<int64_t>(1, w.numel() / 1000)) << p.name;
+  }
+}
+
+}  // namespace
