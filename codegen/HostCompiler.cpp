@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <algorithm>
 #include <sstream>
 
 namespace tessel {
@@ -42,6 +43,36 @@ int run(const std::string& command, std::string& output) {
 }
 
 }  // namespace
+
+std::string explainCompileLog(const std::string& source, const std::string& fileName,
+                              const std::string& log) {
+  std::vector<std::string> lines;
+  std::istringstream in(source);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  std::string out;
+  std::vector<size_t> seen;
+  // "<file>:<line>:<col>: error: ..." lines of the log.
+  for (size_t at = log.find(fileName + ":"); at != std::string::npos;
+       at = log.find(fileName + ":", at + 1)) {
+    size_t eol = log.find('\n', at);
+    std::string entry = log.substr(at, eol == std::string::npos ? std::string::npos : eol - at);
+    if (entry.find("error") == std::string::npos) continue;
+    size_t line = std::strtoul(log.c_str() + at + fileName.size() + 1, nullptr, 10);
+    if (line == 0 || line > lines.size()) continue;
+    if (std::find(seen.begin(), seen.end(), line) != seen.end()) continue;
+    seen.push_back(line);
+    // The kernel's header comment names the op and the user's line it came from.
+    std::string origin = "(no kernel header found)";
+    for (size_t k = line; k-- > 0;)
+      if (lines[k].rfind("// tessel.", 0) == 0) {
+        origin = lines[k].substr(3);
+        break;
+      }
+    out += fmt::format("\ngenerated line {}: {}\n  in the kernel of {}\n", line, lines[line - 1],
+                       origin);
+  }
+  return out;
+}
 
 std::string kernelCacheDir(const HostCompileOptions& options) {
   if (!options.cacheDir.empty()) return options.cacheDir;
@@ -107,8 +138,8 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
     if (status != 0) {
       fs::remove(tmp, ec);
       throw HostCompileError(fmt::format(
-          "the host compiler rejected generated kernels (source kept at '{}'):\n{}", src.string(),
-          log));
+          "the host compiler rejected generated kernels (source kept at '{}'):\n{}{}",
+          src.string(), log, explainCompileLog(source, src.filename().string(), log)));
     }
     fs::remove(src, ec);
     fs::rename(tmp, lib, ec);

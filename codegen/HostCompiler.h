@@ -54,6 +54,12 @@ class KernelLibrary {
 /// Compiles `source` (or reuses the cached object for the same key) and loads it.
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options = {});
 
+/// For every "<fileName>:<line>: ... error" entry of a compiler log, the offending generated
+/// line and the kernel header comment above it ("tessel.add at loc(...)": the op and the
+/// user's source line). Used in HostCompileError messages.
+std::string explainCompileLog(const std::string& source, const std::string& fileName,
+                              const std::string& log);
+
 /// The cache folder `options` resolves to.
 std::string kernelCacheDir(const HostCompileOptions& options);
 

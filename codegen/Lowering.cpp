@@ -203,6 +203,14 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       g.strideA = g.m * g.k;
       g.strideB = bs.size() > 2 ? g.k * g.n : 0;
       g.strideC = g.m * g.n;
+      if (g.strideB == 0 && !g.transA && g.batch > 1) {
+        // A shared weight: the batches of A and C are contiguous rows, so one GEMM with
+        // batch * m rows does the same work with one library call instead of `batch`.
+        g.m *= g.batch;
+        g.batch = 1;
+        g.strideA = g.m * g.k;
+        g.strideC = g.m * g.n;
+      }
       g.location = locString(op->getLoc());
       fn.steps.push_back(g);
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {

@@ -53,7 +53,7 @@ NativeProgram Program::native(const NativeOptions& options) const {
   KernelLibrary& lib = impl->library;
   impl->executor = std::make_unique<rt::Executor>(
       std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
-      rt::ExecutorOptions{options.threads});
+      rt::ExecutorOptions{options.threads, options.profile});
   impl->executor->initParameters(options.seed);
   return NativeProgram(std::move(impl));
 }

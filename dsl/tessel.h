@@ -267,6 +267,8 @@ struct NativeOptions {
   std::string cache_dir;
   /// Seed of the parameters' initialisation (runtime/Init.h: a function of seed and name).
   uint64_t seed = 1337;
+  /// Time every step (rt::Executor::stepSeconds).
+  bool profile = false;
 };
 
 /// A program compiled to machine code: its functions lowered to generated C++ kernels

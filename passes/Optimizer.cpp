@@ -84,6 +84,12 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
                                          "max_grad_norm"};
     auto scalar = mlir::RankedTensorType::get({}, b.getF32Type());
     std::map<std::string, Value> hyper;
+    for (const char* name : names)
+      for (unsigned i = 0; i < f.getNumArguments(); ++i)
+        if (auto in = f.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input");
+            in && in.getValue() == name)
+          return f.emitError() << "the model input '" << name
+                               << "' has the name of an optimizer hyper-parameter; rename it";
     for (const char* name : names) {
       unsigned index = f.getNumArguments();
       if (mlir::failed(f.insertArgument(index, scalar,
@@ -111,6 +117,9 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       return s.getResult();
     };
     for (auto& [p, g] : grads) {
+      // A parameter the loss ignores (autodiff's explicit zero gradient) is left alone, as
+      // PyTorch skips parameters whose .grad was never set: no decay, no state.
+      if (auto zero = g.getDefiningOp<ConstantOp>(); zero && zero.getValue().isZero()) continue;
       mlir::Location ploc = p.getLoc();
       Value clipped = MulOp::create(b, ploc, g.getType(), g, coef);
       bool decay = p.getType().getRank() >= 2;

@@ -71,7 +71,9 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
        (`<name>:exp_avg`, `<name>:exp_avg_sq`, or `<name>:momentum_buffer`), apply
        `tessel.adamw` / `tessel.sgd`, and `tessel.assign` the new parameter and state.
        Weight decay applies only to parameters of rank >= 2 (matrices and embeddings), not
-       to LayerNorm gains or biases, the usual GPT-2 / nanoGPT no-decay rule.
+       to LayerNorm gains or biases, the usual GPT-2 / nanoGPT no-decay rule. A parameter
+       whose gradient is autodiff's explicit zero (the loss ignores it) is not updated at
+       all, as PyTorch skips parameters whose gradient was never set.
     4. Return the loss and the (unclipped) gradient norm, tagged "loss" and "grad_norm".
   }];
   let options = [

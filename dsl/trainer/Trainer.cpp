@@ -3,6 +3,7 @@
 
 #include "dsl/trainer/Flags.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fmt/format.h>
@@ -131,6 +132,39 @@ void addTrainFlags(CLI::App& app, TrainOptions& o) {
   app.add_option("--eval-batches", o.evalBatches, "batches per validation")
       ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE");
+}
+
+}  // namespace tessel::trainer
+
+namespace tessel::trainer {
+
+void printProfile(NativeProgram& native, const std::string& function, int64_t runs, int top) {
+  std::vector<double> t = native.executor().stepSeconds(function);
+  const rt::Function* f = native.program().function(function);
+  if (t.empty() || !f) return;
+  double total = 0;
+  for (double s : t) total += s;
+  std::vector<size_t> order(t.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return t[a] > t[b]; });
+  fmt::print("profile of @{}: {:.2f} ms per run over {} steps\n", function,
+             1e3 * total / static_cast<double>(runs), t.size());
+  for (int i = 0; i < top && i < static_cast<int>(order.size()); ++i) {
+    const rt::Step& step = f->steps[order[i]];
+    std::string what, where;
+    if (auto* k = std::get_if<rt::KernelStep>(&step)) {
+      what = k->symbol;
+      where = k->location;
+    } else if (auto* g = std::get_if<rt::GemmStep>(&step)) {
+      what = fmt::format("gemm {}x[{}x{}x{}]{}{}", g->batch, g->m, g->n, g->k, g->transA ? " tA" : "",
+                         g->transB ? " tB" : "");
+      where = g->location;
+    } else {
+      what = "copy";
+    }
+    fmt::print("  {:7.3f} ms {:5.1f}%  {:<36} {}\n", 1e3 * t[order[i]] / static_cast<double>(runs),
+               100.0 * t[order[i]] / total, what, where.substr(0, 90));
+  }
 }
 
 }  // namespace tessel::trainer

@@ -66,3 +66,12 @@ double evaluate(NativeProgram& native, int64_t batches, const BatchFeeder& feed)
 void addTrainFlags(CLI::App& app, TrainOptions& options);
 
 }  // namespace tessel::trainer
+
+namespace tessel::trainer {
+
+/// Prints the `top` most expensive steps of `function` (profiled executors only): seconds per
+/// run, share of the total, kind (kernel symbol, gemm with its dimensions, copy) and the op
+/// location, so a user sees where a step's time goes.
+void printProfile(NativeProgram& native, const std::string& function, int64_t runs, int top = 15);
+
+}  // namespace tessel::trainer

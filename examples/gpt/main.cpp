@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   tessel::trainer::addSampleFlags(app, sample);
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  bool profile = false;
+  app.add_flag("--profile", profile, "time every step and print where a train step's time goes");
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
     tessel::TextDataset data(flags.data);
@@ -40,7 +42,7 @@ int main(int argc, char** argv) {
     gpt::build(model, flags.batch);
     tessel::Program program =
         model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer});
-    tessel::NativeOptions native{.threads = threads, .seed = flags.seed};
+    tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
     tessel::NativeProgram trainer = program.native(native);
     fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
                "'{}' ({} bytes)\n",
@@ -60,6 +62,10 @@ int main(int argc, char** argv) {
     train.tokensPerStep = flags.batch * flags.seq;
     tessel::trainer::train(trainer, program, train, feeder(tessel::Split::Train, rng),
                            feeder(tessel::Split::Val, valRng));
+    if (profile) tessel::trainer::printProfile(trainer, "train_step", flags.steps);
+    fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
+               static_cast<double>(trainer.arena_bytes()) / (1 << 20),
+               static_cast<double>(trainer.executor().highWaterBytes()) / (1 << 20));
 
     if (sample.bytes > 0) {
       gpt::GPT samplerModel(cfg);

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 
@@ -66,7 +67,10 @@ struct Executor::PreparedFunction {
 };
 
 Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptions options)
-    : program_(std::move(program)), persistent_(nullptr, std::free), arena_(nullptr, std::free) {
+    : program_(std::move(program)),
+      persistent_(nullptr, std::free),
+      arena_(nullptr, std::free),
+      options_(options) {
   validateProgram(program_, "Executor");
   if (options.threads < 0)
     throw std::runtime_error(fmt::format("Executor: threads {} is negative", options.threads));
@@ -200,9 +204,21 @@ void Executor::setInput(const std::string& function, size_t index, const void* d
   if (bytes > 0) std::memcpy(pointers_[static_cast<size_t>(id)], data, bytes);
 }
 
+std::vector<double> Executor::stepSeconds(const std::string& function) const {
+  auto it = profile_.find(function);
+  return it == profile_.end() ? std::vector<double>() : it->second;
+}
+
 void Executor::run(const std::string& function) {
   const PreparedFunction& pf = prepared(function);
-  for (const Prepared& p : pf.steps) {
+  std::vector<double>* times = nullptr;
+  if (options_.profile) {
+    times = &profile_[function];
+    times->resize(pf.steps.size(), 0.0);
+  }
+  for (size_t si = 0; si < pf.steps.size(); ++si) {
+    const Prepared& p = pf.steps[si];
+    auto t0 = times ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     highWater_ = std::max(highWater_, p.tempEnd);
     switch (p.kind) {
       case Prepared::Kernel:
@@ -224,6 +240,8 @@ void Executor::run(const std::string& function) {
         std::memcpy(p.dst, p.src, p.bytes);
         break;
     }
+    if (times)
+      (*times)[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   highWater_ = std::max(highWater_, pf.outputsTempEnd);
 }

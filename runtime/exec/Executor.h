@@ -30,6 +30,7 @@ using KernelResolver = std::function<void*(const std::string& symbol)>;
 
 struct ExecutorOptions {
   int threads = 0;  // OpenMP and OpenBLAS threads; 0 keeps the OpenMP/OpenBLAS defaults
+  bool profile = false;  // time every step (see stepSeconds)
 };
 
 /// One output of a function after run(): a view of executor memory, valid until the next
@@ -80,6 +81,9 @@ class Executor {
   /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
   /// any run so far; 0 before the first run.
   int64_t highWaterBytes() const { return highWater_; }
+  /// With ExecutorOptions::profile: seconds spent in each step of `function` over all runs so
+  /// far (indexed like Function::steps); empty otherwise.
+  std::vector<double> stepSeconds(const std::string& function) const;
   const Program& program() const { return program_; }
 
  private:
@@ -94,6 +98,8 @@ class Executor {
   std::vector<PreparedFunction> functions_;
   std::unordered_map<std::string, size_t> functionIndex_;
   int64_t highWater_ = 0;
+  ExecutorOptions options_;
+  std::unordered_map<std::string, std::vector<double>> profile_;  // per function, per step
 };
 
 }  // namespace tessel::rt

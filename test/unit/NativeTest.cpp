@@ -136,4 +136,51 @@ TEST(Native, AdamWStepMatchesTheReference) {
   }
 }
 
+struct WithUnused : tessel::Model {
+  tessel::Linear used{this, "used", 4, 4};
+  tessel::Linear unused{this, "unused", 4, 4};
+};
+
+// A loss that ignores a parameter still trains: the parameter gets an explicit zero
+// gradient (and AdamW then leaves it unchanged), and compiling prints a remark.
+TEST(Native, UnusedParameterTrainsWithZeroGradientAndARemark) {
+  for (const char* optimizer : {"none", "adamw"}) {
+    SCOPED_TRACE(optimizer);
+    WithUnused m;
+    tessel::Tensor x = m.input("x", {2, 4});
+    tessel::Tensor y = m.used(x);
+    m.set_loss(tessel::reduce_mean(y * y, {0, 1}));
+    testing::internal::CaptureStderr();
+    tessel::Program p = m.compile({.optimizer = optimizer});
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_NE(err.find("remark: parameter 'unused.weight' does not affect the loss; its "
+                       "gradient is zero [unused]"),
+              std::string::npos)
+        << err;
+    tessel::NativeProgram native = p.native(options());
+    tessel::rt::Executor& ex = native.executor();
+    std::vector<float> input{1, -2, 3, 0.5f, -1, 2, 0.25f, 4};
+    const float* w = ex.data(ex.bufferId("unused.weight"));
+    std::vector<float> before(w, w + 16);
+    const float* u = ex.data(ex.bufferId("used.weight"));
+    std::vector<float> usedBefore(u, u + 16);
+    ex.setInput("train_step", 0, input.data(), input.size() * sizeof(float));
+    std::vector<float> hyper{1e-2f, 0.9f, 0.999f, 1e-8f, 0.0f, 1.0f, INFINITY};
+    for (size_t i = 1; i < ex.program().function("train_step")->inputs.size(); ++i)
+      ex.setInput("train_step", i, &hyper[i - 1], sizeof(float));
+    ex.run("train_step");
+    if (std::string(optimizer) == "none") {
+      auto out = ex.outputs("train_step");
+      ASSERT_EQ(out.size(), 5u);  // loss, used.weight, used.bias, unused.weight, unused.bias
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(out[3].value(i), 0.0f);
+      double usedNorm = 0;
+      for (int64_t i = 0; i < 16; ++i) usedNorm += std::abs(out[1].value(i));
+      EXPECT_GT(usedNorm, 0.0);
+    } else {
+      for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(w[i], before[i]) << "unused.weight moved";
+      EXPECT_NE(std::vector<float>(u, u + 16), usedBefore) << "used.weight did not train";
+    }
+  }
+}
+
 }  // namespace
