@@ -8,6 +8,7 @@
 #include "codegen/CppEmitter.h"
 
 #include "codegen/CppEmitterInternal.h"
+#include "compiler/Location.h"
 
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/raw_ostream.h"
@@ -232,11 +233,7 @@ std::string KernelWriter::finish() const {
     throw std::logic_error(fmt::format("C++ emitter: '{}' declared {} arguments, expected {}",
                                        op_->getName().getStringRef().str(), next_,
                                        op_->getNumResults() + op_->getNumOperands()));
-  std::string loc;
-  llvm::raw_string_ostream os(loc);
-  op_->getLoc().print(os);
-  for (char& c : loc)
-    if (c == '\n' || c == '\r') c = ' ';
+  std::string loc = locationString(op_->getLoc());
   return fmt::format("// {} at {}\n{}extern \"C\" void {}(void** args) {{\n{}{}{}}}\n",
                      op_->getName().getStringRef().str(), loc, description_, symbol_, args_,
                      constants_, body_);
@@ -304,11 +301,9 @@ bool hasCppKernel(mlir::Operation* op) {
 
 std::string emitCppKernel(mlir::Operation* op, llvm::StringRef symbol) {
   if (!hasCppKernel(op)) {
-    std::string loc;
-    llvm::raw_string_ostream os(loc);
-    op->getLoc().print(os);
     throw std::invalid_argument(fmt::format("the C++ emitter has no kernel for '{}' at {}",
-                                            op->getName().getStringRef().str(), loc));
+                                            op->getName().getStringRef().str(),
+                                            locationString(op->getLoc())));
   }
   cppgen::KernelWriter writer(op, symbol.str());
   bool empty = op->getNumResults() > 0;

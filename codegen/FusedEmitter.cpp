@@ -8,6 +8,7 @@
 #include "codegen/FusedEmitter.h"
 
 #include "compiler/RowLocal.h"
+#include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -18,13 +19,6 @@
 
 namespace tessel {
 namespace {
-
-std::string locString(mlir::Location loc) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  loc.print(os);
-  return s;
-}
 
 std::string num(double v) { return fmt::format("{:.17g}", v); }
 
@@ -62,7 +56,7 @@ class Emitter {
 };
 
 void Emitter::member(mlir::Operation* m) {
-  body_ += fmt::format("      // {} at {}\n", m->getName().getStringRef().str(), locString(m->getLoc()));
+  body_ += fmt::format("      // {} at {}\n", m->getName().getStringRef().str(), locationString(m->getLoc()));
   llvm::TypeSwitch<mlir::Operation*>(m)
       .Case([&](AddOp o) { elementwise(o, at(o.getLhs()) + " + " + at(o.getRhs())); })
       .Case([&](SubOp o) { elementwise(o, at(o.getLhs()) + " - " + at(o.getRhs())); })
@@ -157,7 +151,7 @@ void Emitter::member(mlir::Operation* m) {
       .Default([&](mlir::Operation* other) {
         throw std::invalid_argument(fmt::format("'{}' at {} is not row-local and cannot be fused",
                                                 other->getName().getStringRef().str(),
-                                                locString(other->getLoc())));
+                                                locationString(other->getLoc())));
       });
 }
 
@@ -169,7 +163,7 @@ std::string Emitter::emit(llvm::StringRef symbol) {
   llvm::DenseMap<mlir::Value, int> outIndex;
   for (auto [k, v] : llvm::enumerate(yield.getValues())) {
     decls += fmt::format("  float* out{0} = (float*)args[{0}];  // {1}\n", k,
-                         locString(op_.getResult(k).getLoc()));
+                         locationString(op_.getResult(k).getLoc()));
     outIndex.try_emplace(v, static_cast<int>(k));
   }
   size_t nOut = yield.getValues().size();
@@ -221,7 +215,7 @@ std::string Emitter::emit(llvm::StringRef symbol) {
       "    }}\n"
       "  }}\n"
       "}}\n",
-      locString(op_.getLoc()), rows_, c_, symbol.str(), decls, scratch, rowSetup, body_);
+      locationString(op_.getLoc()), rows_, c_, symbol.str(), decls, scratch, rowSetup, body_);
 }
 
 }  // namespace
@@ -240,7 +234,7 @@ std::string emitFusedCppKernel(FusedOp op, llvm::StringRef symbol) {
     if (!s || (shape && *s != *shape))
       throw std::invalid_argument(fmt::format("'{}' at {} is not row-local in the group's shape",
                                               m.getName().getStringRef().str(),
-                                              locString(m.getLoc())));
+                                              locationString(m.getLoc())));
     shape = s;
   }
   if (!shape) throw std::invalid_argument("an empty tessel.fused region has nothing to emit");

@@ -16,6 +16,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/FusedEmitter.h"
 #include "codegen/MemoryPlan.h"
+#include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -27,13 +28,6 @@
 
 namespace tessel {
 namespace {
-
-std::string locString(mlir::Location loc) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  loc.print(os);
-  return s;
-}
 
 std::vector<int64_t> shapeOf(mlir::Value v) {
   auto s = mlir::cast<mlir::RankedTensorType>(v.getType()).getShape();
@@ -78,7 +72,7 @@ class Lowerer {
     b.dtype = dtypeOf(v);
     b.shape = shapeOf(v);
     b.kind = rt::BufferKind::Temp;
-    if (mlir::Operation* def = v.getDefiningOp()) b.location = locString(def->getLoc());
+    if (mlir::Operation* def = v.getDefiningOp()) b.location = locationString(def->getLoc());
     int id = addBuffer(std::move(b));
     live_[id] = {static_cast<int64_t>(step), static_cast<int64_t>(step)};
     temps_.push_back(id);
@@ -156,7 +150,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
           b.init = p.getInit().str();
           if (auto s = p.getStd()) b.stddev = s->convertToDouble();
         }
-        b.location = locString(p.getLoc());
+        b.location = locationString(p.getLoc());
         it = persistent_.emplace(name, addBuffer(std::move(b))).first;
       }
       buffer[p.getResult()] = it->second;
@@ -211,13 +205,13 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
         g.strideA = g.m * g.k;
         g.strideC = g.m * g.n;
       }
-      g.location = locString(op->getLoc());
+      g.location = locationString(op->getLoc());
       fn.steps.push_back(g);
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
       std::vector<int> in = operandIds();
       rt::KernelStep k;
       k.symbol = kernelSymbol(op);
-      k.location = locString(op->getLoc());
+      k.location = locationString(op->getLoc());
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
       fn.steps.push_back(std::move(k));

@@ -6,6 +6,7 @@
 // Kernel errors (ref::ShapeError) are rethrown as InterpreterError with the op's location.
 #include "compiler/Interpreter.h"
 
+#include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -17,10 +18,8 @@ namespace tessel {
 namespace {
 
 std::string describe(mlir::Operation* op) {
-  std::string loc;
-  llvm::raw_string_ostream os(loc);
-  op->getLoc().print(os);
-  return fmt::format("'{}' at {}", op->getName().getStringRef().str(), loc);
+  return fmt::format("'{}' at {}", op->getName().getStringRef().str(),
+                     locationString(op->getLoc()));
 }
 
 std::vector<int64_t> shapeOf(mlir::Type type) {

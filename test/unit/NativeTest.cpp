@@ -40,6 +40,19 @@ tessel::NativeOptions options() {
           .seed = 5};
 }
 
+/// The executor's parameters and optimizer state as f64 reference tensors, by name.
+std::map<std::string, tessel::ref::Tensor> stateOf(const tessel::Program& program,
+                                                   tessel::rt::Executor& ex) {
+  std::map<std::string, tessel::ref::Tensor> state;
+  for (const tessel::ParameterSpec& p : program.state()) {
+    const float* d = ex.data(ex.bufferId(p.name));
+    int64_t n = 1;
+    for (int64_t s : p.shape) n *= s;
+    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
+  }
+  return state;
+}
+
 /// Max |a - b| / (max |b| over the tensor): a scale-aware error for f32 kernels against f64.
 double relError(const float* a, const tessel::ref::Tensor& b) {
   double err = 0, scale = 1e-30;
@@ -66,13 +79,7 @@ TEST(Native, GradientsMatchTheReference) {
   tessel::rt::Executor& ex = native.executor();
 
   // The same initial values on both sides: the reference takes the native f32 parameters.
-  std::map<std::string, tessel::ref::Tensor> state;
-  for (const tessel::ParameterSpec& p : program.state()) {
-    const float* d = ex.data(ex.bufferId(p.name));
-    int64_t n = 1;
-    for (int64_t s : p.shape) n *= s;
-    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
-  }
+  std::map<std::string, tessel::ref::Tensor> state = stateOf(program, ex);
   std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, f.refInputs());
 
   f.feed(ex, "train_step");
@@ -95,13 +102,7 @@ TEST(Native, AdamWStepMatchesTheReference) {
   tessel::NativeProgram native = program.native(options());
   tessel::rt::Executor& ex = native.executor();
 
-  std::map<std::string, tessel::ref::Tensor> state;
-  for (const tessel::ParameterSpec& p : program.state()) {
-    const float* d = ex.data(ex.bufferId(p.name));
-    int64_t n = 1;
-    for (int64_t s : p.shape) n *= s;
-    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
-  }
+  std::map<std::string, tessel::ref::Tensor> state = stateOf(program, ex);
   // lr, beta1, beta2, eps, weight_decay, step, max_grad_norm: a clipping threshold below the
   // gradient norm so the clip path is exercised.
   std::vector<double> hyper{1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0.5};
