@@ -58,6 +58,14 @@ struct Group {
   int64_t outStride;
 };
 
+/// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
+
+/// Drops size-1 groups and merges neighbours with the same flag whose input strides nest
+/// (the outer stride equals the inner stride times the inner size). Output strides are then
+/// recomputed row-major over the groups whose flag is `outFlag` (the ones the output has).
+std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag);
+
 /// Code that splits the flat index `index` (an int64_t expression) over the sizes of
 /// `groups` (row-major, last fastest) and adds each coordinate times the group's inStride to
 /// `inOffset` and times its outStride to `outOffset` (either name may be empty to skip it).

@@ -12,8 +12,6 @@
 
 namespace tessel::cppgen {
 
-namespace {
-
 /// Row-major strides of `shape`.
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
   std::vector<int64_t> s(shape.size(), 1);
@@ -43,6 +41,8 @@ std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag) {
   }
   return out;
 }
+
+namespace {
 
 std::vector<Group> select(const std::vector<Group>& groups, bool flag, size_t end) {
   std::vector<Group> out;

@@ -7,6 +7,8 @@
 //    element 0 of scalars) and writes its results' rows.
 #include "codegen/FusedEmitter.h"
 
+#include "codegen/CppEmitterInternal.h"
+
 #include "compiler/RowLocal.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
@@ -20,7 +22,6 @@
 namespace tessel {
 namespace {
 
-std::string num(double v) { return fmt::format("{:.17g}", v); }
 
 class Emitter {
  public:
@@ -62,7 +63,7 @@ void Emitter::member(mlir::Operation* m) {
       .Case([&](SubOp o) { elementwise(o, at(o.getLhs()) + " - " + at(o.getRhs())); })
       .Case([&](MulOp o) { elementwise(o, at(o.getLhs()) + " * " + at(o.getRhs())); })
       .Case([&](ScaleOp o) {
-        elementwise(o, fmt::format("{} * {}f", at(o.getInput()), num(o.getFactor().convertToDouble())));
+        elementwise(o, fmt::format("{} * {}", at(o.getInput()), cppgen::floatLit(o.getFactor().convertToDouble())));
       })
       .Case([&](GeluOp o) { elementwise(o, fmt::format("tessel_gelu({})", at(o.getInput()))); })
       .Case([&](ReluOp o) { elementwise(o, fmt::format("{0} > 0.0f ? {0} : 0.0f", at(o.getInput()))); })
@@ -106,11 +107,11 @@ void Emitter::member(mlir::Operation* m) {
             "        float var = 0.0f;\n"
             "        #pragma omp simd reduction(+ : var)\n"
             "        for (int64_t c = 0; c < C; ++c) var += (x[c] - mean) * (x[c] - mean);\n"
-            "        const float rstd = 1.0f / sqrtf(var / (float)C + {4}f);\n"
+            "        const float rstd = 1.0f / sqrtf(var / (float)C + {4});\n"
             "        #pragma omp simd\n"
             "        for (int64_t c = 0; c < C; ++c) {3}[c] = (x[c] - mean) * rstd * {1}[c] + {2}[c]; }}\n",
             row(o.getInput()), row(o.getGamma()), row(o.getBeta()), row(o.getResult()),
-            num(o.getEpsilon().convertToDouble()));
+            cppgen::floatLit(o.getEpsilon().convertToDouble()));
       })
       .Case([&](AdamWOp o) {
         // torch.optim.AdamW (single tensor): decay, moments, bias-corrected step.

@@ -2,6 +2,7 @@
 #include "codegen/HostCompiler.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <optional>
 #include <algorithm>
 #include <sstream>
 
@@ -40,6 +42,44 @@ int run(const std::string& command, std::string& output) {
   while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
   int status = pclose(pipe);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/// The bytes of a file, or nullopt if it cannot be read.
+std::optional<std::string> readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// "size hash" of a library, stored beside it: a cached object is loaded only if it still
+/// matches (a truncated or damaged .so would crash dlopen or the first call, not fail).
+std::string checksum(const std::string& bytes) {
+  return fmt::format("{} {:016x}\n", bytes.size(), fnv1a(14695981039346656037ull, bytes));
+}
+
+/// The CPU's feature flags: with -march=native the object is only valid on CPUs like this one,
+/// so they are part of the cache key (a cache shared across machines stays correct).
+std::string cpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) return line;
+  return "";
+}
+
+/// Writes `bytes` to `path` through a temporary file, fsync and rename.
+bool writeAtomically(const fs::path& path, const std::string& bytes) {
+  fs::path tmp = path.string() + fmt::format(".{}.tmp", getpid());
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return false;
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0 &&
+            fsync(fileno(f)) == 0;
+  ok = (std::fclose(f) == 0) && ok;
+  std::error_code ec;
+  if (ok) fs::rename(tmp, path, ec);
+  if (!ok || ec) fs::remove(tmp, ec);
+  return ok && !ec;
 }
 
 }  // namespace
@@ -113,6 +153,7 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   std::string flags;
   for (const std::string& f : options.flags) flags += " " + f;
   uint64_t key = fnv1a(fnv1a(fnv1a(14695981039346656037ull, options.compiler), flags), source);
+  if (flags.find("native") != std::string::npos) key = fnv1a(key, cpuFlags());
   fs::path dir = kernelCacheDir(options);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -120,7 +161,15 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
     throw HostCompileError(fmt::format("cannot create kernel cache '{}': {}", dir.string(),
                                        ec.message()));
   fs::path lib = dir / fmt::format("k{:016x}.so", key);
+  fs::path sum = dir / fmt::format("k{:016x}.sum", key);
   KernelLibrary out;
+  if (fs::exists(lib)) {
+    std::optional<std::string> bytes = readFile(lib), expected = readFile(sum);
+    if (!bytes || !expected || checksum(*bytes) != *expected) {
+      fs::remove(lib, ec);  // damaged or unverifiable: rebuild it
+      fs::remove(sum, ec);
+    }
+  }
   if (!fs::exists(lib)) {
     // Unique temporary names, so concurrent processes (e.g. MPI ranks) never clash.
     std::string tag = fmt::format("{:016x}.{}", key, getpid());
@@ -142,6 +191,17 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
           src.string(), log, explainCompileLog(source, src.filename().string(), log)));
     }
     fs::remove(src, ec);
+    // The checksum goes first and the library is renamed last, both after fsync, so a crash
+    // at any point leaves either no library or one that verifies.
+    std::optional<std::string> built = readFile(tmp);
+    if (!built || !writeAtomically(sum, checksum(*built))) {
+      fs::remove(tmp, ec);
+      throw HostCompileError(fmt::format("cannot write the checksum '{}'", sum.string()));
+    }
+    if (int fd = ::open(tmp.c_str(), O_RDONLY); fd >= 0) {
+      ::fsync(fd);
+      ::close(fd);
+    }
     fs::rename(tmp, lib, ec);
     if (ec)
       throw HostCompileError(fmt::format("cannot move '{}' into the cache: {}", tmp.string(),

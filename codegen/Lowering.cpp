@@ -24,6 +24,7 @@
 
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace tessel {
@@ -133,6 +134,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   llvm::DenseMap<mlir::Operation*, size_t> index;
   for (size_t i = 0; i < ops.size(); ++i) index[ops[i]] = i;
   std::map<std::string, size_t> lastRead;
+  std::set<std::string> assigned;
   std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
 
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -177,6 +179,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       }
       for (int id : fn.outputs) use(id, ops.size() + 1);  // results outlive every step
     } else if (auto a = mlir::dyn_cast<AssignOp>(op)) {
+      if (!assigned.insert(a.getName().str()).second)
+        return a.emitOpError() << "assigns \"" << a.getName() << "\" a second time";
       int src = buffer.at(a.getValue()), dst = persistent_.at(a.getName().str());
       size_t after = std::max(i, lastRead[a.getName().str()]);
       pendingCopies[after].emplace_back(src, dst);

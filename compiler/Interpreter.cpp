@@ -13,6 +13,7 @@
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <fmt/format.h>
+#include <set>
 
 namespace tessel {
 namespace {
@@ -154,6 +155,7 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
                                        func.getSymName().str(), body.getNumArguments(),
                                        args.size()));
   llvm::DenseMap<mlir::Value, ref::Tensor> values;
+  std::set<std::string> assignedHere;
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
     std::vector<int64_t> want = shapeOf(arg.getType());
     if (args[i].shape != want)
@@ -173,6 +175,9 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
         throw InterpreterError(fmt::format("{} writes state, but the caller collects no "
                                            "assignments",
                                            describe(&op)));
+      if (!assignedHere.insert(assign.getName().str()).second)
+        throw InterpreterError(fmt::format("{} assigns '{}' a second time", describe(&op),
+                                           assign.getName().str()));
       (*assigned)[assign.getName().str()] = values.at(assign.getValue());
       continue;
     }

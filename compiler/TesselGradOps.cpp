@@ -69,19 +69,30 @@ LogicalResult CrossEntropyGradOp::verify() {
 LogicalResult AssignOp::verify() {
   auto func = (*this)->getParentOfType<func::FuncOp>();
   if (!func) return emitOpError() << "must be inside a function";
+  // Parameters open the body (the DSL and the optimizer put them there), so the leading run
+  // of tessel.param ops is searched first; the whole body only if that fails. This keeps
+  // verification linear in practice (assigning every parameter is O(params^2) only in the
+  // number of parameters, not in the op count). Assigning a name twice is diagnosed by the
+  // interpreter and the lowering, which see every assignment in one pass.
   ParamOp target;
-  func.walk([&](ParamOp p) {
-    if (p.getName() == getName()) target = p;
-  });
+  for (Operation& op : func.getBody().front()) {
+    auto p = dyn_cast<ParamOp>(op);
+    if (!p) break;
+    if (p.getName() == getName()) {
+      target = p;
+      break;
+    }
+  }
+  if (!target)
+    func.walk([&](ParamOp p) {
+      if (p.getName() == getName()) target = p;
+    });
   if (!target)
     return emitOpError() << "assigns \"" << getName()
                          << "\", which no tessel.param in the function declares";
   if (target.getType() != getValue().getType())
     return emitOpError() << "value type " << getValue().getType() << " differs from \""
                          << getName() << "\"'s type " << target.getType();
-  for (Operation* op = (*this)->getPrevNode(); op; op = op->getPrevNode())
-    if (auto other = dyn_cast<AssignOp>(op); other && other.getName() == getName())
-      return emitOpError() << "assigns \"" << getName() << "\" a second time";
   return success();
 }
 

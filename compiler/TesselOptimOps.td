@@ -16,7 +16,8 @@ def Tessel_AssignOp : Tessel_Op<"assign"> {
     Stores `value` as the new value of the `tessel.param` called `name` in the same
     function, whose type it must have. Every `tessel.param` read in a function sees the
     value from before the call; assignments take effect when the function returns, and each
-    name is assigned at most once per function.
+    name is assigned at most once per function (checked by the interpreter and the lowering,
+    which see all assignments at once).
 
     Example:
 

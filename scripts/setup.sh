@@ -10,6 +10,7 @@ PACKAGES=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   # libraries
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev
+  libopenblas0-openmp
   # test oracle (CPU PyTorch for the system interpreter) and data
   python3-torch python3-numpy fortunes dataset-fashion-mnist
 )

@@ -3,6 +3,7 @@
 
 #include "runtime/Init.h"
 
+#include <cmath>
 #include <fmt/format.h>
 #include <iostream>
 
@@ -11,21 +12,34 @@ namespace tessel::trainer {
 namespace {
 /// A size flag: an integer in [1, max]. CLI11 reports a non-number as "could not convert"
 /// and an out-of-range value with the range, so no value wraps or saturates silently.
-CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const char* help,
-                      int64_t max) {
-  return app.add_option(name, value, help)->capture_default_str()->check(CLI::Range(int64_t{1}, max));
+CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const std::string& help,
+                      int64_t max, int64_t min = 1) {
+  return app.add_option(name, value, help)->capture_default_str()->check(CLI::Range(min, max));
 }
 }  // namespace
 
+const CLI::Validator& finiteNumber() {
+  static const CLI::Validator check(
+      [](std::string& s) {
+        try {
+          return std::isfinite(std::stod(s)) ? std::string() : std::string("must be finite");
+        } catch (const std::exception&) {
+          return std::string("is not a number");
+        }
+      },
+      "FINITE");
+  return check;
+}
+
 void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
-                    const std::string& dataHelp) {
+                    const std::string& dataHelp, int64_t minSteps, const std::string& stepsHelp) {
   f.data = defaultData;
   app.add_option("--data", f.data, dataHelp)->capture_default_str();
   app.add_option("--dump-ir", f.dumpIr, "write the IR after every pipeline stage into this folder")
       ->type_name("DIR");
   app.add_option("--seed", f.seed, "seed of parameter init and batch sampling")
       ->capture_default_str()->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
-  sizeFlag(app, "--steps", f.steps, "number of batches to run", int64_t{1} << 40);
+  sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
 }
 

@@ -26,9 +26,14 @@ struct Flags {
 };
 
 /// Registers --data, --dump-ir, --seed, --steps and --batch on `app`, with `defaultData`
-/// as the default of --data and `dataHelp` as its description.
+/// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest
+/// --steps value (0 where the example gives 0 a meaning).
 void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,
-                    const std::string& dataHelp);
+                    const std::string& dataHelp, int64_t minSteps = 1,
+                    const std::string& stepsHelp = "number of training steps");
+
+/// A CLI11 check that rejects NaN, infinities and non-numbers (CLI11's ranges let NaN through).
+const CLI::Validator& finiteNumber();
 
 /// Registers --layers, --channels, --heads and --seq.
 void addTransformerFlags(CLI::App& app, Flags& flags);

@@ -1,6 +1,8 @@
 // Sampling from a byte-level language model; see Sampling.h.
 #include "dsl/trainer/Sampling.h"
 
+#include "dsl/trainer/Flags.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,7 +13,7 @@ void addSampleFlags(CLI::App& app, SampleOptions& o) {
   app.add_option("--sample-bytes", o.bytes, "bytes to sample after training (0: none)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_option("--temperature", o.temperature, "sampling temperature")
-      ->capture_default_str()->check(CLI::Range(1e-3, 100.0));
+      ->capture_default_str()->check(finiteNumber())->check(CLI::Range(1e-3, 100.0));
   app.add_option("--top-k", o.topK, "sample among the k most likely bytes (0: all)")
       ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
 }

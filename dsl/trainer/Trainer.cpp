@@ -17,9 +17,10 @@ namespace tessel::trainer {
 double learningRate(const TrainOptions& o, int64_t step) {
   if (o.warmup > 0 && step <= o.warmup)
     return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup);
-  if (o.schedule == "constant" || o.steps <= o.warmup) return o.lr;
-  // Cosine from lr at the end of warmup to minLrRatio * lr at the last step.
-  double progress = static_cast<double>(step - o.warmup) / static_cast<double>(o.steps - o.warmup);
+  if (o.schedule == "constant" || o.steps <= o.warmup + 1) return o.lr;
+  // Cosine from lr at the first step after warmup to minLrRatio * lr at the last step.
+  double progress =
+      static_cast<double>(step - o.warmup - 1) / static_cast<double>(o.steps - o.warmup - 1);
   double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(1.0, progress)));
   return o.lr * (o.minLrRatio + (1.0 - o.minLrRatio) * cosine);
 }
@@ -91,32 +92,36 @@ std::vector<StepStats> train(NativeProgram& native, const Program& program, cons
     auto t1 = std::chrono::steady_clock::now();
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
     s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
-    if ((o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps)
-      s.valLoss = evaluate(native, o.evalBatches, valBatch);
+    bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
+    if (evaluated) s.valLoss = evaluate(native, o.evalBatches, valBatch);
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
     fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
                step, o.steps, s.loss,
-               s.valLoss >= 0 ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
+               evaluated ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
                s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
     std::fflush(stdout);
     if (log) {
       nlohmann::json j{{"step", step},         {"loss", s.loss},
                        {"lr", s.lr},           {"grad_norm", s.gradNorm},
                        {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};
-      if (s.valLoss >= 0) j["val_loss"] = s.valLoss;
+      if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
       log << j.dump() << "\n" << std::flush;
     }
     if (!std::isfinite(s.loss))
       throw std::runtime_error(fmt::format(
-          "the loss became {} at step {}; lower --lr or enable --grad-clip", s.loss, step));
+          "the loss became {} at step {} (learning rate {:.3g}); lower --lr{}",
+          std::isnan(s.loss) ? "NaN" : "infinite", step, s.lr,
+          std::isfinite(clip) ? "" : " or set --grad-clip"));
     stats.push_back(s);
   }
   return stats;
 }
 
+
 void addTrainFlags(CLI::App& app, TrainOptions& o) {
-  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(finiteNumber())
+      ->check(CLI::PositiveNumber);
   app.add_option("--warmup", o.warmup, "linear warmup steps")->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--schedule", o.schedule, "after warmup: cosine (to 0.1 lr) or constant")
@@ -124,9 +129,9 @@ void addTrainFlags(CLI::App& app, TrainOptions& o) {
   app.add_option("--optimizer", o.optimizer, "adamw or sgd (with momentum 0.9)")
       ->capture_default_str()->check(CLI::IsMember({"adamw", "sgd"}));
   app.add_option("--weight-decay", o.weightDecay, "decoupled weight decay of matrices")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
   app.add_option("--grad-clip", o.gradClip, "global gradient-norm threshold (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
   app.add_option("--eval-every", o.evalEvery, "validate every N steps (0: at the end)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   app.add_option("--eval-batches", o.evalBatches, "batches per validation")

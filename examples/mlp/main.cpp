@@ -36,9 +36,8 @@ int main(int argc, char** argv) {
   flags.batch = 64;
   flags.steps = 0;
   tessel::trainer::addCommonFlags(app, flags, "/usr/share/datasets/fashion-mnist",
-                                  "folder with Fashion-MNIST's {train,t10k}-*-idx*-ubyte.gz");
-  app.get_option("--steps")->check(CLI::NonNegativeNumber)->description(
-      "training steps (0: one epoch)");
+                                  "folder with Fashion-MNIST's {train,t10k}-*-idx*-ubyte.gz",
+                                  /*minSteps=*/0, "training steps (0: one epoch)");
   mlp::Config cfg;
   app.add_option("--hidden", cfg.hidden, "hidden width")->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -52,6 +51,10 @@ int main(int argc, char** argv) {
     tessel::ImageDataset trainSet = tessel::readFashionMnist(flags.data, tessel::Split::Train);
     tessel::ImageDataset test = tessel::readFashionMnist(flags.data, tessel::Split::Val);
     cfg.pixels = test.pixels();
+    if (flags.batch > test.count || flags.batch > trainSet.count)
+      throw std::runtime_error(fmt::format(
+          "--batch {} is larger than the data: {} training and {} test images", flags.batch,
+          trainSet.count, test.count));
     mlp::Mlp model(cfg);
     mlp::build(model, flags.batch);
     tessel::Program program =

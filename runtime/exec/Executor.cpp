@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <chrono>
+#include <unistd.h>
 #include <cstring>
 #include <stdexcept>
 
@@ -84,6 +85,16 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
   size_t persistentBytes = 0;
   for (const Buffer& b : program_.buffers)
     if (b.kind != BufferKind::Temp) persistentBytes += roundUp(b.bytes());
+  // Check the total against the machine before touching any memory: a plan that cannot fit
+  // is an error with numbers, not a kill by the OOM killer halfway through zero-filling.
+  const double total = static_cast<double>(persistentBytes) + static_cast<double>(program_.arenaBytes());
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  if (physical > 0 && total > physical)
+    throw std::runtime_error(fmt::format(
+        "the program needs {:.2f} GiB ({:.2f} GiB of parameters, state and inputs, {:.2f} GiB of "
+        "planned arena) but this machine has {:.2f} GiB of memory; reduce the model or the batch",
+        total / (1 << 30), static_cast<double>(persistentBytes) / (1 << 30),
+        static_cast<double>(program_.arenaBytes()) / (1 << 30), physical / (1 << 30)));
   persistent_ = allocate(persistentBytes, "parameters, state and inputs");
   arena_ = allocate(static_cast<size_t>(program_.arenaBytes()), "arena");
   size_t next = 0;

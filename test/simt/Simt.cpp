@@ -29,6 +29,7 @@ struct Fiber {
   bool done = false;
   float fvalue = 0;
   int ivalue = 0;
+  double dvalue = 0;
 };
 
 struct Block {
@@ -94,6 +95,9 @@ float shuffle(float value, const std::function<int(int)>& source) {
 }
 int shuffle(int value, const std::function<int(int)>& source) {
   return shuffleImpl(value, source, &Fiber::ivalue);
+}
+double shuffle(double value, const std::function<int(int)>& source) {
+  return shuffleImpl(value, source, &Fiber::dvalue);
 }
 
 void launch(dim3 grid, dim3 block, const std::function<void()>& body) {

@@ -11,9 +11,11 @@
 // up deterministically instead of by luck.
 //
 // Modelled: threadIdx, blockIdx, blockDim, gridDim, warpSize, __syncthreads,
-// __shfl_sync/__shfl_xor_sync/__shfl_down_sync/__shfl_up_sync, __shared__, atomicAdd on
-// float and int (blocks run one at a time, so plain adds are atomic), __ldg, the math
-// functions CUDA and C++ share, and __nv_bfloat16 with its conversions. Not modelled (kernels
+// __shfl_sync/__shfl_xor_sync/__shfl_down_sync/__shfl_up_sync (float, int, double),
+// __shared__, atomicAdd on float, int and unsigned (blocks run one at a time, so plain adds
+// are atomic), __threadfence (a no-op: one OS thread sees every write), __ldg, float4/int4
+// with make_float4/make_int4 (16-byte aligned, as in CUDA), the math functions CUDA and C++
+// share, and __nv_bfloat16 with its conversions. Not modelled (kernels
 // using them run only on a GPU): tensor-core instructions (wmma/wgmma), TMA, clusters,
 // cooperative groups, asynchronous copies.
 #pragma once
@@ -49,6 +51,7 @@ void syncthreads();
 /// full mask).
 float shuffle(float value, const std::function<int(int lane)>& source);
 int shuffle(int value, const std::function<int(int lane)>& source);
+double shuffle(double value, const std::function<int(int lane)>& source);
 
 /// Runs `body` once per thread of each block of `grid` x `block` (blocks in order, threads as
 /// fibers). Throws std::runtime_error if the threads of a block deadlock (some wait at a
@@ -103,6 +106,18 @@ inline T __shfl_sync(unsigned, T v, int srcLane, int width = 32) {
 
 inline float atomicAdd(float* p, float v) { float old = *p; *p += v; return old; }
 inline int atomicAdd(int* p, int v) { int old = *p; *p += v; return old; }
+inline unsigned atomicAdd(unsigned* p, unsigned v) { unsigned old = *p; *p += v; return old; }
+inline void __threadfence() {}
+
+/// CUDA's 16-byte vector types (128-bit loads and stores).
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
 template <typename T>
 inline T __ldg(const T* p) { return *p; }
 inline float __expf(float x) { return std::exp(x); }

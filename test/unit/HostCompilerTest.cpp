@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -36,6 +40,47 @@ TEST(HostCompiler, RealCompilerFailureCarriesTheExplanation) {
     EXPECT_NE(what.find("in the kernel of tessel.add at loc(\"model.h\":3:4)"), std::string::npos)
         << what;
   }
+}
+
+// A damaged cached object (truncated, or overwritten in the middle) is detected by its
+// checksum and rebuilt, instead of crashing dlopen or the first kernel call. Each load runs
+// in a child process, as separate runs would: a loaded library stays mapped (RTLD_NODELETE),
+// so damaging it under a process that has it loaded is not the case under test.
+TEST(HostCompiler, DamagedCacheEntriesAreRebuilt) {
+  const std::string good = "extern \"C\" int seven() { return 7; }\n";
+  tessel::HostCompileOptions o;
+  o.cacheDir = (std::filesystem::path(testing::TempDir()) / "tessel-hostcc-damage").string();
+  std::filesystem::remove_all(o.cacheDir);
+  // Exit code of a child that loads the library: 10 + compiled(), or 1 if seven() != 7.
+  auto load = [&]() {
+    pid_t pid = fork();
+    if (pid == 0) {
+      tessel::KernelLibrary lib = tessel::buildKernelLibrary(good, o);
+      int v = reinterpret_cast<int (*)()>(lib.symbol("seven"))();
+      _exit(v == 7 ? 10 + static_cast<int>(lib.compiled()) : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  EXPECT_EQ(load(), 11);  // compiled
+  EXPECT_EQ(load(), 10);  // a cache hit
+  std::filesystem::path so;
+  for (const auto& e : std::filesystem::directory_iterator(o.cacheDir))
+    if (e.path().extension() == ".so") so = e.path();
+  ASSERT_FALSE(so.empty());
+  std::filesystem::resize_file(so, std::filesystem::file_size(so) / 2);  // truncated
+  EXPECT_EQ(load(), 11);
+  {
+    std::fstream f(so, std::ios::in | std::ios::out | std::ios::binary);  // garbled in the middle
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(so) / 2));
+    std::string garbage(256, '\xab');
+    f.write(garbage.data(), static_cast<std::streamsize>(garbage.size()));
+  }
+  EXPECT_EQ(load(), 11);
+  std::filesystem::remove(so.string().substr(0, so.string().size() - 3) + ".sum");  // no checksum
+  EXPECT_EQ(load(), 11);
+  EXPECT_EQ(load(), 10);
 }
 
 }  // namespace

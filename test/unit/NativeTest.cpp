@@ -137,6 +137,28 @@ TEST(Native, AdamWStepMatchesTheReference) {
   }
 }
 
+// Every form of constant the fused emitter writes compiles and computes the right thing:
+// whole numbers (a literal "2f" would not compile), tiny and negative factors, an epsilon.
+TEST(Native, FusedConstantsOfEveryFormCompile) {
+  struct M : tessel::Model {
+    tessel::LayerNorm ln{this, "ln", 8, /*eps=*/1.0};
+  } m;
+  tessel::Tensor x = m.input("x", {3, 8});
+  tessel::Tensor y = tessel::scale(tessel::scale(m.ln(x), 2.0), -1e-30) * 1.0;
+  m.set_loss(tessel::reduce_sum(tessel::scale(y, 1e30), {0, 1}));
+  tessel::Program p = m.compile({.train = false});
+  tessel::NativeProgram native = p.native(options());
+  std::vector<float> input(24);
+  for (size_t i = 0; i < input.size(); ++i) input[i] = static_cast<float>(i % 5) - 2.0f;
+  native.executor().setInput("forward", 0, input.data(), input.size() * sizeof(float));
+  native.executor().run("forward");
+  std::map<std::string, tessel::ref::Tensor> params = stateOf(p, native.executor());
+  double want = p.run_reference(params, {tessel::ref::Tensor({3, 8}, std::vector<double>(
+                                                                         input.begin(), input.end()))})[0]
+                    .data[0];
+  EXPECT_NEAR(native.executor().outputs("forward")[0].value(), want, 1e-4 + 1e-5 * std::abs(want));
+}
+
 struct WithUnused : tessel::Model {
   tessel::Linear used{this, "used", 4, 4};
   tessel::Linear unused{this, "unused", 4, 4};

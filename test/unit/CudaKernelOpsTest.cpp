@@ -1,0 +1,228 @@
+// Every op the CUDA emitter supports, at the awkward sizes the models do not reach (1, 7, 33,
+// rows of 1000 to 50257, shapes no 16-byte vector divides, empty results, i32 layouts, reductions
+// over inner dimensions, transposes that move the contiguous dimension, several chunks of
+// layer_norm_grad rows, fused regions with chained row reductions), through NVRTC and
+// through the SIMT harness against the C++ kernels; the elementwise and layout kernels also
+// with pointers that are not 16-byte aligned, so their scalar fallbacks run too.
+//
+// The one-op functions come from the C++ emitter's test cases (CppEmitterCases.h); only
+// their IR is used here: inputs and tolerances are this test's (CudaKernelsTestUtil.h).
+#include "test/unit/CppEmitterCases.h"
+#include "test/unit/CudaKernelsTestUtil.h"
+
+#include <set>
+
+namespace tessel::cudatest {
+namespace {
+
+using cpptest::Shape;
+
+/// Fused regions, written out: a causal softmax after a scale (the attention pattern), a
+/// residual add and layer norm on odd rows, softmax_grad then scale, a layer norm feeding a
+/// softmax (a reduction of a reduction's output), and an elementwise region whose rows no
+/// 16-byte vector divides, with a suffix-broadcast operand and a scalar.
+const char* kFused = R"mlir(
+func.func @fused_scale_softmax_causal(%a0: tensor<2x3x33x33xf32>) -> tensor<2x3x33x33xf32> {
+  %r = tessel.fused (%a0) : (tensor<2x3x33x33xf32>) -> tensor<2x3x33x33xf32> {
+  ^bb0(%x: tensor<2x3x33x33xf32>):
+    %s = tessel.scale %x, 2.500000e-01 : tensor<2x3x33x33xf32>
+    %p = tessel.softmax %s causal : tensor<2x3x33x33xf32>
+    tessel.yield %p : tensor<2x3x33x33xf32>
+  }
+  return %r : tensor<2x3x33x33xf32>
+}
+func.func @fused_add_layer_norm(%a0: tensor<7x33xf32>, %a1: tensor<33xf32>, %a2: tensor<33xf32>, %a3: tensor<33xf32>) -> (tensor<7x33xf32>, tensor<7x33xf32>) {
+  %r:2 = tessel.fused (%a0, %a1, %a2, %a3) : (tensor<7x33xf32>, tensor<33xf32>, tensor<33xf32>, tensor<33xf32>) -> (tensor<7x33xf32>, tensor<7x33xf32>) {
+  ^bb0(%x: tensor<7x33xf32>, %b: tensor<33xf32>, %g: tensor<33xf32>, %be: tensor<33xf32>):
+    %s = tessel.add %x, %b : (tensor<7x33xf32>, tensor<33xf32>) -> tensor<7x33xf32>
+    %n = tessel.layer_norm %s, %g, %be : (tensor<7x33xf32>, tensor<33xf32>, tensor<33xf32>) -> tensor<7x33xf32>
+    tessel.yield %s, %n : tensor<7x33xf32>, tensor<7x33xf32>
+  }
+  return %r#0, %r#1 : tensor<7x33xf32>, tensor<7x33xf32>
+}
+func.func @fused_add_layer_norm_wide(%a0: tensor<2x8192xf32>, %a1: tensor<8192xf32>, %a2: tensor<8192xf32>, %a3: tensor<8192xf32>) -> tensor<2x8192xf32> {
+  %r = tessel.fused (%a0, %a1, %a2, %a3) : (tensor<2x8192xf32>, tensor<8192xf32>, tensor<8192xf32>, tensor<8192xf32>) -> tensor<2x8192xf32> {
+  ^bb0(%x: tensor<2x8192xf32>, %b: tensor<8192xf32>, %g: tensor<8192xf32>, %be: tensor<8192xf32>):
+    %s = tessel.add %x, %b : (tensor<2x8192xf32>, tensor<8192xf32>) -> tensor<2x8192xf32>
+    %n = tessel.layer_norm %s, %g, %be : (tensor<2x8192xf32>, tensor<8192xf32>, tensor<8192xf32>) -> tensor<2x8192xf32>
+    %p = tessel.softmax %n : tensor<2x8192xf32>
+    tessel.yield %p : tensor<2x8192xf32>
+  }
+  return %r : tensor<2x8192xf32>
+}
+func.func @fused_softmax_grad_scale(%a0: tensor<5x700xf32>, %a1: tensor<5x700xf32>) -> tensor<5x700xf32> {
+  %r = tessel.fused (%a0, %a1) : (tensor<5x700xf32>, tensor<5x700xf32>) -> tensor<5x700xf32> {
+  ^bb0(%y: tensor<5x700xf32>, %dy: tensor<5x700xf32>):
+    %d = tessel.softmax_grad %y, %dy : tensor<5x700xf32>
+    %s = tessel.scale %d, 2.500000e-01 : tensor<5x700xf32>
+    tessel.yield %s : tensor<5x700xf32>
+  }
+  return %r : tensor<5x700xf32>
+}
+func.func @fused_layer_norm_softmax(%a0: tensor<6x50xf32>, %a1: tensor<50xf32>, %a2: tensor<50xf32>) -> tensor<6x50xf32> {
+  %r = tessel.fused (%a0, %a1, %a2) : (tensor<6x50xf32>, tensor<50xf32>, tensor<50xf32>) -> tensor<6x50xf32> {
+  ^bb0(%x: tensor<6x50xf32>, %g: tensor<50xf32>, %b: tensor<50xf32>):
+    %n = tessel.layer_norm %x, %g, %b : (tensor<6x50xf32>, tensor<50xf32>, tensor<50xf32>) -> tensor<6x50xf32>
+    %p = tessel.softmax %n : tensor<6x50xf32>
+    tessel.yield %p : tensor<6x50xf32>
+  }
+  return %r : tensor<6x50xf32>
+}
+func.func @fused_flat_odd(%a0: tensor<7x33xf32>, %a1: tensor<33xf32>, %a2: tensor<f32>) -> (tensor<7x33xf32>, tensor<7x33xf32>) {
+  %r:2 = tessel.fused (%a0, %a1, %a2) : (tensor<7x33xf32>, tensor<33xf32>, tensor<f32>) -> (tensor<7x33xf32>, tensor<7x33xf32>) {
+  ^bb0(%x: tensor<7x33xf32>, %b: tensor<33xf32>, %s: tensor<f32>):
+    %y = tessel.sub %x, %b : (tensor<7x33xf32>, tensor<33xf32>) -> tensor<7x33xf32>
+    %g = tessel.gelu %y : tensor<7x33xf32>
+    %m = tessel.mul %g, %s : (tensor<7x33xf32>, tensor<f32>) -> tensor<7x33xf32>
+    %z = tessel.relu_grad %y, %m : tensor<7x33xf32>
+    tessel.yield %g, %z : tensor<7x33xf32>, tensor<7x33xf32>
+  }
+  return %r#0, %r#1 : tensor<7x33xf32>, tensor<7x33xf32>
+}
+)mlir";
+
+std::vector<cpptest::Case> cases() {
+  using namespace cpptest;
+  std::vector<Case> c;
+  for (const char* op : {"add", "sub", "mul"}) {
+    c.push_back(binary(op, {1}, {1}));
+    c.push_back(binary(op, {2, 7, 33}, {33}));
+    c.push_back(binary(op, {33}, {7, 33}));
+    c.push_back(binary(op, {7, 33}, {}));
+    c.push_back(binary(op, {8, 16}, {16}));
+  }
+  c.push_back(binary("add", {0, 7}, {7}));  // an empty result
+  for (Shape s : {Shape{7}, Shape{7, 33}, Shape{64, 16}}) {
+    c.push_back(unary("scale", s, 2, {}, ", 1.7"));
+    c.push_back(unary("gelu", s, 10, {}));
+    c.push_back(unary("relu", s, 2, {}));
+    c.push_back(unaryGrad("gelu_grad", s, 10, {}));
+    c.push_back(unaryGrad("relu_grad", s, 2, {}));
+  }
+  c.push_back(constant({}, 1.0));
+  c.push_back(constant({7, 33}, 0.1));
+  c.push_back(constant({64, 16}, -2.5));
+  for (Shape s : {Shape{1, 1}, Shape{7, 33}, Shape{2, 7, 33}, Shape{3, 1000}, Shape{2, 8192}})
+    c.push_back(layerNorm(s));
+  c.push_back(layerNorm({7, 33}, 100, 101));
+  for (Shape s : {Shape{7}, Shape{7, 33}, Shape{4, 700}, Shape{2, 8192}})
+    c.push_back(softmax(s, false));
+  for (Shape s : {Shape{1, 1}, Shape{2, 3, 33, 33}}) c.push_back(softmax(s, true));
+  for (Shape s : {Shape{1, 7}, Shape{2, 7, 33}, Shape{40, 300}, Shape{2, 50257}}) {
+    c.push_back(crossEntropy(s));
+    c.push_back(crossEntropyGrad(s));
+  }
+  c.push_back(embedding({50, 33}, {2, 7}));
+  c.push_back(embedding({50, 64}, {9}));
+  c.push_back(embeddingGrad({2, 7}, 50, 33));
+  c.push_back(embeddingGrad({9}, 5, 64));
+  c.push_back(softmaxGrad({7, 33}));
+  c.push_back(softmaxGrad({2, 3, 64}));
+  for (Shape s : {Shape{7, 33}, Shape{70, 33}, Shape{2, 40, 96}, Shape{1, 1}, Shape{40, 8192}})
+    c.push_back(layerNormGrad(s));
+  c.push_back(transpose({7, 33}, {1, 0}));
+  c.push_back(transpose({70, 40}, {1, 0}));
+  c.push_back(transpose({4, 6, 8}, {2, 1, 0}));
+  c.push_back(transpose({2, 3, 33, 5}, {0, 2, 1, 3}));
+  c.push_back(transpose({2, 3, 8, 4}, {0, 2, 1, 3}));
+  c.push_back(transpose({33, 7, 2}, {2, 0, 1}, true));
+  c.push_back(split({7, 66}, 1, 2));
+  c.push_back(split({6, 4, 8}, 0, 3, true));
+  c.push_back(split({2, 12, 5}, 1, 3));
+  c.push_back(concat({{7, 3}, {7, 5}}, 1));
+  c.push_back(concat({{2, 8}, {2, 4}}, 1, true));
+  c.push_back(concat({{3, 4}, {5, 4}}, 0));
+  c.push_back(reduce("reduce_sum", {7, 33}, {1}));
+  c.push_back(reduce("reduce_mean", {2, 7, 33}, {0, 2}));
+  c.push_back(reduce("reduce_sum", {300, 129}, {0}));
+  c.push_back(reduce("reduce_sum", {5, 6}, {0, 1}));
+  c.push_back(reduce("reduce_mean", {4, 5, 6}, {1}));
+  c.push_back(broadcast({33}, {7, 33}, {0}));
+  c.push_back(broadcast({7}, {7, 33}, {1}));
+  c.push_back(broadcast({}, {4, 8}, {0, 1}));
+  c.push_back(broadcast({8}, {3, 8, 4}, {0, 2}));
+  c.push_back(broadcast({16}, {3, 16}, {0}));
+  c.push_back(adamw({7, 33}, true, 1));
+  c.push_back(adamw({64}, false, 10));
+  c.push_back(sgd({7, 33}, true, 0.9, 1));
+  c.push_back(sgd({7, 33}, false, 0.9, 3));
+  c.push_back(sgd({33}, true, 0, 2));
+  c.push_back(globalNorm({{7, 33}, {5}, {300, 129}}));
+  c.push_back(clip(0.5, 1.0, "below"));
+  c.push_back(clip(3.0, 1.0, "above"));
+  return c;
+}
+
+struct Suite {
+  Modules modules;
+  std::vector<Kernel> kernels;
+};
+
+Suite& suite() {
+  static Suite* s = [] {
+    auto* s = new Suite;
+    std::string ir = kFused;
+    for (const cpptest::Case& c : cases()) ir += c.mlir;
+    s->kernels = collectKernels(s->modules.parse(ir), "op_");
+    return s;
+  }();
+  return *s;
+}
+
+TEST(CudaKernelOps, EveryCaseCompilesWithNvrtcWithoutSpills) {
+  REQUIRE_NVRTC();
+  compileAndReport(suite().kernels, "tessel_cuda_kernel_ops_nvrtc");
+}
+
+TEST(CudaKernelOps, EveryCaseInSimtMatchesTheCppKernel) { checkInSimt(suite().kernels); }
+
+TEST(CudaKernelOps, MisalignedPointersTakeTheScalarPaths) {
+  // Buffers one element past a 16-byte boundary: every 128-bit path must fall back.
+  checkInSimt(suite().kernels, 1, [](const Kernel& k) {
+    return k.cuda.kind == CudaKernelKind::Elementwise || k.cuda.kind == CudaKernelKind::Layout ||
+           k.cuda.kind == CudaKernelKind::FusedElementwise;
+  });
+}
+
+TEST(CudaKernelOps, EveryCaseOnOneBlockMatchesTheCppKernel) {
+  // Grid-stride loops everywhere: a grid of one block computes the same results (and the
+  // two-level sums, whose only block is then the last).
+  checkInSimt(suite().kernels, 0, {}, /*oneBlock=*/true);
+}
+
+TEST(CudaKernelOps, EveryOpKindHasACase) {
+  std::set<std::string> ops;
+  for (const Kernel& k : suite().kernels) ops.insert(k.op->getName().getStringRef().str());
+  for (const char* op : {"tessel.add",
+                         "tessel.sub",
+                         "tessel.mul",
+                         "tessel.scale",
+                         "tessel.gelu",
+                         "tessel.relu",
+                         "tessel.gelu_grad",
+                         "tessel.relu_grad",
+                         "tessel.constant",
+                         "tessel.layer_norm",
+                         "tessel.softmax",
+                         "tessel.cross_entropy",
+                         "tessel.embedding",
+                         "tessel.softmax_grad",
+                         "tessel.layer_norm_grad",
+                         "tessel.embedding_grad",
+                         "tessel.cross_entropy_grad",
+                         "tessel.transpose",
+                         "tessel.split",
+                         "tessel.concat",
+                         "tessel.reduce_sum",
+                         "tessel.reduce_mean",
+                         "tessel.broadcast",
+                         "tessel.adamw",
+                         "tessel.sgd",
+                         "tessel.global_norm",
+                         "tessel.clip_coefficient",
+                         "tessel.fused"})
+    EXPECT_TRUE(ops.count(op)) << op;
+}
+
+}  // namespace
+}  // namespace tessel::cudatest
