@@ -187,12 +187,14 @@ std::string FusedCuda::element(mlir::Operation* m, const llvm::SetVector<mlir::V
       })
       .Case([&](SGDOp o) {
         s += fmt::format(
+            // torch.optim.SGD: with momentum 0 the buffer is unused and passed through.
             "const float g{0} = {1} + ({3} ? wd{0} * {2} : 0.0f);\n"
-            "const float buf{0} = first{0} ? g{0} : mom{0} * {4} + g{0};\n",
+            "const float buf{0} = mom{0} == 0.0f ? {4} : first{0} ? g{0} : mom{0} * {4} + g{0};\n"
+            "const float upd{0} = mom{0} == 0.0f ? g{0} : buf{0};\n",
             k, at(o.getGrad()), at(o.getParam()), o.getDecay() ? "true" : "false",
             at(o.getMomentumBuffer()));
         def(o.getNewMomentumBuffer(), fmt::format("buf{}", k));
-        def(o.getNewParam(), fmt::format("{} - lr{} * buf{}", at(o.getParam()), k, k));
+        def(o.getNewParam(), fmt::format("{} - lr{} * upd{}", at(o.getParam()), k, k));
       })
       .Default([](mlir::Operation* other) {  // fusedSupported admits only the ops above
         throw std::logic_error("CUDA fused emitter: no member rule for '" +

@@ -140,10 +140,12 @@ void Emitter::member(mlir::Operation* m) {
             "        const bool first = {6} == 1.0f;\n"
             "        #pragma omp simd\n"
             "        for (int64_t c = 0; c < C; ++c) {{\n"
+            // torch.optim.SGD: with momentum 0 the buffer is unused and passed through.
             "          const float g = {1}[c] + ({9} ? wd * {0}[c] : 0.0f);\n"
-            "          const float buf = first ? g : mom * {2}[c] + g;\n"
+            "          const float buf = mom == 0.0f ? {2}[c] : first ? g : mom * {2}[c] + g;\n"
+            "          const float update = mom == 0.0f ? g : buf;\n"
             "          {8}[c] = buf;\n"
-            "          {7}[c] = {0}[c] - lr * buf;\n"
+            "          {7}[c] = {0}[c] - lr * update;\n"
             "        }} }}\n",
             row(o.getParam()), row(o.getGrad()), row(o.getMomentumBuffer()), scalarOf(o.getLr()),
             scalarOf(o.getMomentum()), scalarOf(o.getWeightDecay()), scalarOf(o.getStep()),
@@ -195,9 +197,9 @@ std::string Emitter::emit(llvm::StringRef symbol) {
       rowPtr_[r] = name;
     }
   for (mlir::Operation& m : body.without_terminator()) member(&m);
-  // A yielded block argument (rare) is copied through.
+  // A yielded block argument, or a value yielded a second time, is copied to its output.
   for (auto [k, v] : llvm::enumerate(yield.getValues()))
-    if (mlir::isa<mlir::BlockArgument>(v))
+    if (mlir::isa<mlir::BlockArgument>(v) || outIndex.lookup(v) != static_cast<int>(k))
       body_ += fmt::format("      for (int64_t c = 0; c < C; ++c) out{}[r * C + c] = {}[c];\n", k,
                            rowPtr_.lookup(v));
 

@@ -218,4 +218,16 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   return out;
 }
 
+KernelLibrary loadKernelLibrary(const std::string& path) {
+  KernelLibrary out;
+  out.path_ = path;
+  out.handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // as above
+  if (!out.handle_) throw HostCompileError(fmt::format("cannot load '{}': {}", path, dlerror()));
+  return out;
+}
+
+std::string kernelLibraryChecksum(const std::string& bytes) {
+  return fmt::format("fnv1a64:{:016x}:{}", fnv1a(14695981039346656037ull, bytes), bytes.size());
+}
+
 }  // namespace tessel

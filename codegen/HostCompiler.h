@@ -46,6 +46,7 @@ class KernelLibrary {
 
  private:
   friend KernelLibrary buildKernelLibrary(const std::string&, const HostCompileOptions&);
+  friend KernelLibrary loadKernelLibrary(const std::string&);
   void* handle_ = nullptr;
   std::string path_;
   bool compiled_ = false;
@@ -53,6 +54,14 @@ class KernelLibrary {
 
 /// Compiles `source` (or reuses the cached object for the same key) and loads it.
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options = {});
+
+/// Loads an already built kernel library (e.g. a bundle's kernels.so) from `path`; throws
+/// HostCompileError naming the file if it cannot be loaded. Does not verify its contents:
+/// check kernelLibraryChecksum first.
+KernelLibrary loadKernelLibrary(const std::string& path);
+
+/// "fnv1a64:<16 hex digits>:<size>" of a library's bytes, the checksum bundles record.
+std::string kernelLibraryChecksum(const std::string& bytes);
 
 /// For every "<fileName>:<line>: ... error" entry of a compiler log, the offending generated
 /// line and the kernel header comment above it ("tessel.add at loc(...)": the op and the

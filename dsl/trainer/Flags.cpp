@@ -18,18 +18,6 @@ CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const std
 }
 }  // namespace
 
-const CLI::Validator& finiteNumber() {
-  static const CLI::Validator check(
-      [](std::string& s) {
-        try {
-          return std::isfinite(std::stod(s)) ? std::string() : std::string("must be finite");
-        } catch (const std::exception&) {
-          return std::string("is not a number");
-        }
-      },
-      "FINITE");
-  return check;
-}
 
 void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                     const std::string& dataHelp, int64_t minSteps, const std::string& stepsHelp) {

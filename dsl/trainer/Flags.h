@@ -3,6 +3,7 @@
 #pragma once
 
 #include "dsl/tessel.h"
+#include "runtime/train/Loop.h"  // finiteNumber
 
 #include <CLI/CLI.hpp>
 
@@ -32,8 +33,6 @@ void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,
                     const std::string& dataHelp, int64_t minSteps = 1,
                     const std::string& stepsHelp = "number of training steps");
 
-/// A CLI11 check that rejects NaN, infinities and non-numbers (CLI11's ranges let NaN through).
-const CLI::Validator& finiteNumber();
 
 /// Registers --layers, --channels, --heads and --seq.
 void addTransformerFlags(CLI::App& app, Flags& flags);

@@ -94,18 +94,16 @@ TEST(Native, GradientsMatchTheReference) {
   EXPECT_LE(ex.highWaterBytes(), native.arena_bytes());
 }
 
-TEST(Native, AdamWStepMatchesTheReference) {
+/// One optimizer step natively and on the reference, from the same parameters; `hyper`
+/// follows train_inputs() after the model inputs.
+void expectStepMatches(const std::string& optimizer, const std::vector<double>& hyper) {
   Fixture f;
   gpt::GPT model(f.cfg);
   gpt::build(model, f.batch);
-  tessel::Program program = model.compile();
+  tessel::Program program = model.compile({.optimizer = optimizer});
   tessel::NativeProgram native = program.native(options());
   tessel::rt::Executor& ex = native.executor();
-
   std::map<std::string, tessel::ref::Tensor> state = stateOf(program, ex);
-  // lr, beta1, beta2, eps, weight_decay, step, max_grad_norm: a clipping threshold below the
-  // gradient norm so the clip path is exercised.
-  std::vector<double> hyper{1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0.5};
   std::vector<tessel::ref::Tensor> inputs = f.refInputs();
   for (double h : hyper) inputs.push_back(tessel::ref::Tensor::filled({}, h));
   std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, inputs);
@@ -119,22 +117,37 @@ TEST(Native, AdamWStepMatchesTheReference) {
   auto got = ex.outputs("train_step");
   EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
   EXPECT_NEAR(got[1].value(), want[1].data[0], kTolerance * want[1].data[0]) << "grad norm";
-  ASSERT_GT(want[1].data[0], 0.5) << "the clip threshold must be below the norm";
-  // After one step every parameter moved by about lr: compare the update itself, relative
-  // to lr. AdamW's first step is ~lr * sign(g), so f32 rounding of a gradient near 0 can
-  // flip an element's direction; require 99.9% of elements within 1e-3 of lr and all
-  // within 2 lr (the largest possible disagreement).
+  ASSERT_GT(want[1].data[0], hyper.back()) << "the clip threshold must be below the norm";
+  // After one step every parameter moved by about lr (AdamW: ~lr * sign(g)); compare the
+  // update relative to lr. f32 rounding of a gradient near 0 can flip an AdamW element's
+  // direction, so require 99.9% of elements within 1e-3 of lr and all within 2 lr (the
+  // largest possible disagreement). SGD moves by lr * g and agrees much more tightly.
+  const double lr = hyper[0];
   for (const tessel::ParameterSpec& p : program.state()) {
     const float* d = ex.data(ex.bufferId(p.name));
     const tessel::ref::Tensor& w = state.at(p.name);
     int64_t bad = 0;
     for (int64_t i = 0; i < w.numel(); ++i) {
       double diff = std::abs(d[i] - w.data[i]);
-      EXPECT_LE(diff, 2.0 * hyper[0] + 1e-6) << p.name << "[" << i << "]";
-      bad += diff > 1e-3 * hyper[0] + 1e-7 * std::abs(w.data[i]);
+      EXPECT_LE(diff, 2.0 * lr + 1e-6) << p.name << "[" << i << "]";
+      bad += diff > 1e-3 * lr + 1e-7 * std::abs(w.data[i]);
     }
     EXPECT_LE(bad, std::max<int64_t>(1, w.numel() / 1000)) << p.name;
   }
+}
+
+// lr, beta1, beta2, eps, weight_decay, step, max_grad_norm: a clipping threshold below the
+// gradient norm so the clip path is exercised.
+TEST(Native, AdamWStepMatchesTheReference) {
+  expectStepMatches("adamw", {1e-3, 0.9, 0.95, 1e-8, 0.1, 1.0, 0.5});
+}
+
+// lr, momentum, weight_decay, step, max_grad_norm; with momentum 0 the buffer is unused and
+// must pass through unchanged (torch.optim.SGD), with momentum it starts as the gradient.
+TEST(Native, SgdStepMatchesTheReference) {
+  expectStepMatches("sgd", {1e-2, 0.0, 0.1, 1.0, 0.5});
+  expectStepMatches("sgd", {1e-2, 0.9, 0.1, 1.0, 0.5});
+  expectStepMatches("sgd", {1e-2, 0.9, 0.1, 3.0, 0.5});  // not the first step: buf = 0.9 buf + g
 }
 
 // Every form of constant the fused emitter writes compiles and computes the right thing:

@@ -1,0 +1,171 @@
+// The training loop; see Loop.h.
+#include "runtime/train/Loop.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <stdexcept>
+
+namespace tessel::trainer {
+
+double learningRate(const TrainOptions& o, int64_t step) {
+  if (o.warmup > 0 && step <= o.warmup)
+    return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup);
+  if (o.schedule == "constant" || o.steps <= o.warmup + 1) return o.lr;
+  // Cosine from lr at the first step after warmup to minLrRatio * lr at the last step.
+  double progress =
+      static_cast<double>(step - o.warmup - 1) / static_cast<double>(o.steps - o.warmup - 1);
+  double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * std::min(1.0, progress)));
+  return o.lr * (o.minLrRatio + (1.0 - o.minLrRatio) * cosine);
+}
+
+namespace {
+
+void setScalar(rt::Executor& ex, const std::string& function, size_t index, double value) {
+  float v = static_cast<float>(value);
+  ex.setInput(function, index, &v, sizeof v);
+}
+
+std::string duration(double seconds) {
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
+}
+
+}  // namespace
+
+std::vector<std::string> hyperParameterNames(const rt::Program& program) {
+  const rt::Function* step = program.function("train_step");
+  const rt::Function* forward = program.function("forward");
+  if (!step || !forward)
+    throw std::runtime_error(fmt::format("the program has no @{}; it cannot be trained",
+                                         step ? "forward" : "train_step"));
+  if (forward->inputs.size() > step->inputs.size())
+    throw std::runtime_error("@train_step has fewer inputs than @forward");
+  std::vector<std::string> names;
+  const std::string prefix = "train_step.";
+  for (size_t i = forward->inputs.size(); i < step->inputs.size(); ++i) {
+    std::string n = program.buffers.at(static_cast<size_t>(step->inputs[i])).name;
+    if (n.rfind(prefix, 0) == 0) n = n.substr(prefix.size());
+    names.push_back(std::move(n));
+  }
+  return names;
+}
+
+double evaluate(rt::Executor& ex, int64_t batches, const BatchFeeder& feed) {
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i) {
+    feed(ex, "forward");
+    ex.run("forward");
+    sum += ex.outputs("forward").at(0).value();
+  }
+  return sum / static_cast<double>(batches);
+}
+
+std::vector<StepStats> train(rt::Executor& ex, const TrainOptions& o,
+                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch) {
+  const std::vector<std::string> names = hyperParameterNames(ex.program());
+  size_t firstHyper = ex.program().function("forward")->inputs.size();
+  std::ofstream log;
+  if (!o.logJson.empty()) {
+    log.open(o.logJson);
+    if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
+  }
+  double clip = (o.gradClip > 0 && std::isfinite(o.gradClip))
+                    ? o.gradClip
+                    : std::numeric_limits<double>::infinity();
+  std::vector<StepStats> stats;
+  auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    StepStats s;
+    s.step = step;
+    s.lr = learningRate(o, step);
+    trainBatch(ex, "train_step");
+    for (size_t h = 0; h < names.size(); ++h) {
+      const std::string& n = names[h];
+      double v = n == "lr"             ? s.lr
+                 : n == "beta1"        ? o.beta1
+                 : n == "beta2"        ? o.beta2
+                 : n == "eps"          ? o.eps
+                 : n == "weight_decay" ? o.weightDecay
+                 : n == "momentum"     ? o.momentum
+                 : n == "step"         ? static_cast<double>(step)
+                 : n == "max_grad_norm"
+                     ? clip
+                     : throw std::logic_error("train_step has an unknown input '" + n + "'");
+      setScalar(ex, "train_step", firstHyper + h, v);
+    }
+    ex.run("train_step");
+    auto out = ex.outputs("train_step");
+    s.loss = out.at(0).value();
+    s.gradNorm = out.at(1).value();
+    auto t1 = std::chrono::steady_clock::now();
+    s.seconds = std::chrono::duration<double>(t1 - t0).count();
+    s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
+    bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
+    if (evaluated) s.valLoss = evaluate(ex, o.evalBatches, valBatch);
+    double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
+    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
+               step, o.steps, s.loss,
+               evaluated ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
+               s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
+    std::fflush(stdout);
+    if (log) {
+      nlohmann::json j{{"step", step},         {"loss", s.loss},
+                       {"lr", s.lr},           {"grad_norm", s.gradNorm},
+                       {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};
+      if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
+      log << j.dump() << "\n" << std::flush;
+    }
+    if (!std::isfinite(s.loss))
+      throw std::runtime_error(fmt::format(
+          "the loss became {} at step {} (learning rate {:.3g}); lower --lr{}",
+          std::isnan(s.loss) ? "NaN" : "infinite", step, s.lr,
+          std::isfinite(clip) ? "" : " or set --grad-clip"));
+    stats.push_back(s);
+  }
+  return stats;
+}
+
+const CLI::Validator& finiteNumber() {
+  static const CLI::Validator check(
+      [](std::string& s) {
+        try {
+          return std::isfinite(std::stod(s)) ? std::string() : std::string("must be finite");
+        } catch (const std::exception&) {
+          return std::string("is not a number");
+        }
+      },
+      "FINITE");
+  return check;
+}
+
+void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(finiteNumber())
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup", o.warmup, "linear warmup steps")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--schedule", o.schedule, "after warmup: cosine (to 0.1 lr) or constant")
+      ->capture_default_str()->check(CLI::IsMember({"cosine", "constant"}));
+  if (optimizerFlag)
+    app.add_option("--optimizer", o.optimizer, "adamw or sgd (with momentum 0.9)")
+        ->capture_default_str()->check(CLI::IsMember({"adamw", "sgd"}));
+  app.add_option("--weight-decay", o.weightDecay, "decoupled weight decay of matrices")
+      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
+  app.add_option("--grad-clip", o.gradClip, "global gradient-norm threshold (0: off)")
+      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-every", o.evalEvery, "validate every N steps (0: at the end)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app.add_option("--eval-batches", o.evalBatches, "batches per validation")
+      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE");
+}
+
+}  // namespace tessel::trainer

@@ -1,0 +1,79 @@
+// The training loop, MLIR-free: hyper-parameters and their schedule, the optimizer step on an
+// rt::Executor, validation, progress lines and the JSON log.
+//
+// Promise: everything the loop needs comes from the rt::Program the executor holds. The
+// @train_step inputs are Input buffers named "train_step.<input>": the model's inputs first
+// (as many as @forward has), then the optimizer's hyper-parameters ("lr", "beta1", "beta2",
+// "eps", "weight_decay", "momentum", "step", "max_grad_norm"). So the JIT path (dsl/trainer)
+// and the AOT runner (tessel-run) share this loop and print the same lines.
+#pragma once
+
+#include "runtime/exec/Executor.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace tessel::trainer {
+
+/// Optimizer hyper-parameters and the learning-rate schedule. Defaults follow
+/// torch.optim.AdamW, except the weight decay (GPT-2's 0.1 in nanoGPT; 0 disables).
+struct TrainOptions {
+  int64_t steps = 100;
+  std::string optimizer = "adamw";   // or "sgd"
+  double lr = 1e-3;
+  int64_t warmup = 0;                // linear warmup steps from 0 to lr
+  std::string schedule = "cosine";  // after warmup: "cosine" decay to minLrRatio*lr, or "constant"
+  double minLrRatio = 0.1;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weightDecay = 0.0;
+  double momentum = 0.9;             // sgd
+  double gradClip = 1.0;             // global-norm threshold; <= 0 or inf disables
+  int64_t evalEvery = 0;             // 0: only at the end
+  int64_t evalBatches = 8;
+  std::string logJson;               // one JSON object per step
+  int64_t tokensPerStep = 0;         // items per step, for the throughput column
+  std::string throughputUnit = "tok/s";  // what the progress line calls those items per second
+};
+
+/// The learning rate at 1-based `step`: linear warmup, then cosine or constant.
+double learningRate(const TrainOptions& o, int64_t step);
+
+/// Feeds one batch: fills the model inputs of `function` on the executor (indices 0..k-1).
+using BatchFeeder = std::function<void(rt::Executor& ex, const std::string& function)>;
+
+/// What one step reported.
+struct StepStats {
+  int64_t step = 0;
+  double loss = 0, lr = 0, gradNorm = 0, tokensPerSecond = 0, seconds = 0;
+  double valLoss = -1;  // < 0 when not evaluated this step
+};
+
+/// The hyper-parameter names of @train_step in argument order (the inputs after the model's,
+/// with the "train_step." prefix removed), read from the executor's program. Throws
+/// std::runtime_error if the program has no @train_step or @forward.
+std::vector<std::string> hyperParameterNames(const rt::Program& program);
+
+/// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
+/// feeds a batch, the hyper-parameters are set, train_step runs; every evalEvery steps and at
+/// the end, `valBatch` feeds evalBatches batches to @forward and the mean loss is the
+/// validation loss. Prints a progress line per step and writes the JSON log. Returns the
+/// per-step stats.
+std::vector<StepStats> train(rt::Executor& ex, const TrainOptions& o,
+                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch);
+
+/// Mean @forward loss over `batches` batches fed by `feed`.
+double evaluate(rt::Executor& ex, int64_t batches, const BatchFeeder& feed);
+
+/// A CLI11 check that rejects NaN, infinities and non-numbers (CLI11's ranges let NaN through).
+const CLI::Validator& finiteNumber();
+
+/// Registers --lr, --warmup, --schedule, --weight-decay, --grad-clip, --optimizer,
+/// --eval-every, --eval-batches and --log-json (--optimizer only with `optimizerFlag`: a
+/// compiled bundle has its optimizer built in).
+void addTrainFlags(CLI::App& app, TrainOptions& options, bool optimizerFlag = true);
+
+}  // namespace tessel::trainer
