@@ -25,6 +25,7 @@ rt::Executor& NativeProgram::executor() { return *impl_->executor; }
 const rt::Program& NativeProgram::program() const { return impl_->executor->program(); }
 int64_t NativeProgram::arena_bytes() const { return impl_->executor->arenaBytes(); }
 bool NativeProgram::compiled_kernels() const { return impl_->library.compiled(); }
+const std::string& NativeProgram::kernel_library_path() const { return impl_->library.path(); }
 
 int NativeProgram::copy_parameters_from(NativeProgram& other) {
   int copied = 0;

@@ -287,6 +287,8 @@ class NativeProgram {
   int64_t arena_bytes() const;
   /// Whether building compiled the kernels (false: reused from the cache).
   bool compiled_kernels() const;
+  /// The compiled kernel library's file (in the kernel cache): what --emit-bundle ships.
+  const std::string& kernel_library_path() const;
 
   /// Copies every parameter (not optimizer state) from `other` where names and sizes match;
   /// returns how many were copied.

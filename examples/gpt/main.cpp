@@ -8,6 +8,7 @@
 #include "dsl/trainer/Flags.h"
 #include "dsl/trainer/Sampling.h"
 #include "dsl/trainer/Trainer.h"
+#include "runtime/bundle/Bundle.h"
 #include "runtime/data/TextDataset.h"
 
 #include <fmt/format.h>
@@ -32,6 +33,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
   bool profile = false;
   app.add_flag("--profile", profile, "time every step and print where a train step's time goes");
+  std::string emitBundle;
+  app.add_option("--emit-bundle", emitBundle,
+                 "only compile: write the train program as a bundle folder for tessel-run")
+      ->type_name("DIR");
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
     tessel::TextDataset data(flags.data);
@@ -44,6 +49,21 @@ int main(int argc, char** argv) {
         model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
     tessel::NativeProgram trainer = program.native(native);
+    if (!emitBundle.empty()) {
+      tessel::rt::BundleInfo info;
+      info.model = "gpt";
+      info.config = {{"layers", cfg.layers}, {"channels", cfg.channels}, {"heads", cfg.heads},
+                     {"seq", cfg.seq}, {"vocab", 256}};
+      info.seq = flags.seq;
+      info.batch = flags.batch;
+      info.optimizer = train.optimizer;
+      tessel::rt::writeBundle(trainer.program(), trainer.kernel_library_path(), info, emitBundle);
+      fmt::print("tessel-gpt: wrote bundle '{}' (L={} C={} NH={} T={} B={}, {} parameters); "
+                 "train it with: tessel-run {}\n",
+                 emitBundle, cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,
+                 tessel::trainer::parameterCount(program), emitBundle);
+      return 0;
+    }
     fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
                "'{}' ({} bytes)\n",
                cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,

@@ -14,3 +14,6 @@ config.environment["PATH"] = os.pathsep.join(
 
 # %shared_data: the folder of real data for tests (tinyshakespeare.txt), beside the checkout.
 config.substitutions.append(("%shared_data", config.tessel_shared_data))
+
+# %tools_dir: the build's bin/ (for tests that inspect a binary, e.g. ldd tessel-run).
+config.substitutions.append(("%tools_dir", config.tessel_tools_dir))

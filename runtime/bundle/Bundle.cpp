@@ -1,0 +1,141 @@
+// AOT bundles; see Bundle.h.
+#include "runtime/bundle/Bundle.h"
+
+#include "codegen/HostCompiler.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace tessel::rt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string readBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("'{}': cannot open (missing or unreadable)",
+                                                path.string()));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void writeSynced(const fs::path& path, const std::string& bytes) {
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.flush();
+    if (!out) throw std::runtime_error(fmt::format("'{}': cannot write", path.string()));
+  }
+  if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+}  // namespace
+
+void writeBundle(const Program& program, const std::string& kernelLibrary, BundleInfo info,
+                 const std::string& dir) {
+  fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
+  if (target.filename().empty()) target = target.parent_path();
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  fs::path tmp = target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(),
+                                                    ::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec)
+    throw std::runtime_error(fmt::format("'{}': cannot create: {}", tmp.string(), ec.message()));
+  try {
+    saveProgram(program, tmp.string());
+    std::string lib = readBytes(kernelLibrary);
+    writeSynced(tmp / "kernels.so", lib);
+    info.kernelsChecksum = kernelLibraryChecksum(lib);
+    json j{{"format", kBundleFormatVersion},
+           {"tessel_version", kTesselVersion},
+           {"model", info.model},
+           {"config", info.config},
+           {"train_flags", {{"seq", info.seq}, {"batch", info.batch}}},
+           {"optimizer", info.optimizer},
+           {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum}}}};
+    writeSynced(tmp / "bundle.json", j.dump(1) + "\n");
+    // Replace an older bundle: move it aside, move the new one in, then drop the old one.
+    fs::path old;
+    if (fs::exists(target)) {
+      old = target.parent_path() / fmt::format(".{}.old.{}", target.filename().string(),
+                                               ::getpid());
+      fs::rename(target, old);
+    }
+    fs::rename(tmp, target);
+    if (!old.empty()) fs::remove_all(old, ec);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw std::runtime_error(fmt::format("'{}': cannot write the bundle: {}", target.string(),
+                                         e.code().message()));
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+Bundle readBundle(const std::string& dir) {
+  fs::path root(dir);
+  if (!fs::is_directory(root))
+    throw std::runtime_error(fmt::format("'{}': no such bundle folder", dir));
+  fs::path meta = root / "bundle.json";
+  std::string file = meta.string();
+  json j;
+  try {
+    j = json::parse(readBytes(meta));
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("'{}': malformed JSON: {}", file, e.what()));
+  }
+  auto field = [&](const char* name) -> const json& {
+    if (!j.is_object() || !j.contains(name))
+      throw std::runtime_error(fmt::format("'{}': missing field '{}'", file, name));
+    return j.at(name);
+  };
+  Bundle b;
+  try {
+    const json& format = field("format");
+    if (!format.is_number_integer() || format.get<int>() != kBundleFormatVersion)
+      throw std::runtime_error(fmt::format(
+          "'{}': bundle format version {} is not supported (this tessel-run reads version {}); "
+          "recompile it with --emit-bundle",
+          file, format.dump(), kBundleFormatVersion));
+    std::string version = field("tessel_version").get<std::string>();
+    if (version != kTesselVersion)
+      throw std::runtime_error(fmt::format(
+          "'{}': written by Tessel {}, but this is Tessel {}; recompile it with --emit-bundle",
+          file, version, kTesselVersion));
+    b.info.model = field("model").get<std::string>();
+    b.info.config = field("config");
+    b.info.seq = field("train_flags").at("seq").get<int64_t>();
+    b.info.batch = field("train_flags").at("batch").get<int64_t>();
+    b.info.optimizer = field("optimizer").get<std::string>();
+    b.info.kernelsChecksum = field("kernels").at("checksum").get<std::string>();
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
+  }
+  if (b.info.seq <= 0 || b.info.batch <= 0)
+    throw std::runtime_error(fmt::format("'{}': train_flags seq and batch must be positive", file));
+  b.program = loadProgram(dir);  // names program.json/kernels.cpp on any problem
+  fs::path lib = root / "kernels.so";
+  std::string sum = kernelLibraryChecksum(readBytes(lib));
+  if (sum != b.info.kernelsChecksum)
+    throw std::runtime_error(fmt::format(
+        "'{}': checksum {} does not match {} recorded in bundle.json (damaged or replaced)",
+        lib.string(), sum, b.info.kernelsChecksum));
+  b.kernelsPath = fs::absolute(lib).string();
+  return b;
+}
+
+}  // namespace tessel::rt

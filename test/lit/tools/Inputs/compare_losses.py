@@ -1,0 +1,16 @@
+# Compares the per-step "loss" values of two JSON logs (one object per line) bitwise: the
+# JSON text of each loss must be identical (same double, same shortest round-trip digits).
+import json
+import sys
+
+
+def losses(path):
+    with open(path) as f:
+        return [json.dumps(json.loads(line)["loss"]) for line in f if line.strip()]
+
+
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if not a or a != b:
+    print(f"losses differ:\n  {sys.argv[1]}: {a}\n  {sys.argv[2]}: {b}")
+    sys.exit(1)
+print(f"{len(a)} losses bitwise equal")
