@@ -59,14 +59,6 @@ std::string checksum(const std::string& bytes) {
   return fmt::format("{} {:016x}\n", bytes.size(), fnv1a(14695981039346656037ull, bytes));
 }
 
-/// The CPU's feature flags: with -march=native the object is only valid on CPUs like this one,
-/// so they are part of the cache key (a cache shared across machines stays correct).
-std::string cpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) return line;
-  return "";
-}
 
 /// Writes `bytes` to `path` through a temporary file, fsync and rename.
 bool writeAtomically(const fs::path& path, const std::string& bytes) {
@@ -83,6 +75,16 @@ bool writeAtomically(const fs::path& path, const std::string& bytes) {
 }
 
 }  // namespace
+
+std::string hostCpuFlags() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("flags", 0) == 0) {
+      size_t colon = line.find(':');
+      return colon == std::string::npos ? "" : line.substr(colon + 2);
+    }
+  return "";
+}
 
 std::string explainCompileLog(const std::string& source, const std::string& fileName,
                               const std::string& log) {
@@ -153,7 +155,7 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   std::string flags;
   for (const std::string& f : options.flags) flags += " " + f;
   uint64_t key = fnv1a(fnv1a(fnv1a(14695981039346656037ull, options.compiler), flags), source);
-  if (flags.find("native") != std::string::npos) key = fnv1a(key, cpuFlags());
+  if (flags.find("native") != std::string::npos) key = fnv1a(key, hostCpuFlags());
   fs::path dir = kernelCacheDir(options);
   std::error_code ec;
   fs::create_directories(dir, ec);

@@ -69,6 +69,11 @@ std::string kernelLibraryChecksum(const std::string& bytes);
 std::string explainCompileLog(const std::string& source, const std::string& fileName,
                               const std::string& log);
 
+/// This CPU's feature flags ("fpu sse2 avx2 ..."; /proc/cpuinfo). Objects built with
+/// -march=native are valid only on CPUs that have all of them: they are part of the cache
+/// key, and bundles record them.
+std::string hostCpuFlags();
+
 /// The cache folder `options` resolves to.
 std::string kernelCacheDir(const HostCompileOptions& options);
 

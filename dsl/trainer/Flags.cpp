@@ -2,6 +2,7 @@
 #include "dsl/trainer/Flags.h"
 
 #include "runtime/Init.h"
+#include "runtime/cuda/Driver.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -28,6 +29,8 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_option("--seed", f.seed, "seed of parameter init and batch sampling")
       ->capture_default_str()->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
   sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
+  app.add_option("--device", f.device, "where to run: cpu, cuda, or auto (a GPU when usable)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
 }
 
@@ -50,6 +53,16 @@ std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64
     params.emplace(p.name, ref::Tensor(p.shape, std::vector<double>(values.begin(), values.end())));
   }
   return params;
+}
+
+std::string resolveDeviceFlag(const Flags& flags, const std::string& program) {
+  std::string device = rt::resolveDevice(flags.device, /*cudaBackendReady=*/false);
+  const rt::CudaDriverStatus& s = rt::probeCudaDriver();
+  if (flags.device == "auto" && s.loaded && s.devices > 0 && device == "cpu")
+    fmt::print("{}: {} GPU(s) found; this build runs on the CPU (the GPU executor is not built "
+               "yet)\n",
+               program, s.devices);
+  return device;
 }
 
 int64_t parameterCount(const Program& program) {

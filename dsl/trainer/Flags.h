@@ -24,6 +24,7 @@ struct Flags {
   int64_t channels = 64;   // --channels C
   int64_t heads = 4;       // --heads NH
   int64_t seq = 64;        // --seq T
+  std::string device = "auto";  // --device cpu|cuda|auto
 };
 
 /// Registers --data, --dump-ir, --seed, --steps and --batch on `app`, with `defaultData`
@@ -33,6 +34,10 @@ void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,
                     const std::string& dataHelp, int64_t minSteps = 1,
                     const std::string& stepsHelp = "number of training steps");
 
+
+/// Resolves --device (runtime/cuda/Driver.h): "cpu", or an error naming why CUDA cannot be
+/// used. Prints which device runs when "auto" had a choice to make.
+std::string resolveDeviceFlag(const Flags& flags, const std::string& program);
 
 /// Registers --layers, --channels, --heads and --seq.
 void addTransformerFlags(CLI::App& app, Flags& flags);

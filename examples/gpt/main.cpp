@@ -39,8 +39,7 @@ int main(int argc, char** argv) {
       ->type_name("DIR");
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
-    tessel::TextDataset data(flags.data);
-    data.requireSequenceLength(flags.seq);
+    tessel::trainer::resolveDeviceFlag(flags, app.get_name());
     gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, 256};
 
     gpt::GPT model(cfg);
@@ -64,6 +63,8 @@ int main(int argc, char** argv) {
                  tessel::trainer::parameterCount(program), emitBundle);
       return 0;
     }
+    tessel::TextDataset data(flags.data);
+    data.requireSequenceLength(flags.seq);
     fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
                "'{}' ({} bytes)\n",
                cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fmt/format.h>
+#include <set>
+#include <sstream>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -59,13 +61,15 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
     std::string lib = readBytes(kernelLibrary);
     writeSynced(tmp / "kernels.so", lib);
     info.kernelsChecksum = kernelLibraryChecksum(lib);
+    info.cpuFlags = hostCpuFlags();
     json j{{"format", kBundleFormatVersion},
            {"tessel_version", kTesselVersion},
            {"model", info.model},
            {"config", info.config},
            {"train_flags", {{"seq", info.seq}, {"batch", info.batch}}},
            {"optimizer", info.optimizer},
-           {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum}}}};
+           {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum},
+                        {"cpu_flags", info.cpuFlags}}}};
     writeSynced(tmp / "bundle.json", j.dump(1) + "\n");
     // Replace an older bundle: move it aside, move the new one in, then drop the old one.
     fs::path old;
@@ -122,6 +126,7 @@ Bundle readBundle(const std::string& dir) {
     b.info.batch = field("train_flags").at("batch").get<int64_t>();
     b.info.optimizer = field("optimizer").get<std::string>();
     b.info.kernelsChecksum = field("kernels").at("checksum").get<std::string>();
+    b.info.cpuFlags = field("kernels").value("cpu_flags", std::string());
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
   }
@@ -134,6 +139,20 @@ Bundle readBundle(const std::string& dir) {
     throw std::runtime_error(fmt::format(
         "'{}': checksum {} does not match {} recorded in bundle.json (damaged or replaced)",
         lib.string(), sum, b.info.kernelsChecksum));
+  // kernels.so was built with -march=native: it runs only where every feature it may use
+  // exists. Refuse clearly instead of dying of SIGILL in the first kernel.
+  std::set<std::string> here;
+  std::istringstream hereFlags(hostCpuFlags());
+  for (std::string f; hereFlags >> f;) here.insert(f);
+  std::string missing;
+  std::istringstream builtFlags(b.info.cpuFlags);
+  for (std::string f; builtFlags >> f;)
+    if (!here.count(f)) missing += " " + f;
+  if (!missing.empty() && !here.empty())
+    throw std::runtime_error(fmt::format(
+        "'{}': kernels.so was built for a CPU with features this CPU lacks:{}; recompile the "
+        "bundle on a machine like this one",
+        lib.string(), missing));
   b.kernelsPath = fs::absolute(lib).string();
   return b;
 }

@@ -31,6 +31,7 @@ struct BundleInfo {
   int64_t batch = 0;        // --batch the program was compiled for
   std::string optimizer;    // the optimizer built into @train_step
   std::string kernelsChecksum;  // kernelLibraryChecksum of kernels.so (set by writeBundle)
+  std::string cpuFlags;         // hostCpuFlags() where kernels.so was built (set by writeBundle)
 };
 
 /// A bundle read back: the validated program, its metadata and the verified library's path.
