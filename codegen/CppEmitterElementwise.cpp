@@ -10,7 +10,7 @@ namespace tessel::cppgen {
 void emitBinary(KernelWriter& w) {
   mlir::Operation* op = w.op();
   mlir::Value lhs = op->getOperand(0), rhs = op->getOperand(1), res = op->getResult(0);
-  const char* sign = mlir::isa<AddOp>(op) ? "+" : mlir::isa<SubOp>(op) ? "-" : "*";
+  const char* sign = kernelcommon::binarySign(op);
   std::vector<int64_t> out = shapeOf(res);
   Letters letters = genericLetters(out.size());
   int64_t n = numel(out), na = numel(shapeOf(lhs)), nb = numel(shapeOf(rhs));
@@ -19,8 +19,8 @@ void emitBinary(KernelWriter& w) {
   w.input("b", rhs, suffixLetters(letters, shapeOf(rhs).size()));
   w.constant("N", n);
   Subst subst{{"OP", sign}};
+  w.describe(kernelcommon::binaryDescription(sign, na, nb, n));
   if (na == n && nb == n) {
-    w.describe(fmt::format("out = a {} b, elementwise", sign));
     subst["PAR"] = parallelFor(n, n, /*simd=*/true);
     w.code(R"cpp($PAR
 for (int64_t i = 0; i < N; ++i) out[i] = a[i] $OP b[i];
@@ -31,8 +31,6 @@ for (int64_t i = 0; i < N; ++i) out[i] = a[i] $OP b[i];
   // Suffix broadcasting: the shorter operand (M elements) repeats over R = N / M rows.
   bool aShort = na < n;
   int64_t m = aShort ? na : nb;
-  w.describe(fmt::format("out = a {} b, elementwise, {} repeated over the leading dimensions",
-                         sign, aShort ? "a" : "b"));
   if (m == 1) {
     subst["PAR"] = parallelFor(n, n, /*simd=*/true);
     subst["A"] = aShort ? "a[0]" : "a[i]";
@@ -63,38 +61,20 @@ void emitUnary(KernelWriter& w) {
   mlir::Value res = op->getResult(0);
   Letters letters = genericLetters(shapeOf(res).size());
   int64_t n = numel(shapeOf(res));
-  bool isGrad = mlir::isa<GeluGradOp, ReluGradOp>(op);
-  std::string expr;
-  int64_t cost = 1;  // relative to a copy, for the parallel threshold
-  if (mlir::isa<ScaleOp>(op)) {
-    w.describe("out = x * factor, elementwise");
-    expr = "x * FACTOR";
-  } else if (mlir::isa<GeluOp>(op)) {
-    w.describe("out = gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
-    expr = "tessel_gelu(x)";
-    cost = 8;
-  } else if (mlir::isa<ReluOp>(op)) {
-    w.describe("out = max(x, 0), elementwise (NaN gives 0, as the reference)");
-    expr = "x > 0.0f ? x : 0.0f";
-  } else if (mlir::isa<GeluGradOp>(op)) {
-    w.describe("dinp = dout * gelu'(inp), elementwise (tanh form)");
-    expr = "tessel_gelu_grad(x, dy)";
-    cost = 8;
-  } else {
-    w.describe("dinp = inp > 0 ? dout : 0, elementwise");
-    expr = "x > 0.0f ? dy : 0.0f";
-  }
+  const kernelcommon::UnaryForm form = kernelcommon::unaryForm(op);
+  const bool isGrad = form.isGrad;
+  w.describe(form.description);
   w.output(isGrad ? "dinp" : "out", res, letters);
   w.input("inp", op->getOperand(0), letters);
   if (isGrad) w.input("dout", op->getOperand(1), letters);
   w.constant("N", n);
   if (auto scale = mlir::dyn_cast<ScaleOp>(op))
     w.constantF("FACTOR", scale.getFactor().convertToDouble());
-  Subst subst{{"PAR", parallelFor(n * cost, n, /*simd=*/true)},
+  Subst subst{{"PAR", parallelFor(n * form.cost, n, /*simd=*/true)},
               {"LOAD", isGrad ? "const float x = inp[i], dy = dout[i];"
                               : "const float x = inp[i];"},
               {"OUT", isGrad ? "dinp" : "out"},
-              {"EXPR", expr}};
+              {"EXPR", form.expr}};
   w.code(R"cpp($PAR
 for (int64_t i = 0; i < N; ++i) {
   $LOAD

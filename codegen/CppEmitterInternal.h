@@ -7,6 +7,7 @@
 // the constants by name, so templates stay readable and need no brace escaping).
 #pragma once
 
+#include "codegen/KernelCommon.h"
 #include "compiler/TesselDialect.h"
 
 #include <cstdint>
@@ -49,22 +50,13 @@ Letters suffixLetters(const Letters& letters, size_t count);
 /// there is more than one iteration; else "#pragma omp simd" if `simd`, else "".
 std::string parallelFor(int64_t work, int64_t iterations, bool simd = false);
 
-/// One coordinate group of a layout op after merging: `size` elements, a flag whose meaning
-/// is the op's (reduced, inserted), and the group's strides in the input and the output.
-struct Group {
-  int64_t size;
-  bool flag;
-  int64_t inStride;
-  int64_t outStride;
-};
-
-/// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
-
-/// Drops size-1 groups and merges neighbours with the same flag whose input strides nest
-/// (the outer stride equals the inner stride times the inner size). Output strides are then
-/// recomputed row-major over the groups whose flag is `outFlag` (the ones the output has).
-std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag);
+// The layout ops' index spaces (Group, stridesOf, simplify, sizeOf) and indent are shared
+// with the CUDA emitter (KernelCommon.h).
+using kernelcommon::Group;
+using kernelcommon::indent;
+using kernelcommon::simplify;
+using kernelcommon::sizeOf;
+using kernelcommon::stridesOf;
 
 /// Code that splits the flat index `index` (an int64_t expression) over the sizes of
 /// `groups` (row-major, last fastest) and adds each coordinate times the group's inStride to

@@ -12,61 +12,12 @@
 
 namespace tessel::cppgen {
 
-/// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
-  std::vector<int64_t> s(shape.size(), 1);
-  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
-  return s;
-}
-
-/// Drops size-1 groups and merges neighbours with the same flag whose input strides nest
-/// (the outer stride equals the inner stride times the inner size). Output strides are then
-/// recomputed row-major over the groups whose flag is `outFlag` (the ones the output has).
-std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag) {
-  std::vector<Group> out;
-  for (const Group& g : in) {
-    if (g.size == 1) continue;
-    if (!out.empty() && out.back().flag == g.flag &&
-        out.back().inStride == g.inStride * g.size) {
-      out.back().size *= g.size;
-      out.back().inStride = g.inStride;
-      continue;
-    }
-    out.push_back(g);
-  }
-  int64_t stride = 1;
-  for (size_t k = out.size(); k-- > 0;) {
-    out[k].outStride = out[k].flag == outFlag ? stride : 0;
-    if (out[k].flag == outFlag) stride *= out[k].size;
-  }
-  return out;
-}
-
 namespace {
 
 std::vector<Group> select(const std::vector<Group>& groups, bool flag, size_t end) {
   std::vector<Group> out;
   for (size_t k = 0; k < end; ++k)
     if (groups[k].flag == flag) out.push_back(groups[k]);
-  return out;
-}
-
-int64_t sizeOf(const std::vector<Group>& groups) {
-  int64_t n = 1;
-  for (const Group& g : groups) n *= g.size;
-  return n;
-}
-
-/// Indents every line of `text` by `spaces`.
-std::string indent(const std::string& text, int spaces) {
-  std::string out, pad(spaces, ' ');
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    out += pad + text.substr(start, end - start) + "\n";
-    start = end + 1;
-  }
   return out;
 }
 
@@ -189,31 +140,12 @@ for (int64_t job = 0; job < OUTER * K; ++job) {
 
 void emitReduce(KernelWriter& w) {
   mlir::Operation* op = w.op();
-  bool mean = mlir::isa<ReduceMeanOp>(op);
-  mlir::Value input = op->getOperand(0), result = op->getResult(0);
-  llvm::ArrayRef<int64_t> dims = mean ? mlir::cast<ReduceMeanOp>(op).getDims()
-                                      : mlir::cast<ReduceSumOp>(op).getDims();
+  mlir::Value input = op->getOperand(0);
   std::vector<int64_t> in = shapeOf(input);
-  std::vector<bool> reduced(in.size(), false);
-  int64_t count = 1;
-  for (int64_t d : dims) {
-    reduced[d] = true;
-    count *= in[d];
-  }
-  Letters inLetters = genericLetters(in.size()), outLetters;
-  for (size_t d = 0; d < in.size(); ++d)
-    if (!reduced[d]) outLetters.push_back(inLetters[d]);
-  w.describe(fmt::format("out = the {} of inp over dimensions [{}], accumulated in double",
-                         mean ? "mean" : "sum", fmt::join(dims, ", ")));
-  w.output("out", result, outLetters);
-  w.input("inp", input, inLetters);
-  std::vector<int64_t> inStrides = stridesOf(in);
-  std::vector<Group> groups;
-  for (size_t d = 0; d < in.size(); ++d) groups.push_back({in[d], reduced[d], inStrides[d], 0});
-  groups = simplify(groups, /*outFlag=*/false);
-  std::string scale = !mean ? "1.0" : count == 0 ? "NAN" : fmt::format("{:.17g}", 1.0 / count);
-  w.code(fmt::format("constexpr double SCALE = {};  // {}\n", scale,
-                     mean ? fmt::format("1 / {} elements averaged", count) : "a sum"));
+  const kernelcommon::ReducePlan plan =
+      kernelcommon::reducePlan(op, genericLetters(in.size()));
+  kernelcommon::declareReduce(w, plan);
+  const std::vector<Group>& groups = plan.groups;
   if (groups.empty()) {
     w.code("out[0] = static_cast<float>(inp[0] * SCALE);\n");
     return;

@@ -15,22 +15,7 @@ void emitAdamW(KernelWriter& w) {
   std::vector<int64_t> shape = shapeOf(op.getParam());
   Letters letters = genericLetters(shape.size());
   int64_t n = numel(shape);
-  w.describe("torch.optim.AdamW, elementwise, t = step:");
-  w.describe(op.getDecay() ? "p = p * (1 - lr * weight_decay);  m = beta1 m + (1 - beta1) g;"
-                           : "(no weight decay)  m = beta1 m + (1 - beta1) g;");
-  w.describe("v = beta2 v + (1 - beta2) g^2;  p = p - lr / (1 - beta1^t) * m / (sqrt(v) / "
-             "sqrt(1 - beta2^t) + eps)");
-  w.output("new_param", op.getNewParam(), letters);
-  w.output("new_exp_avg", op.getNewExpAvg(), letters);
-  w.output("new_exp_avg_sq", op.getNewExpAvgSq(), letters);
-  w.input("param", op.getParam(), letters);
-  w.input("grad", op.getGrad(), letters);
-  w.input("exp_avg", op.getExpAvg(), letters);
-  w.input("exp_avg_sq", op.getExpAvgSq(), letters);
-  for (auto [name, v] : {std::pair{"lr", op.getLr()}, {"beta1", op.getBeta1()},
-                         {"beta2", op.getBeta2()}, {"eps", op.getEps()},
-                         {"weight_decay", op.getWeightDecay()}, {"step", op.getStep()}})
-    w.input(name, v, {});
+  kernelcommon::declareAdamW(w, op, letters);
   w.constant("N", n);
   // sqrt stays scalar here: GCC vectorises it only with -fno-math-errno, which the host
   // compiler's flags do not include. The loop is memory-bound (28 bytes per element) anyway.
@@ -51,9 +36,7 @@ for (int64_t i = 0; i < N; ++i) {
   new_exp_avg_sq[i] = v;
 }
 )cpp",
-         {{"DECAY", op.getDecay()
-                        ? "static_cast<float>(1.0 - static_cast<double>(lr[0]) * weight_decay[0])"
-                        : "1.0f"},
+         {{"DECAY", kernelcommon::adamWDecayExpr(op)},
           {"PAR", parallelFor(n * 8, n, /*simd=*/true)}});
 }
 
@@ -62,19 +45,9 @@ void emitSGD(KernelWriter& w) {
   std::vector<int64_t> shape = shapeOf(op.getParam());
   Letters letters = genericLetters(shape.size());
   int64_t n = numel(shape);
-  w.describe("torch.optim.SGD (dampening 0, not Nesterov), elementwise:");
-  w.describe(op.getDecay() ? "g = g + weight_decay * p;  buf = step == 1 ? g : momentum buf + g;"
-                           : "(no weight decay)  buf = step == 1 ? g : momentum buf + g;");
+  kernelcommon::declareSGD(w, op, letters);
   w.describe("p = p - lr * buf. With momentum 0 the buffer is passed through unchanged and");
   w.describe("p = p - lr * g, as torch (which keeps no buffer) and the reference do.");
-  w.output("new_param", op.getNewParam(), letters);
-  w.output("new_momentum_buffer", op.getNewMomentumBuffer(), letters);
-  w.input("param", op.getParam(), letters);
-  w.input("grad", op.getGrad(), letters);
-  w.input("momentum_buffer", op.getMomentumBuffer(), letters);
-  for (auto [name, v] : {std::pair{"lr", op.getLr()}, {"momentum", op.getMomentum()},
-                         {"weight_decay", op.getWeightDecay()}, {"step", op.getStep()}})
-    w.input(name, v, {});
   w.constant("N", n);
   w.code(R"cpp(const float rate = lr[0], mom = momentum[0], wd = $WD;
 const bool useMomentum = mom != 0.0f, first = step[0] == 1.0f;

@@ -11,9 +11,9 @@
 
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitterInternal.h"
+#include "codegen/KernelKind.h"
 #include "compiler/Location.h"
 
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <fmt/format.h>
 
@@ -43,18 +43,6 @@ unsigned rowThreads(int64_t len) {
 
 std::string vectorType(mlir::Value v) {
   return cppgen::elementType(v) == "float" ? "float4" : "int4";
-}
-
-std::string indent(const std::string& text, int spaces) {
-  std::string out, pad(spaces, ' ');
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    out += pad + text.substr(start, end - start) + "\n";
-    start = end + 1;
-  }
-  return out;
 }
 
 std::string blockReduce(const std::string& var, const std::string& op) {
@@ -331,30 +319,56 @@ namespace {
 
 using EmitFn = void (*)(CudaWriter&);
 
+/// The op's emitter, or nullptr: one case per KernelKind and no default, so -Wswitch
+/// flags a kind this emitter forgets.
 EmitFn emitterFor(mlir::Operation* op) {
-  return llvm::TypeSwitch<mlir::Operation*, EmitFn>(op)
-      .Case<AddOp, SubOp, MulOp>([](auto) { return &emitBinary; })
-      .Case<ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp>([](auto) { return &emitUnary; })
-      .Case([](ConstantOp) { return &emitConstant; })
-      .Case([](LayerNormOp) { return &emitLayerNorm; })
-      .Case([](SoftmaxOp) { return &emitSoftmax; })
-      .Case([](CrossEntropyOp) { return &emitCrossEntropy; })
-      .Case([](EmbeddingOp) { return &emitEmbedding; })
-      .Case([](SoftmaxGradOp) { return &emitSoftmaxGrad; })
-      .Case([](LayerNormGradOp) { return &emitLayerNormGrad; })
-      .Case([](EmbeddingGradOp) { return &emitEmbeddingGrad; })
-      .Case([](CrossEntropyGradOp) { return &emitCrossEntropyGrad; })
-      .Case([](TransposeOp) { return &emitTranspose; })
-      .Case([](SplitOp) { return &emitSplit; })
-      .Case([](ConcatOp) { return &emitConcat; })
-      .Case<ReduceSumOp, ReduceMeanOp>([](auto) { return &emitReduce; })
-      .Case([](BroadcastOp) { return &emitBroadcast; })
-      .Case([](AdamWOp) { return &emitAdamW; })
-      .Case([](SGDOp) { return &emitSGD; })
-      .Case([](GlobalNormOp) { return &emitGlobalNorm; })
-      .Case([](ClipCoefficientOp) { return &emitClipCoefficient; })
-      .Case([](FusedOp) { return &emitFused; })
-      .Default([](mlir::Operation*) -> EmitFn { return nullptr; });
+  std::optional<KernelKind> kind = kernelKindOf(op);
+  if (!kind) return nullptr;
+  switch (*kind) {
+    case KernelKind::Binary:
+      return &emitBinary;
+    case KernelKind::Unary:
+      return &emitUnary;
+    case KernelKind::Constant:
+      return &emitConstant;
+    case KernelKind::LayerNorm:
+      return &emitLayerNorm;
+    case KernelKind::Softmax:
+      return &emitSoftmax;
+    case KernelKind::CrossEntropy:
+      return &emitCrossEntropy;
+    case KernelKind::Embedding:
+      return &emitEmbedding;
+    case KernelKind::SoftmaxGrad:
+      return &emitSoftmaxGrad;
+    case KernelKind::LayerNormGrad:
+      return &emitLayerNormGrad;
+    case KernelKind::EmbeddingGrad:
+      return &emitEmbeddingGrad;
+    case KernelKind::CrossEntropyGrad:
+      return &emitCrossEntropyGrad;
+    case KernelKind::Transpose:
+      return &emitTranspose;
+    case KernelKind::Split:
+      return &emitSplit;
+    case KernelKind::Concat:
+      return &emitConcat;
+    case KernelKind::Reduce:
+      return &emitReduce;
+    case KernelKind::Broadcast:
+      return &emitBroadcast;
+    case KernelKind::AdamW:
+      return &emitAdamW;
+    case KernelKind::SGD:
+      return &emitSGD;
+    case KernelKind::GlobalNorm:
+      return &emitGlobalNorm;
+    case KernelKind::ClipCoefficient:
+      return &emitClipCoefficient;
+    case KernelKind::Fused:
+      return &emitFused;
+  }
+  return nullptr;
 }
 
 /// Kernel for an op whose results are all empty: the parameters and nothing to compute.
@@ -392,7 +406,9 @@ const char* kindName(CudaKernelKind kind) {
 }
 
 bool hasCudaKernel(mlir::Operation* op) {
-  if (mlir::isa<FusedOp>(op)) return cudagen::fusedSupported(op);
+  std::optional<KernelKind> kind = kernelKindOf(op);
+  if (!kind) return false;
+  if (*kind == KernelKind::Fused) return cudagen::fusedSupported(op);
   return hasCppKernel(op) && cudagen::emitterFor(op) != nullptr;
 }
 

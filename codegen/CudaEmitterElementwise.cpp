@@ -13,15 +13,12 @@ namespace tessel::cudagen {
 void emitBinary(CudaWriter& w) {
   mlir::Operation* op = w.op();
   mlir::Value lhs = op->getOperand(0), rhs = op->getOperand(1), res = op->getResult(0);
-  const char* sign = mlir::isa<AddOp>(op) ? "+" : mlir::isa<SubOp>(op) ? "-" : "*";
+  const char* sign = kernelcommon::binarySign(op);
   std::vector<int64_t> out = shapeOf(res);
   Letters letters = genericLetters(out.size());
   int64_t n = numel(out), na = numel(shapeOf(lhs)), nb = numel(shapeOf(rhs));
   w.kind(CudaKernelKind::Elementwise);
-  w.describe(na == n && nb == n
-                 ? fmt::format("out = a {} b, elementwise", sign)
-                 : fmt::format("out = a {} b, elementwise, {} repeated over the leading dimensions",
-                               sign, na < n ? "a" : "b"));
+  w.describe(kernelcommon::binaryDescription(sign, na, nb, n));
   w.output("out", res, letters);
   w.input("a", lhs, suffixLetters(letters, shapeOf(lhs).size()));
   w.input("b", rhs, suffixLetters(letters, shapeOf(rhs).size()));
@@ -51,24 +48,9 @@ void emitUnary(CudaWriter& w) {
   mlir::Value res = op->getResult(0);
   Letters letters = genericLetters(shapeOf(res).size());
   int64_t n = numel(shapeOf(res));
-  bool isGrad = mlir::isa<GeluGradOp, ReluGradOp>(op);
-  std::string expr;
-  if (mlir::isa<ScaleOp>(op)) {
-    w.describe("out = x * factor, elementwise");
-    expr = "x * FACTOR";
-  } else if (mlir::isa<GeluOp>(op)) {
-    w.describe("out = gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise");
-    expr = "tessel_gelu(x)";
-  } else if (mlir::isa<ReluOp>(op)) {
-    w.describe("out = max(x, 0), elementwise (NaN gives 0, as the reference)");
-    expr = "x > 0.0f ? x : 0.0f";
-  } else if (mlir::isa<GeluGradOp>(op)) {
-    w.describe("dinp = dout * gelu'(inp), elementwise (tanh form)");
-    expr = "tessel_gelu_grad(x, dy)";
-  } else {
-    w.describe("dinp = inp > 0 ? dout : 0, elementwise");
-    expr = "x > 0.0f ? dy : 0.0f";
-  }
+  const kernelcommon::UnaryForm form = kernelcommon::unaryForm(op);
+  const bool isGrad = form.isGrad;
+  w.describe(form.description);
   w.kind(CudaKernelKind::Elementwise);
   const char* outName = isGrad ? "dinp" : "out";
   w.output(outName, res, letters);
@@ -79,7 +61,7 @@ void emitUnary(CudaWriter& w) {
     w.constantF("FACTOR", scale.getFactor().convertToDouble());
   std::vector<EwInput> inputs{{"inp", "x", 0}};
   if (isGrad) inputs.push_back({"dout", "dy", 0});
-  emitElementwiseLoop(w, n, inputs, {{outName, "y"}}, fmt::format("const float y = {};\n", expr),
+  emitElementwiseLoop(w, n, inputs, {{outName, "y"}}, fmt::format("const float y = {};\n", form.expr),
                       true);
 }
 
@@ -100,26 +82,7 @@ void emitAdamW(CudaWriter& w) {
   Letters letters = genericLetters(shape.size());
   int64_t n = numel(shape);
   w.kind(CudaKernelKind::Elementwise);
-  w.describe("torch.optim.AdamW, elementwise, t = step:");
-  w.describe(op.getDecay() ? "p = p * (1 - lr * weight_decay);  m = beta1 m + (1 - beta1) g;"
-                           : "(no weight decay)  m = beta1 m + (1 - beta1) g;");
-  w.describe(
-      "v = beta2 v + (1 - beta2) g^2;  p = p - lr / (1 - beta1^t) * m / (sqrt(v) / "
-      "sqrt(1 - beta2^t) + eps)");
-  w.output("new_param", op.getNewParam(), letters);
-  w.output("new_exp_avg", op.getNewExpAvg(), letters);
-  w.output("new_exp_avg_sq", op.getNewExpAvgSq(), letters);
-  w.input("param", op.getParam(), letters);
-  w.input("grad", op.getGrad(), letters);
-  w.input("exp_avg", op.getExpAvg(), letters);
-  w.input("exp_avg_sq", op.getExpAvgSq(), letters);
-  for (auto [name, v] : {std::pair{"lr", op.getLr()},
-                         {"beta1", op.getBeta1()},
-                         {"beta2", op.getBeta2()},
-                         {"eps", op.getEps()},
-                         {"weight_decay", op.getWeightDecay()},
-                         {"step", op.getStep()}})
-    w.input(name, v, {});
+  kernelcommon::declareAdamW(w, op, letters);
   w.constant("N", n);
   // What depends only on the hyper-parameters, in double as the C++ kernel (every thread
   // computes the same values).
@@ -130,9 +93,7 @@ const float omb1 = static_cast<float>(1.0 - beta1[0]), omb2 = static_cast<float>
 const float stepSize = static_cast<float>(lr[0] / (1.0 - pow(static_cast<double>(b1), t)));
 const float c2 = static_cast<float>(sqrt(1.0 - pow(static_cast<double>(b2), t)));
 )cuda",
-         {{"DECAY", op.getDecay()
-                        ? "static_cast<float>(1.0 - static_cast<double>(lr[0]) * weight_decay[0])"
-                        : "1.0f"}});
+         {{"DECAY", kernelcommon::adamWDecayExpr(op)}});
   emitElementwiseLoop(
       w, n, {{"param", "p0", 0}, {"grad", "g", 0}, {"exp_avg", "m0", 0}, {"exp_avg_sq", "v0", 0}},
       {{"new_param", "np"}, {"new_exp_avg", "m"}, {"new_exp_avg_sq", "v"}},
@@ -149,20 +110,8 @@ void emitSGD(CudaWriter& w) {
   Letters letters = genericLetters(shape.size());
   int64_t n = numel(shape);
   w.kind(CudaKernelKind::Elementwise);
-  w.describe("torch.optim.SGD (dampening 0, not Nesterov), elementwise:");
-  w.describe(op.getDecay() ? "g = g + weight_decay * p;  buf = step == 1 ? g : momentum buf + g;"
-                           : "(no weight decay)  buf = step == 1 ? g : momentum buf + g;");
+  kernelcommon::declareSGD(w, op, letters);
   w.describe("p = p - lr * buf; with momentum 0 the buffer passes through and p = p - lr * g");
-  w.output("new_param", op.getNewParam(), letters);
-  w.output("new_momentum_buffer", op.getNewMomentumBuffer(), letters);
-  w.input("param", op.getParam(), letters);
-  w.input("grad", op.getGrad(), letters);
-  w.input("momentum_buffer", op.getMomentumBuffer(), letters);
-  for (auto [name, v] : {std::pair{"lr", op.getLr()},
-                         {"momentum", op.getMomentum()},
-                         {"weight_decay", op.getWeightDecay()},
-                         {"step", op.getStep()}})
-    w.input(name, v, {});
   w.constant("N", n);
   w.code(R"cuda(const float rate = lr[0], mom = momentum[0], wd = $WD;
 const bool useMomentum = mom != 0.0f, first = step[0] == 1.0f;

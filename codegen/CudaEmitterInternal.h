@@ -22,6 +22,8 @@ namespace tessel::cudagen {
 
 using cppgen::floatLit;
 using cppgen::genericLetters;
+using kernelcommon::indent;
+using kernelcommon::sizeOf;
 using cppgen::Letters;
 using cppgen::numel;
 using cppgen::product;
@@ -47,9 +49,6 @@ unsigned rowThreads(int64_t len);
 
 /// "float4" or "int4": the 16-byte vector of a tensor's element type.
 std::string vectorType(mlir::Value v);
-
-/// Every line of `text` indented by `spaces`.
-std::string indent(const std::string& text, int spaces);
 
 /// The text of a block-wide reduction of the float `var` (every thread of the block ends
 /// with the result): warp shuffles, one partial per warp in shared memory, then the

@@ -25,12 +25,6 @@ std::string replaceAll(std::string s, const std::string& from, const std::string
   return s;
 }
 
-int64_t sizeOf(const std::vector<Group>& groups) {
-  int64_t n = 1;
-  for (const Group& g : groups) n *= g.size;
-  return n;
-}
-
 /// A grid-stride loop over `work` items with index j (the body's text, indented inside).
 std::string loop(int64_t work, const std::string& body) {
   return fmt::format(
@@ -339,32 +333,13 @@ void emitEmbeddingGrad(CudaWriter& w) {
 
 void emitReduce(CudaWriter& w) {
   mlir::Operation* op = w.op();
-  bool mean = mlir::isa<ReduceMeanOp>(op);
-  mlir::Value input = op->getOperand(0), result = op->getResult(0);
-  llvm::ArrayRef<int64_t> dims =
-      mean ? mlir::cast<ReduceMeanOp>(op).getDims() : mlir::cast<ReduceSumOp>(op).getDims();
+  mlir::Value input = op->getOperand(0);
   std::vector<int64_t> in = shapeOf(input);
-  std::vector<bool> reduced(in.size(), false);
-  int64_t count = 1;
-  for (int64_t d : dims) {
-    reduced[d] = true;
-    count *= in[d];
-  }
-  Letters inLetters = genericLetters(in.size()), outLetters;
-  for (size_t d = 0; d < in.size(); ++d)
-    if (!reduced[d]) outLetters.push_back(inLetters[d]);
+  const kernelcommon::ReducePlan plan =
+      kernelcommon::reducePlan(op, genericLetters(in.size()));
   w.kind(CudaKernelKind::Reduction);
-  w.describe(fmt::format("out = the {} of inp over dimensions [{}], accumulated in double",
-                         mean ? "mean" : "sum", fmt::join(dims, ", ")));
-  w.output("out", result, outLetters);
-  w.input("inp", input, inLetters);
-  std::vector<int64_t> inStrides = cppgen::stridesOf(in);
-  std::vector<Group> groups;
-  for (size_t d = 0; d < in.size(); ++d) groups.push_back({in[d], reduced[d], inStrides[d], 0});
-  groups = cppgen::simplify(groups, /*outFlag=*/false);
-  std::string scale = !mean ? "1.0" : count == 0 ? "NAN" : fmt::format("{:.17g}", 1.0 / count);
-  w.code(fmt::format("constexpr double SCALE = {};  // {}\n", scale,
-                     mean ? fmt::format("1 / {} elements averaged", count) : "a sum"));
+  kernelcommon::declareReduce(w, plan);
+  const std::vector<Group>& groups = plan.groups;
   if (groups.empty()) {
     w.code(
         "if (blockIdx.x == 0 && threadIdx.x == 0) out[0] = static_cast<float>(inp[0] * SCALE);\n");

@@ -1,0 +1,123 @@
+// The language-independent helpers of the C++ and CUDA kernel emitters (KernelCommon.h).
+#include "codegen/KernelCommon.h"
+
+#include <fmt/format.h>
+
+namespace tessel::kernelcommon {
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  return s;
+}
+
+std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag) {
+  std::vector<Group> out;
+  for (const Group& g : in) {
+    if (g.size == 1) continue;
+    if (!out.empty() && out.back().flag == g.flag &&
+        out.back().inStride == g.inStride * g.size) {
+      out.back().size *= g.size;
+      out.back().inStride = g.inStride;
+      continue;
+    }
+    out.push_back(g);
+  }
+  int64_t stride = 1;
+  for (size_t k = out.size(); k-- > 0;) {
+    out[k].outStride = out[k].flag == outFlag ? stride : 0;
+    if (out[k].flag == outFlag) stride *= out[k].size;
+  }
+  return out;
+}
+
+int64_t sizeOf(const std::vector<Group>& groups) {
+  int64_t n = 1;
+  for (const Group& g : groups) n *= g.size;
+  return n;
+}
+
+ReducePlan reducePlan(mlir::Operation* op, const std::vector<std::string>& inLetters) {
+  ReducePlan p;
+  p.mean = mlir::isa<ReduceMeanOp>(op);
+  llvm::ArrayRef<int64_t> dims = p.mean ? mlir::cast<ReduceMeanOp>(op).getDims()
+                                        : mlir::cast<ReduceSumOp>(op).getDims();
+  p.dims.assign(dims.begin(), dims.end());
+  auto shape = mlir::cast<mlir::RankedTensorType>(op->getOperand(0).getType()).getShape();
+  std::vector<int64_t> in(shape.begin(), shape.end());
+  std::vector<bool> reduced(in.size(), false);
+  for (int64_t d : dims) {
+    reduced[d] = true;
+    p.count *= in[d];
+  }
+  p.inLetters = inLetters;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!reduced[d]) p.outLetters.push_back(p.inLetters[d]);
+  std::vector<int64_t> inStrides = stridesOf(in);
+  for (size_t d = 0; d < in.size(); ++d)
+    p.groups.push_back({in[d], static_cast<bool>(reduced[d]), inStrides[d], 0});
+  p.groups = simplify(p.groups, /*outFlag=*/false);
+  return p;
+}
+
+std::string reduceDescription(const ReducePlan& plan) {
+  return fmt::format("out = the {} of inp over dimensions [{}], accumulated in double",
+                     plan.mean ? "mean" : "sum", fmt::join(plan.dims, ", "));
+}
+
+std::string reduceScaleLine(const ReducePlan& plan) {
+  std::string scale = !plan.mean       ? "1.0"
+                      : plan.count == 0 ? "NAN"
+                                        : fmt::format("{:.17g}", 1.0 / plan.count);
+  return fmt::format("constexpr double SCALE = {};  // {}\n", scale,
+                     plan.mean ? fmt::format("1 / {} elements averaged", plan.count) : "a sum");
+}
+
+std::string indent(const std::string& text, int spaces) {
+  std::string out, pad(spaces, ' ');
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    out += pad + text.substr(start, end - start) + "\n";
+    start = end + 1;
+  }
+  return out;
+}
+
+const char* binarySign(mlir::Operation* op) {
+  return mlir::isa<AddOp>(op) ? "+" : mlir::isa<SubOp>(op) ? "-" : "*";
+}
+
+std::string binaryDescription(const char* sign, int64_t na, int64_t nb, int64_t n) {
+  if (na == n && nb == n) return fmt::format("out = a {} b, elementwise", sign);
+  return fmt::format("out = a {} b, elementwise, {} repeated over the leading dimensions", sign,
+                     na < n ? "a" : "b");
+}
+
+UnaryForm unaryForm(mlir::Operation* op) {
+  UnaryForm f;
+  f.isGrad = mlir::isa<GeluGradOp, ReluGradOp>(op);
+  if (mlir::isa<ScaleOp>(op)) {
+    f.description = "out = x * factor, elementwise";
+    f.expr = "x * FACTOR";
+  } else if (mlir::isa<GeluOp>(op)) {
+    f.description =
+        "out = gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise";
+    f.expr = "tessel_gelu(x)";
+    f.cost = 8;
+  } else if (mlir::isa<ReluOp>(op)) {
+    f.description = "out = max(x, 0), elementwise (NaN gives 0, as the reference)";
+    f.expr = "x > 0.0f ? x : 0.0f";
+  } else if (mlir::isa<GeluGradOp>(op)) {
+    f.description = "dinp = dout * gelu'(inp), elementwise (tanh form)";
+    f.expr = "tessel_gelu_grad(x, dy)";
+    f.cost = 8;
+  } else {
+    f.description = "dinp = inp > 0 ? dout : 0, elementwise";
+    f.expr = "x > 0.0f ? dy : 0.0f";
+  }
+  return f;
+}
+
+}  // namespace tessel::kernelcommon

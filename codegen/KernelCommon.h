@@ -1,0 +1,133 @@
+// Internal to the kernel emitters (CppEmitter*.cpp, CudaEmitter*.cpp): the helpers that do not
+// depend on the target language, so the C++ and CUDA kernels describe, index and compute the
+// same way. Not part of the public API; include CppEmitter.h or CudaEmitter.h instead.
+#pragma once
+
+#include "compiler/TesselDialect.h"
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::kernelcommon {
+
+// ---- index spaces of the layout ops ----------------------------------------------------------
+
+/// One coordinate group of a layout op after merging: `size` elements, a flag whose meaning
+/// is the op's (reduced, inserted), and the group's strides in the input and the output.
+struct Group {
+  int64_t size;
+  bool flag;
+  int64_t inStride;
+  int64_t outStride;
+};
+
+/// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape);
+
+/// Drops size-1 groups and merges neighbours with the same flag whose input strides nest
+/// (the outer stride equals the inner stride times the inner size). Output strides are then
+/// recomputed row-major over the groups whose flag is `outFlag` (the ones the output has).
+std::vector<Group> simplify(const std::vector<Group>& in, bool outFlag);
+
+/// Elements of the index space of `groups`: the product of their sizes.
+int64_t sizeOf(const std::vector<Group>& groups);
+
+/// The index space of a reduce_sum or reduce_mean: the dimensions summed (flag true in
+/// `groups`, simplified with the kept ones as the output's), the elements averaged, the
+/// dimension letters of the input and of the output (its kept dimensions).
+struct ReducePlan {
+  bool mean = false;
+  int64_t count = 1;
+  std::vector<int64_t> dims;
+  std::vector<std::string> inLetters, outLetters;
+  std::vector<Group> groups;
+};
+/// `inLetters`: the input's dimension letters (genericLetters of its rank).
+ReducePlan reducePlan(mlir::Operation* op, const std::vector<std::string>& inLetters);
+/// The description of a reduction and the `constexpr double SCALE = ...;` line of its body.
+std::string reduceDescription(const ReducePlan& plan);
+std::string reduceScaleLine(const ReducePlan& plan);
+
+/// The description, the arguments (out, inp) and the SCALE constant of a reduction kernel,
+/// for either emitter's writer.
+template <class Writer>
+void declareReduce(Writer& w, const ReducePlan& plan) {
+  w.describe(reduceDescription(plan));
+  w.output("out", w.op()->getResult(0), plan.outLetters);
+  w.input("inp", w.op()->getOperand(0), plan.inLetters);
+  w.code(reduceScaleLine(plan));
+}
+
+// ---- text ------------------------------------------------------------------------------------
+
+/// Every line of `text` indented by `spaces`.
+std::string indent(const std::string& text, int spaces);
+
+// ---- elementwise ops -------------------------------------------------------------------------
+
+/// The operator of add, sub or mul: "+", "-" or "*".
+const char* binarySign(mlir::Operation* op);
+/// The description of a binary op of `sign` with operands of `na` and `nb` elements and a
+/// result of `n`: "out = a + b, elementwise[, a repeated over the leading dimensions]".
+std::string binaryDescription(const char* sign, int64_t na, int64_t nb, int64_t n);
+
+/// What a unary op (scale, gelu, relu, gelu_grad, relu_grad) computes per element: its
+/// description, the float expression of `x` (the input) and, for the grads, `dy` (dout), and
+/// its cost relative to a copy (for the C++ kernels' parallel threshold).
+struct UnaryForm {
+  std::string description, expr;
+  int64_t cost = 1;
+  bool isGrad = false;
+};
+UnaryForm unaryForm(mlir::Operation* op);
+
+// ---- optimizer ops ---------------------------------------------------------------------------
+
+/// The shared description lines and the arguments (outputs, then inputs, in the op's order)
+/// of an adamw kernel, for either emitter's writer (describe/output/input).
+template <class Writer>
+void declareAdamW(Writer& w, AdamWOp op, const std::vector<std::string>& letters) {
+  w.describe("torch.optim.AdamW, elementwise, t = step:");
+  w.describe(op.getDecay() ? "p = p * (1 - lr * weight_decay);  m = beta1 m + (1 - beta1) g;"
+                           : "(no weight decay)  m = beta1 m + (1 - beta1) g;");
+  w.describe("v = beta2 v + (1 - beta2) g^2;  p = p - lr / (1 - beta1^t) * m / (sqrt(v) / "
+             "sqrt(1 - beta2^t) + eps)");
+  w.output("new_param", op.getNewParam(), letters);
+  w.output("new_exp_avg", op.getNewExpAvg(), letters);
+  w.output("new_exp_avg_sq", op.getNewExpAvgSq(), letters);
+  w.input("param", op.getParam(), letters);
+  w.input("grad", op.getGrad(), letters);
+  w.input("exp_avg", op.getExpAvg(), letters);
+  w.input("exp_avg_sq", op.getExpAvgSq(), letters);
+  for (auto [name, v] : {std::pair{"lr", op.getLr()}, {"beta1", op.getBeta1()},
+                         {"beta2", op.getBeta2()}, {"eps", op.getEps()},
+                         {"weight_decay", op.getWeightDecay()}, {"step", op.getStep()}})
+    w.input(name, v, {});
+}
+
+/// The first two description lines and the arguments of an sgd kernel (the caller adds the
+/// rest of the description).
+template <class Writer>
+void declareSGD(Writer& w, SGDOp op, const std::vector<std::string>& letters) {
+  w.describe("torch.optim.SGD (dampening 0, not Nesterov), elementwise:");
+  w.describe(op.getDecay() ? "g = g + weight_decay * p;  buf = step == 1 ? g : momentum buf + g;"
+                           : "(no weight decay)  buf = step == 1 ? g : momentum buf + g;");
+  w.output("new_param", op.getNewParam(), letters);
+  w.output("new_momentum_buffer", op.getNewMomentumBuffer(), letters);
+  w.input("param", op.getParam(), letters);
+  w.input("grad", op.getGrad(), letters);
+  w.input("momentum_buffer", op.getMomentumBuffer(), letters);
+  for (auto [name, v] : {std::pair{"lr", op.getLr()}, {"momentum", op.getMomentum()},
+                         {"weight_decay", op.getWeightDecay()}, {"step", op.getStep()}})
+    w.input(name, v, {});
+}
+
+/// The adamw decay factor's expression: 1 - lr * weight_decay in double, or 1 without decay.
+inline const char* adamWDecayExpr(AdamWOp op) {
+  return op.getDecay() ? "static_cast<float>(1.0 - static_cast<double>(lr[0]) * weight_decay[0])"
+                       : "1.0f";
+}
+
+}  // namespace tessel::kernelcommon

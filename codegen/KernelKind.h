@@ -1,0 +1,42 @@
+// The kernel kinds both emitters (CppEmitter, CudaEmitter) dispatch on: one entry per
+// per-op emitter, shared so the two dispatch tables cannot drift apart. Each emitter
+// `switch`es over KernelKind without a default, so -Wswitch flags a kind one forgets.
+// Internal to codegen/; include CppEmitter.h or CudaEmitter.h instead.
+#pragma once
+
+#include "mlir/IR/Operation.h"
+
+#include <optional>
+
+namespace tessel {
+
+/// Which per-op emitter writes an op's kernel.
+enum class KernelKind {
+  Binary,            // add, sub, mul
+  Unary,             // scale, gelu, relu, gelu_grad, relu_grad
+  Constant,
+  LayerNorm,
+  Softmax,
+  CrossEntropy,
+  Embedding,
+  SoftmaxGrad,
+  LayerNormGrad,
+  EmbeddingGrad,
+  CrossEntropyGrad,
+  Transpose,
+  Split,
+  Concat,
+  Reduce,            // reduce_sum, reduce_mean
+  Broadcast,
+  AdamW,
+  SGD,
+  GlobalNorm,
+  ClipCoefficient,
+  Fused,             // tessel.fused (CUDA emitter only)
+};
+
+/// The kind of `op`, or nullopt for an op neither emitter has a kernel for. Says nothing
+/// about types: hasCppKernel and hasCudaKernel check those.
+std::optional<KernelKind> kernelKindOf(mlir::Operation* op);
+
+}  // namespace tessel
