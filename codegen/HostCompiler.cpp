@@ -173,9 +173,12 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
     }
   }
   if (!fs::exists(lib)) {
-    // Unique temporary names, so concurrent processes (e.g. MPI ranks) never clash.
-    std::string tag = fmt::format("{:016x}.{}", key, getpid());
-    fs::path src = dir / ("k" + tag + ".cpp"), tmp = dir / ("k" + tag + ".so.tmp");
+    // Each builder works in a private folder (concurrent processes, e.g. MPI ranks or test
+    // shards, never clash) on a file named after the key alone, so every builder of a key
+    // produces the same bytes and the same checksum, whoever renames last.
+    fs::path work = dir / fmt::format("build.{:016x}.{}", key, getpid());
+    fs::create_directories(work, ec);
+    fs::path src = work / fmt::format("k{:016x}.cpp", key), tmp = work / fmt::format("k{:016x}.so", key);
     {
       std::ofstream f(src);
       f << source;
@@ -183,8 +186,9 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
         throw HostCompileError(fmt::format("cannot write '{}'", src.string()));
     }
     std::string log;
-    int status = run(fmt::format("{}{} {} -o {}", options.compiler, flags, quote(src.string()),
-                                 quote(tmp.string())),
+    int status = run(fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler,
+                                 flags, quote(src.filename().string()),
+                                 quote(tmp.filename().string())),
                      log);
     if (status != 0) {
       fs::remove(tmp, ec);
@@ -205,6 +209,8 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
       ::close(fd);
     }
     fs::rename(tmp, lib, ec);
+    std::error_code ignored;
+    fs::remove_all(work, ignored);
     if (ec)
       throw HostCompileError(fmt::format("cannot move '{}' into the cache: {}", tmp.string(),
                                          ec.message()));

@@ -5,6 +5,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,6 +83,40 @@ TEST(HostCompiler, DamagedCacheEntriesAreRebuilt) {
   std::filesystem::remove(so.string().substr(0, so.string().size() - 3) + ".sum");  // no checksum
   EXPECT_EQ(load(), 11);
   EXPECT_EQ(load(), 10);
+}
+
+// Several processes building the same kernels at once into an empty cache (MPI ranks, test
+// shards) all succeed: every builder produces identical bytes, so whichever renames last,
+// the library and its checksum agree, and nobody deletes a library another is loading.
+TEST(HostCompiler, ConcurrentBuildersAgree) {
+  tessel::HostCompileOptions o;
+  o.cacheDir = (std::filesystem::path(testing::TempDir()) / "tessel-hostcc-race").string();
+  for (int round = 0; round < 3; ++round) {
+    std::filesystem::remove_all(o.cacheDir);
+    const std::string source =
+        "extern \"C\" int answer() { return " + std::to_string(40 + round) + "; }\n";
+    std::vector<pid_t> children;
+    for (int i = 0; i < 4; ++i) {
+      pid_t pid = fork();
+      if (pid == 0) {
+        try {
+          tessel::KernelLibrary lib = tessel::buildKernelLibrary(source, o);
+          _exit(reinterpret_cast<int (*)()>(lib.symbol("answer"))() == 40 + round ? 0 : 1);
+        } catch (...) {
+          _exit(2);
+        }
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "round " << round;
+    }
+    for (const auto& e : std::filesystem::directory_iterator(o.cacheDir))
+      EXPECT_TRUE(e.path().extension() == ".so" || e.path().extension() == ".sum")
+          << "left behind: " << e.path();
+  }
 }
 
 }  // namespace
