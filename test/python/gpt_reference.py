@@ -97,3 +97,19 @@ def gpt_forward(w, tokens, targets, L, n_head):
     logits = ln(x, "ln_f") @ w["wte.weight"].T  # LM head tied to the token embedding
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
     return logits, loss
+
+
+# ---- test bookkeeping -------------------------------------------------------------------------
+class Checks:
+    """Collects named pass/fail checks, printing each; failed() says whether any failed."""
+
+    def __init__(self):
+        self.failures = []
+
+    def __call__(self, ok, what):
+        print(("ok   " if ok else "FAIL ") + what)
+        if not ok:
+            self.failures.append(what)
+
+    def failed(self):
+        return bool(self.failures)

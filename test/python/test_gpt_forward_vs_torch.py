@@ -24,7 +24,7 @@ from pathlib import Path
 try:
     import numpy as np
     import torch
-    from gpt_reference import U32, U64, expected_shapes, gpt_forward, read_safetensors
+    from gpt_reference import Checks, U32, U64, expected_shapes, gpt_forward, read_safetensors
 except ImportError as e:  # fail loudly: this test exists to compare against PyTorch
     print(f"FAIL: cannot import {e.name} ({e}); install Debian's python3-torch and "
           "python3-numpy and run with /usr/bin/python3", file=sys.stderr)
@@ -41,12 +41,7 @@ def main():
         ap.add_argument("--" + flag, type=int, default=default)
     a = ap.parse_args()
     L, C, NH, T, B, V = a.layers, a.channels, a.heads, a.seq, a.batch, 256
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    check = Checks()
 
     with tempfile.TemporaryDirectory(prefix="tessel-gpt-fwd-") as tmp:
         out = Path(tmp) / "forward.safetensors"
@@ -70,7 +65,7 @@ def main():
     params = {k: v for k, v in tensors.items() if k not in ("tokens", "targets", "logits", "loss")}
     missing, extra = sorted(set(shapes) - set(params)), sorted(set(params) - set(shapes))
     check(not missing and not extra, f"parameter names (missing {missing}, unexpected {extra})")
-    if failures:
+    if check.failed():
         return 1
     bad = [n for n, s in shapes.items() if params[n].shape != s or params[n].dtype != np.float32]
     check(not bad, f"parameter shapes and F32 dtype (wrong: {bad})")
@@ -93,7 +88,7 @@ def main():
     ref_logits, ref_loss = tensors["logits"], float(tensors["loss"].reshape(()))
     check(ref_logits.shape == (B, T, V) and ref_logits.dtype == np.float64,
           f"logits are F64 [{B}, {T}, {V}]")
-    if failures:
+    if check.failed():
         return 1
 
     tok = torch.from_numpy(tokens.astype(np.int64))
@@ -149,8 +144,8 @@ def main():
           f"ln(256) = {math.log(V):.6f}")
     check(abs(ref_loss - math.log(V)) < 0.1, "loss at init within 0.1 of ln(256)")
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+    if check.failed():
+        print(f"{len(check.failures)} check(s) failed", file=sys.stderr)
         return 1
     print("all checks passed")
     return 0

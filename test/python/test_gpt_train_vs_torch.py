@@ -31,7 +31,7 @@ from pathlib import Path
 try:
     import numpy as np
     import torch
-    from gpt_reference import U32, expected_shapes, gpt_forward, read_safetensors
+    from gpt_reference import Checks, U32, expected_shapes, gpt_forward, read_safetensors
 except ImportError as e:  # fail loudly: this test exists to compare against PyTorch
     print(f"FAIL: cannot import {e.name} ({e}); install Debian's python3-torch and "
           "python3-numpy and run with /usr/bin/python3", file=sys.stderr)
@@ -187,12 +187,7 @@ def main():
     ap.add_argument("--expect-clipping", action="store_true")
     a = ap.parse_args()
     L, C, NH, T, B, N = a.layers, a.channels, a.heads, a.seq, a.batch, a.steps
-    failures = []
-
-    def check(ok, what):
-        print(("ok   " if ok else "FAIL ") + what)
-        if not ok:
-            failures.append(what)
+    check = Checks()
 
     with tempfile.TemporaryDirectory(prefix="tessel-gpt-train-") as tmp:
         out = Path(tmp) / "train.safetensors"
@@ -232,7 +227,7 @@ def main():
     for label, group in (("init", init), ("final", final)):
         missing, extra = sorted(set(shapes) - set(group)), sorted(set(group) - set(shapes))
         check(not missing and not extra, f"{label}/ names (missing {missing}, unexpected {extra})")
-    if failures:
+    if check.failed():
         return 1
     bad = [n for n, s in shapes.items() if init[n].shape != s or final[n].shape != s
            or init[n].dtype != np.float32 or final[n].dtype != np.float32]
@@ -249,7 +244,7 @@ def main():
           and targets.dtype == np.int32, f"tokens/targets are I32 [{N}, {B}, {T}]")
     check(loss_t.shape == (N,) and norm_t.shape == (N,) and loss_t.dtype == np.float64
           and norm_t.dtype == np.float64, f"loss/grad_norm are F64 [{N}]")
-    if failures:
+    if check.failed():
         return 1
     check(np.array_equal(tokens[..., 1:], targets[..., :-1]), "targets are tokens shifted by one")
     text = Path(a.data).read_bytes()
@@ -301,8 +296,8 @@ def main():
     # ---- final parameters ---------------------------------------------------------------------
     compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check)
 
-    if failures:
-        print(f"{len(failures)} check(s) failed", file=sys.stderr)
+    if check.failed():
+        print(f"{len(check.failures)} check(s) failed", file=sys.stderr)
         return 1
     print("all checks passed")
     return 0

@@ -89,9 +89,6 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "output file (.safetensors)")->required();
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
-    if (flags.channels % flags.heads != 0)
-      throw std::invalid_argument(fmt::format("--channels {} is not divisible by --heads {}",
-                                              flags.channels, flags.heads));
     tessel::TextDataset data(flags.data);
     data.requireSequenceLength(flags.seq);
 
