@@ -49,17 +49,7 @@ void emitLayerNormGrad(KernelWriter& w) {
   // 2 C N / 32 additions, next to ~40 C N flops for the rows.
   int64_t chunkRows = std::min<int64_t>(32, std::max<int64_t>(rows, 1));
   int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-  w.describe("with xhat = (inp - mean) * rstd recomputed per row and dxhat = dout * gamma:");
-  w.describe("dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),");
-  w.describe("dgamma = sum over rows of dout * xhat, dbeta = sum over rows of dout");
-  w.output("dinp", op.getDinput(), letters);
-  w.output("dgamma", op.getDgamma(), {"C"});
-  w.output("dbeta", op.getDbeta(), {"C"});
-  w.input("inp", op.getInput(), letters);
-  w.input("gamma", op.getGamma(), {"C"});
-  w.input("dout", op.getGrad(), letters);
-  w.constant("N", rows, "rows");
-  w.constant("C", c);
+  kernelcommon::declareLayerNormGrad(w, op, letters, rows, c);
   w.constant("CHUNK", chunkRows, "rows per chunk of the dgamma/dbeta sums");
   w.constant("CHUNKS", chunks);
   w.constant("CB", 64, "channels per block when the chunk sums are combined");

@@ -27,16 +27,7 @@ void emitLayerNorm(KernelWriter& w) {
   std::vector<int64_t> shape = shapeOf(op.getInput());
   Letters letters = rowLetters(shape.size());
   int64_t c = shape.back(), rows = numel(shape) / std::max<int64_t>(c, 1);
-  w.describe("out = (inp - mean) * rstd * gamma + beta over the last dimension C, with the");
-  w.describe("biased variance, rstd = 1 / sqrt(var + eps); two-pass, shifted by the row's first");
-  w.describe("element, so the statistics keep their precision under a large common offset");
-  w.output("out", op.getResult(), letters);
-  w.input("inp", op.getInput(), letters);
-  w.input("gamma", op.getGamma(), {"C"});
-  w.input("beta", op.getBeta(), {"C"});
-  w.constant("N", rows, "rows");
-  w.constant("C", c);
-  w.constantF("EPS", op.getEpsilon().convertToDouble());
+  kernelcommon::declareLayerNorm(w, op, letters, rows, c);
   w.code(R"cpp($PAR
 for (int64_t r = 0; r < N; ++r) {
   const float* x = inp + r * C;

@@ -41,16 +41,7 @@ void emitLayerNorm(CudaWriter& w) {
   std::vector<int64_t> shape = shapeOf(op.getInput());
   Letters letters = rowLetters(shape.size());
   int64_t c = shape.back(), rows = numel(shape) / std::max<int64_t>(c, 1);
-  w.describe("out = (inp - mean) * rstd * gamma + beta over the last dimension C, with the");
-  w.describe("biased variance, rstd = 1 / sqrt(var + eps); two-pass, shifted by the row's first");
-  w.describe("element, as the C++ kernel");
-  w.output("out", op.getResult(), letters);
-  w.input("inp", op.getInput(), letters);
-  w.input("gamma", op.getGamma(), {"C"});
-  w.input("beta", op.getBeta(), {"C"});
-  w.constant("N", rows, "rows");
-  w.constant("C", c);
-  w.constantF("EPS", op.getEpsilon().convertToDouble());
+  kernelcommon::declareLayerNorm(w, op, letters, rows, c);
   rowLaunch(w, rows, c);
   w.code(
       R"cuda(for (idx_t r = blockIdx.x; r < N; r += gridDim.x) {
@@ -246,17 +237,7 @@ void emitLayerNormGrad(CudaWriter& w) {
   unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((c + 31) / 32 * 32, 64, 256));
   unsigned blocks =
       static_cast<unsigned>(std::clamp<int64_t>(chunks, 1, kResidentThreads / threads));
-  w.describe("with xhat = (inp - mean) * rstd recomputed per row and dxhat = dout * gamma:");
-  w.describe("dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),");
-  w.describe("dgamma = sum over rows of dout * xhat, dbeta = sum over rows of dout");
-  w.output("dinp", op.getDinput(), letters);
-  w.output("dgamma", op.getDgamma(), {"C"});
-  w.output("dbeta", op.getDbeta(), {"C"});
-  w.input("inp", op.getInput(), letters);
-  w.input("gamma", op.getGamma(), {"C"});
-  w.input("dout", op.getGrad(), letters);
-  w.constant("N", rows, "rows");
-  w.constant("C", c);
+  kernelcommon::declareLayerNormGrad(w, op, letters, rows, c);
   w.constant("CHUNK", chunkRows, "rows per chunk of the dgamma/dbeta sums");
   w.constant("CHUNKS", chunks);
   w.constantF("EPS", op.getEpsilon().convertToDouble());

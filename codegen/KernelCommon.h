@@ -83,6 +83,43 @@ struct UnaryForm {
 };
 UnaryForm unaryForm(mlir::Operation* op);
 
+// ---- layer norm ------------------------------------------------------------------------------
+
+/// The description and arguments of a layer_norm kernel (out, then inp, gamma, beta) and its
+/// N (rows), C and EPS constants, for either emitter's writer. `letters` name inp's dims.
+template <class Writer>
+void declareLayerNorm(Writer& w, LayerNormOp op, const std::vector<std::string>& letters,
+                      int64_t rows, int64_t c) {
+  w.describe("out = (inp - mean) * rstd * gamma + beta over the last dimension C, with the");
+  w.describe("biased variance, rstd = 1 / sqrt(var + eps); two-pass, shifted by the row's first");
+  w.describe("element, so the statistics keep their precision under a large common offset");
+  w.output("out", op.getResult(), letters);
+  w.input("inp", op.getInput(), letters);
+  w.input("gamma", op.getGamma(), {"C"});
+  w.input("beta", op.getBeta(), {"C"});
+  w.constant("N", rows, "rows");
+  w.constant("C", c);
+  w.constantF("EPS", op.getEpsilon().convertToDouble());
+}
+
+/// The description and arguments of a layer_norm_grad kernel (dinp, dgamma, dbeta, then inp,
+/// gamma, dout) and its N and C constants; the caller adds its own chunking constants.
+template <class Writer>
+void declareLayerNormGrad(Writer& w, LayerNormGradOp op, const std::vector<std::string>& letters,
+                          int64_t rows, int64_t c) {
+  w.describe("with xhat = (inp - mean) * rstd recomputed per row and dxhat = dout * gamma:");
+  w.describe("dinp = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),");
+  w.describe("dgamma = sum over rows of dout * xhat, dbeta = sum over rows of dout");
+  w.output("dinp", op.getDinput(), letters);
+  w.output("dgamma", op.getDgamma(), {"C"});
+  w.output("dbeta", op.getDbeta(), {"C"});
+  w.input("inp", op.getInput(), letters);
+  w.input("gamma", op.getGamma(), {"C"});
+  w.input("dout", op.getGrad(), letters);
+  w.constant("N", rows, "rows");
+  w.constant("C", c);
+}
+
 // ---- optimizer ops ---------------------------------------------------------------------------
 
 /// The shared description lines and the arguments (outputs, then inputs, in the op's order)

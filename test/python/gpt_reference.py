@@ -11,6 +11,7 @@ Importing this module imports torch and numpy; callers turn an ImportError into 
 import json
 import math
 import struct
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -113,3 +114,11 @@ class Checks:
 
     def failed(self):
         return bool(self.failures)
+
+    def exit_code(self):
+        """Prints the summary; 1 if any check failed, else 0."""
+        if self.failures:
+            print(f"{len(self.failures)} check(s) failed", file=sys.stderr)
+            return 1
+        print("all checks passed")
+        return 0

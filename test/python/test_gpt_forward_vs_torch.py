@@ -144,11 +144,7 @@ def main():
           f"ln(256) = {math.log(V):.6f}")
     check(abs(ref_loss - math.log(V)) < 0.1, "loss at init within 0.1 of ln(256)")
 
-    if check.failed():
-        print(f"{len(check.failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print("all checks passed")
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

@@ -296,11 +296,7 @@ def main():
     # ---- final parameters ---------------------------------------------------------------------
     compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check)
 
-    if check.failed():
-        print(f"{len(check.failures)} check(s) failed", file=sys.stderr)
-        return 1
-    print("all checks passed")
-    return 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":
