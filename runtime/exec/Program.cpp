@@ -69,7 +69,14 @@ using nlohmann::ordered_json;
 
 constexpr const char* kFormat = "tessel-program";
 
-const char* dtypeName(DType d) { return d == DType::F32 ? "f32" : "i32"; }
+const char* dtypeName(DType d) {
+  switch (d) {
+  case DType::F32: return "f32";
+  case DType::I32: return "i32";
+  case DType::BF16: return "bf16";
+  }
+  return "?";
+}
 
 const char* kindName(BufferKind k) {
   switch (k) {
@@ -310,6 +317,7 @@ Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
   std::string dtype = r.string(j, "dtype", field);
   if (dtype == "f32") b.dtype = DType::F32;
   else if (dtype == "i32") b.dtype = DType::I32;
+  else if (dtype == "bf16") b.dtype = DType::BF16;
   else r.fail(field + ".dtype", fmt::format("unknown dtype '{}' (expected f32 or i32)", dtype));
   b.shape = r.list<int64_t>(j, "shape", field, [&](const json& v, const std::string& f) { return r.integer(v, f); });
   std::string kind = r.string(j, "kind", field);

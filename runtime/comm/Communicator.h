@@ -1,0 +1,110 @@
+// Communicators: the collectives every rank issues, behind one interface with an MPI backend
+// (CPU, runtime/comm/MpiCommunicator) and, on GPUs, an NCCL backend that follows the same
+// design (a communication stream ordered against the compute stream by events).
+//
+// Promise:
+// - Every collective is nonblocking: it returns a Work handle at once and runs on the
+//   backend's own progress thread (MPI) or stream (NCCL), so it overlaps the compute that
+//   follows it. Buffers must stay valid and untouched until wait() returns.
+// - Collectives complete in the order they were issued on every rank; all ranks must issue
+//   the same sequence (the compiler derives it from the IR, so it is identical by
+//   construction). Sizes may be 0 or 1, and lengths need not be multiples of the world size:
+//   sharded collectives split a length-n buffer with shardRange (the first n % N ranks hold
+//   one element more, as torch.tensor_split).
+// - Every collective has a timeout (setTimeout, default 300 s). When it expires, wait()
+//   throws CommError whose message names the collective, its size in bytes, the step (see
+//   setStep) and the ranks that had not arrived; the trainer then exits non-zero. A
+//   collective never hangs.
+// - The communicator counts the payload bytes of every collective it issues (stats()): the
+//   bytes of the buffer a rank contributes (all_reduce: count * element size; all_gather and
+//   reduce_scatter: the full, unsharded length; send: the message).
+#pragma once
+
+#include "runtime/exec/Program.h"
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace tessel::rt {
+
+/// How all_reduce and reduce_scatter combine the ranks' values. Avg is Sum divided by the
+/// world size (torch.distributed.ReduceOp.AVG), computed in the element type.
+enum class ReduceOp { Sum, Avg };
+
+/// A collective that did not complete: timeout, a dead peer, or an MPI/NCCL error. The
+/// message names the collective, its bytes, the step and the ranks that did not arrive.
+struct CommError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The half-open element range [first, second) of shard `rank` when `n` elements are split
+/// over `world` ranks: the first n % world ranks get ceil(n / world) elements, the rest
+/// floor(n / world) (torch.tensor_split's rule). Requires n >= 0, 0 <= rank < world.
+inline std::pair<int64_t, int64_t> shardRange(int64_t n, int rank, int world) {
+  int64_t base = n / world, extra = n % world;
+  int64_t first = rank * base + std::min<int64_t>(rank, extra);
+  return {first, first + base + (rank < extra ? 1 : 0)};
+}
+
+/// The handle of an issued collective.
+class Work {
+public:
+  virtual ~Work() = default;
+  /// Blocks until the collective is complete on this rank; throws CommError on timeout or
+  /// failure. Calling it again after it returned is a no-op.
+  virtual void wait() = 0;
+  /// True once the collective is complete (never blocks, never throws).
+  virtual bool test() = 0;
+};
+
+/// Byte counters of everything this communicator issued (see the promise above).
+struct CommStats {
+  int64_t collectives = 0;   // collectives issued
+  int64_t payloadBytes = 0;  // sum of their payload bytes
+};
+
+/// The collectives of one process group (here always the whole world).
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+
+  /// In place: data[0:count) becomes the elementwise Sum or Avg over ranks. Every rank ends
+  /// with bitwise identical values (the reduction order is fixed by the backend, not by
+  /// arrival).
+  virtual std::unique_ptr<Work> allReduce(void* data, int64_t count, DType dtype, ReduceOp op,
+                                          const std::string& name) = 0;
+  /// recv[0:n) = the concatenation of every rank's shard; rank r contributes `send`, holding
+  /// the shardRange(n, r, world) elements.
+  virtual std::unique_ptr<Work> allGather(const void* send, void* recv, int64_t n, DType dtype,
+                                          const std::string& name) = 0;
+  /// recv = shard shardRange(n, rank, world) of the elementwise reduction of every rank's
+  /// send[0:n).
+  virtual std::unique_ptr<Work> reduceScatter(const void* send, void* recv, int64_t n,
+                                              DType dtype, ReduceOp op,
+                                              const std::string& name) = 0;
+  /// send holds world blocks of `countPerRank` elements; block j goes to rank j, and recv's
+  /// block j comes from rank j.
+  virtual std::unique_ptr<Work> allToAll(const void* send, void* recv, int64_t countPerRank,
+                                         DType dtype, const std::string& name) = 0;
+  /// data[0:count) on every rank becomes root's.
+  virtual std::unique_ptr<Work> broadcast(void* data, int64_t count, DType dtype, int root,
+                                          const std::string& name) = 0;
+  /// Point to point; a send matches the recv of the same peer pair in issue order.
+  virtual std::unique_ptr<Work> send(const void* data, int64_t count, DType dtype, int peer,
+                                     const std::string& name) = 0;
+  virtual std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
+                                     const std::string& name) = 0;
+
+  /// Seconds a collective may take before wait() throws (> 0).
+  virtual void setTimeout(double seconds) = 0;
+  /// The training step named in error messages.
+  virtual void setStep(int64_t step) = 0;
+  virtual CommStats stats() const = 0;
+};
+
+}  // namespace tessel::rt
