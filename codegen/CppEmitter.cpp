@@ -45,11 +45,7 @@ std::string floatLit(double v) {
   return s + "f";
 }
 
-std::string elementType(mlir::Value v) {
-  return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isInteger(32)
-             ? "int32_t"
-             : "float";
-}
+std::string elementType(mlir::Value v) { return kernelcommon::storageType(v); }
 
 Letters leadingLetters(size_t count) {
   if (count == 1) return {"N"};
@@ -301,7 +297,7 @@ bool supportedType(mlir::Type type) {
   auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(type);
   if (!tensor || !tensor.hasStaticShape()) return false;
   mlir::Type element = tensor.getElementType();
-  return element.isF32() || element.isSignlessInteger(32);
+  return element.isF32() || element.isBF16() || element.isSignlessInteger(32);
 }
 
 /// Kernel for an op whose results are all empty: the arguments and nothing to compute.
@@ -367,6 +363,12 @@ static inline float tessel_bits_to_float(int32_t bits) {
   return f;
 }
 
+static inline int32_t tessel_float_to_bits(float f) {
+  int32_t bits;
+  std::memcpy(&bits, &f, sizeof f);
+  return bits;
+}
+)cpp" + kernelcommon::bf16Preamble("static inline", "") + R"cpp(
 // exp(x) within 1.5 ulp (1.41 measured over [-87.3, 88.7]), written so that loops under
 // `#pragma omp simd` vectorise: glibc's expf has vector variants only under -ffast-math.
 // Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for

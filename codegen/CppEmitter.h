@@ -3,7 +3,9 @@
 // Promise:
 // - Every op hasCppKernel accepts gets a kernel `extern "C" void <symbol>(void** args)` whose
 //   args[i] are base pointers: the op's results first, then its operands, in order. f32
-//   tensors are float*, i32 tensors int32_t*, and a 0-d tensor<f32> is a float* to one element.
+//   tensors are float*, bf16 tensors tessel_bf16* (16-bit storage read as float, stored with
+//   round-to-nearest-even: KernelCommon.h), i32 tensors int32_t*, and a 0-d tensor<f32> is a
+//   float* to one element. Arithmetic and accumulators are f32 (or double) for every type.
 //   Shapes are compile-time constants in the source.
 // - Above each function a comment names the op and its location, and every argument line has
 //   a shape comment in the llm.c style: `// out [B, T, C] = [4, 32, 64]`.
@@ -19,7 +21,7 @@
 //   NaN in the forward kernels and is skipped by embedding_grad; it never reads out of bounds.
 //
 // A kernel file is cppKernelPreamble() followed by any number of kernels; compile it with
-// buildKernelLibrary (codegen/HostCompiler.h). Only f32 storage for now: bf16 is rejected.
+// buildKernelLibrary (codegen/HostCompiler.h).
 #pragma once
 
 #include "llvm/ADT/StringRef.h"

@@ -48,7 +48,7 @@ for (int64_t i = 0; i < N; ++i) out[i] = $A $OP $B;
   subst["B"] = aShort ? "b[r * M + i]" : "b[i]";
   w.code(R"cpp($PAR
 for (int64_t r = 0; r < R; ++r) {
-  float* o = out + r * M;
+  auto* o = out + r * M;
   #pragma omp simd
   for (int64_t i = 0; i < M; ++i) o[i] = $A $OP $B;
 }

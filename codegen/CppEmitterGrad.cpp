@@ -24,9 +24,9 @@ void emitSoftmaxGrad(KernelWriter& w) {
   w.constant("C", len);
   w.code(R"cpp($PAR
 for (int64_t r = 0; r < N; ++r) {
-  const float* y = out + r * C;
-  const float* dy = dout + r * C;
-  float* dx = dinp + r * C;
+  const auto* y = out + r * C;
+  const auto* dy = dout + r * C;
+  auto* dx = dinp + r * C;
   float dot = 0.0f;
   #pragma omp simd reduction(+ : dot)
   for (int64_t i = 0; i < C; ++i) dot += dy[i] * y[i];
@@ -63,9 +63,9 @@ for (int64_t ch = 0; ch < CHUNKS; ++ch) {
   for (int64_t i = 0; i < C; ++i) pg[i] = pb[i] = 0.0f;
   const int64_t rEnd = (ch + 1) * CHUNK < N ? (ch + 1) * CHUNK : N;
   for (int64_t r = ch * CHUNK; r < rEnd; ++r) {
-    const float* x = inp + r * C;
-    const float* dy = dout + r * C;
-    float* dx = dinp + r * C;
+    const auto* x = inp + r * C;
+    const auto* dy = dout + r * C;
+    auto* dx = dinp + r * C;
     const float x0 = x[0];  // mean and variance as layer_norm computes them (shifted)
     float sum = 0.0f;
     #pragma omp simd reduction(+ : sum)
@@ -134,6 +134,7 @@ void emitEmbeddingGrad(KernelWriter& w) {
   w.constant("N", n, "indices");
   w.constant("V", table[0]);
   w.constant("C", table[1]);
+  const bool f32 = elementType(op.getResult()) == "float";
   std::string par = (n + table[0]) * table[1] >= (int64_t{1} << 15) && table[0] > 1
                         ? "#pragma omp parallel"
                         : "";
@@ -141,18 +142,25 @@ void emitEmbeddingGrad(KernelWriter& w) {
 {
   const int64_t threads = tessel_thread_count(), t = tessel_thread_index();
   const int64_t v0 = V * t / threads, v1 = V * (t + 1) / threads;
-  std::memset(dtable + v0 * C, 0, (v1 - v0) * C * sizeof(float));
+$ACC
+  std::memset(acc, 0, (v1 - v0) * C * sizeof(float));
   for (int64_t n = 0; n < N; ++n) {
     const int64_t v = indices[n];
     if (v < v0 || v >= v1) continue;
-    float* o = dtable + v * C;
-    const float* g = dout + n * C;
+    float* o = acc + (v - v0) * C;
+    const auto* g = dout + n * C;
     #pragma omp simd
     for (int64_t i = 0; i < C; ++i) o[i] += g[i];
   }
-}
+$STORE}
 )cpp",
-         {{"PAR", par}});
+         {{"PAR", par},
+          // Sums run in f32: in place for an f32 table, else in a per-thread f32 block that
+          // is rounded once at the end.
+          {"ACC", f32 ? "  float* acc = dtable + v0 * C;"
+                      : "  std::unique_ptr<float[]> accRows(new float[(v1 - v0) * C + 1]);\n"
+                        "  float* acc = accRows.get();"},
+          {"STORE", f32 ? "" : "  for (int64_t i = 0; i < (v1 - v0) * C; ++i) dtable[v0 * C + i] = acc[i];\n"}});
 }
 
 void emitCrossEntropyGrad(KernelWriter& w) {
@@ -171,8 +179,8 @@ void emitCrossEntropyGrad(KernelWriter& w) {
   w.code(R"cpp(const float factor = dloss[0] / static_cast<float>(N);
 $PAR
 for (int64_t n = 0; n < N; ++n) {
-  const float* x = logits + n * V;
-  float* dx = dlogits + n * V;
+  const auto* x = logits + n * V;
+  auto* dx = dlogits + n * V;
   const int32_t t = targets[n];
   if (t < 0 || t >= V) {
     for (int64_t i = 0; i < V; ++i) dx[i] = NAN;
@@ -183,15 +191,11 @@ for (int64_t n = 0; n < N; ++n) {
   for (int64_t i = 0; i < V; ++i) mx = x[i] > mx ? x[i] : mx;
   float sum = 0.0f;
   #pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < V; ++i) {
-    const float e = tessel_exp(x[i] - mx);
-    dx[i] = e;
-    sum += e;
-  }
-  const float et = dx[t];
+  for (int64_t i = 0; i < V; ++i) sum += tessel_exp(x[i] - mx);
+  // exp again rather than storing it in dx first: a bf16 dx would round twice.
   #pragma omp simd
-  for (int64_t i = 0; i < V; ++i) dx[i] = factor * (dx[i] / sum);
-  dx[t] = factor * (et / sum - 1.0f);
+  for (int64_t i = 0; i < V; ++i) dx[i] = factor * (tessel_exp(x[i] - mx) / sum);
+  dx[t] = factor * (tessel_exp(x[t] - mx) / sum - 1.0f);
 }
 )cpp",
          {{"PAR", parallelFor(tokens * v * 8, tokens)}});

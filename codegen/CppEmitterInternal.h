@@ -30,7 +30,7 @@ int64_t product(const std::vector<int64_t>& shape, size_t begin, size_t end);
 
 /// A C++ float literal that reads back as (float)v: "0.5f", "1.0f", "INFINITY", "NAN".
 std::string floatLit(double v);
-/// "float" or "int32_t": the element type of a supported tensor.
+/// "float", "tessel_bf16" or "int32_t": the element type of a supported tensor.
 std::string elementType(mlir::Value v);
 
 /// Letters for the leading dimensions of a row-wise op: {}, {N}, {B, T}, else {d0, d1, ...}.

@@ -162,7 +162,7 @@ void emitReduce(KernelWriter& w) {
 for (int64_t o = 0; o < NOUT; ++o) {
 $DECOMPOSE  double acc = 0.0;
   for (int64_t q = 0; q < NQ; ++q) {
-$DECOMPOSEQ    const float* p = inp + ib + qb;
+$DECOMPOSEQ    const auto* p = inp + ib + qb;
     #pragma omp simd reduction(+ : acc)
     for (int64_t i = 0; i < RI; ++i) acc += p[i];
   }
@@ -199,11 +199,11 @@ for (int64_t job = 0; job < NOUTER * NKB; ++job) {
   const int64_t kn = k0 + KB < KI ? KB : KI - k0;
 $DECOMPOSE  double acc[KB] = {};
   for (int64_t q = 0; q < NQ; ++q) {
-$DECOMPOSEQ    const float* p = inp + ib + qb + k0;
+$DECOMPOSEQ    const auto* p = inp + ib + qb + k0;
     #pragma omp simd
     for (int64_t i = 0; i < kn; ++i) acc[i] += p[i];
   }
-  float* dst = out + o * KI + k0;
+  auto* dst = out + o * KI + k0;
   for (int64_t i = 0; i < kn; ++i) dst[i] = static_cast<float>(acc[i] * SCALE);
 }
 )cpp",
@@ -223,7 +223,7 @@ for (int64_t job = 0; job < QC * NOUTER * NKB; ++job) {
 $DECOMPOSE  double* acc = part.get() + c * NOUTER * KI + o * KI + k0;
   for (int64_t i = 0; i < kn; ++i) acc[i] = 0.0;
   for (int64_t q = c * QLEN; q < q1; ++q) {
-$DECOMPOSEQ    const float* p = inp + ib + qb + k0;
+$DECOMPOSEQ    const auto* p = inp + ib + qb + k0;
     #pragma omp simd
     for (int64_t i = 0; i < kn; ++i) acc[i] += p[i];
   }
@@ -268,7 +268,7 @@ void emitBroadcast(KernelWriter& w) {
   w.constant("I", last.size, "elements per row");
   w.code(R"cpp($PAR
 for (int64_t o = 0; o < OUTER; ++o) {
-$DECOMPOSE  float* dst = out + o * I;
+$DECOMPOSE  auto* dst = out + o * I;
   $INNER
 }
 )cpp",
@@ -276,7 +276,7 @@ $DECOMPOSE  float* dst = out + o * I;
           {"DECOMPOSE", indent(decompose("o", outer, "ib", ""), 2)},
           {"INNER", last.flag ? "const float v = inp[ib];\n  #pragma omp simd\n  for (int64_t "
                                 "i = 0; i < I; ++i) dst[i] = v;"
-                              : "std::memcpy(dst, inp + ib, I * sizeof(float));"}});
+                              : "std::memcpy(dst, inp + ib, I * sizeof(*dst));"}});
 }
 
 }  // namespace tessel::cppgen

@@ -30,8 +30,8 @@ void emitLayerNorm(KernelWriter& w) {
   kernelcommon::declareLayerNorm(w, op, letters, rows, c);
   w.code(R"cpp($PAR
 for (int64_t r = 0; r < N; ++r) {
-  const float* x = inp + r * C;
-  float* y = out + r * C;
+  const auto* x = inp + r * C;
+  auto* y = out + r * C;
   // Statistics of x - x[0] (exact for nearby values), so that a large common offset costs
   // no precision; m is the mean minus x[0]. Two passes: no E[x^2] - mean^2 cancellation.
   const float x0 = x[0];
@@ -71,21 +71,18 @@ void emitSoftmax(KernelWriter& w) {
   w.constant("L", len, causal ? "T: keys per query" : "the softmax length");
   w.code(R"cpp($PAR
 for (int64_t r = 0; r < N; ++r) {
-  const float* x = inp + r * L;
-  float* y = out + r * L;
+  const auto* x = inp + r * L;
+  auto* y = out + r * L;
   const int64_t valid = $VALID;
   float mx = -INFINITY;
   #pragma omp simd reduction(max : mx)
   for (int64_t i = 0; i < valid; ++i) mx = x[i] > mx ? x[i] : mx;
   float sum = 0.0f;
   #pragma omp simd reduction(+ : sum)
-  for (int64_t i = 0; i < valid; ++i) {
-    const float e = tessel_exp(x[i] - mx);
-    y[i] = e;
-    sum += e;
-  }
+  for (int64_t i = 0; i < valid; ++i) sum += tessel_exp(x[i] - mx);
+  // exp again rather than reading y back: a bf16 y would round twice.
   #pragma omp simd
-  for (int64_t i = 0; i < valid; ++i) y[i] = y[i] / sum;
+  for (int64_t i = 0; i < valid; ++i) y[i] = tessel_exp(x[i] - mx) / sum;
   $MASK
 }
 )cpp",
@@ -110,7 +107,7 @@ void emitCrossEntropy(KernelWriter& w) {
   w.code(R"cpp(std::unique_ptr<float[]> rowLoss(new float[N > 0 ? N : 1]);
 $PAR
 for (int64_t n = 0; n < N; ++n) {
-  const float* x = logits + n * V;
+  const auto* x = logits + n * V;
   const int32_t t = targets[n];
   float mx = -INFINITY;
   #pragma omp simd reduction(max : mx)
@@ -144,9 +141,9 @@ void emitEmbedding(KernelWriter& w) {
   w.code(R"cpp($PAR
 for (int64_t n = 0; n < N; ++n) {
   const int32_t v = indices[n];
-  float* o = out + n * C;
+  auto* o = out + n * C;
   if (v >= 0 && v < V) {
-    std::memcpy(o, table + v * C, C * sizeof(float));
+    std::memcpy(o, table + v * C, C * sizeof(*o));
   } else {
     for (int64_t i = 0; i < C; ++i) o[i] = NAN;
   }

@@ -42,7 +42,16 @@ unsigned rowThreads(int64_t len) {
 }
 
 std::string vectorType(mlir::Value v) {
-  return cppgen::elementType(v) == "float" ? "float4" : "int4";
+  std::string type = cppgen::elementType(v);
+  return type == "float" ? "float4" : type == "tessel_bf16" ? "uint2" : "int4";
+}
+
+/// Every operand and result of `op` is an f32 tensor.
+static bool allF32(mlir::Operation* op) {
+  auto f32 = [](mlir::Type t) {
+    return mlir::cast<mlir::RankedTensorType>(t).getElementType().isF32();
+  };
+  return llvm::all_of(op->getOperandTypes(), f32) && llvm::all_of(op->getResultTypes(), f32);
 }
 
 std::string blockReduce(const std::string& var, const std::string& op) {
@@ -112,7 +121,8 @@ std::string lastBlockCombine(CudaWriter& w, const std::string& type, int64_t cou
 void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& inputs,
                          const std::vector<EwOutput>& outputs, const std::string& body,
                          bool vectorize) {
-  vectorize = vectorize && n >= 4 && n % 4 == 0;
+  // float4 lanes compute in f32 straight from f32 storage; bf16 kernels take the scalar loop.
+  vectorize = vectorize && n >= 4 && n % 4 == 0 && allF32(w.op());
   for (const EwInput& in : inputs) vectorize = vectorize && in.period % 4 == 0;
   std::string scalarLoads, scalarStores;
   for (const EwInput& in : inputs)
@@ -455,6 +465,18 @@ static __device__ __forceinline__ float tessel_bits_to_float(int32_t bits) {
 #endif
 }
 
+static __device__ __forceinline__ int32_t tessel_float_to_bits(float f) {
+#ifdef __CUDACC__
+  return __float_as_int(f);
+#else
+  int32_t bits;
+  std::memcpy(&bits, &f, sizeof f);
+  return bits;
+#endif
+}
+
+)cuda" + kernelcommon::bf16Preamble("static __device__ __forceinline__",
+                                     "__device__ __forceinline__") + R"cuda(
 static __device__ __forceinline__ bool tessel_aligned16(const void* p) {
   return (reinterpret_cast<unsigned long long>(p) & 15u) == 0;
 }

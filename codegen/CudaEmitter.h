@@ -36,7 +36,8 @@
 //
 // A CUDA kernel file is cudaKernelPreamble() followed by any number of kernels; it compiles
 // with NVRTC (codegen/Nvrtc.h) and, after `#include "test/simt/Simt.h"`, as host C++ for the
-// SIMT harness. Only f32 (and i32 index/layout) tensors for now: bf16 is rejected.
+// SIMT harness. f32, bf16 (stored as tessel_bf16: 16 bits, computed in f32, rounded to
+// nearest even on store; see KernelCommon.h) and i32 (indices, layout) tensors.
 #pragma once
 
 #include "llvm/ADT/StringRef.h"

@@ -33,9 +33,10 @@ namespace {
 
 std::string num(double v) { return fmt::format("{:.17g}", v); }
 
-bool isStaticF32(mlir::Type t) {
+bool isStaticFloat(mlir::Type t) {
   auto tensor = mlir::dyn_cast<mlir::RankedTensorType>(t);
-  return tensor && tensor.hasStaticShape() && tensor.getElementType().isF32();
+  return tensor && tensor.hasStaticShape() &&
+         (tensor.getElementType().isF32() || tensor.getElementType().isBF16());
 }
 
 bool isReduction(mlir::Operation* m) { return mlir::isa<SoftmaxOp, LayerNormOp, SoftmaxGradOp>(m); }
@@ -144,8 +145,13 @@ std::string FusedCuda::element(mlir::Operation* m, const llvm::SetVector<mlir::V
   std::string s = comment ? fmt::format("// {} at {}\n", m->getName().getStringRef().str(),
                                         locationString(m->getLoc()))
                           : "";
+  // A bf16 member result is rounded where the unfused kernel would store it, so fusion
+  // never changes the numerics (FusedEmitter.cpp does the same).
   auto def = [&](mlir::Value v, const std::string& expr) {
-    if (needed.contains(v)) s += fmt::format("const float {} = {};\n", at(v), expr);
+    if (!needed.contains(v)) return;
+    bool bf16 = mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isBF16();
+    s += bf16 ? fmt::format("const float {} = tessel_round_bf16({});\n", at(v), expr)
+              : fmt::format("const float {} = {};\n", at(v), expr);
   };
   llvm::TypeSwitch<mlir::Operation*>(m)
       .Case([&](AddOp o) { def(o, at(o.getLhs()) + " + " + at(o.getRhs())); })
@@ -156,6 +162,7 @@ std::string FusedCuda::element(mlir::Operation* m, const llvm::SetVector<mlir::V
       })
       .Case([&](GeluOp o) { def(o, fmt::format("tessel_gelu({})", at(o.getInput()))); })
       .Case([&](ReluOp o) { def(o, fmt::format("{0} > 0.0f ? {0} : 0.0f", at(o.getInput()))); })
+      .Case([&](CastOp o) { def(o, at(o.getInput())); })
       .Case([&](GeluGradOp o) {
         def(o, fmt::format("tessel_gelu_grad({}, {})", at(o.getInput()), at(o.getGrad())));
       })
@@ -334,14 +341,14 @@ bool fusedSupported(mlir::Operation* op) {
   auto fused = mlir::dyn_cast<FusedOp>(op);
   if (!fused || fused.getBody().empty()) return false;
   for (mlir::Type t : op->getOperandTypes())
-    if (!isStaticF32(t)) return false;
+    if (!isStaticFloat(t)) return false;
   for (mlir::Type t : op->getResultTypes())
-    if (!isStaticF32(t)) return false;
+    if (!isStaticFloat(t)) return false;
   mlir::Block& body = fused.getBody().front();
   std::optional<llvm::SmallVector<int64_t>> shape;
   for (mlir::Operation& m : body.without_terminator()) {
-    if (!mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, SoftmaxOp,
-                   SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(m))
+    if (!mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
+                   SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(m))
       return false;  // a row-local op this emitter has no member rule for
     auto s = rowLocalShape(&m);
     if (!s || (shape && *s != *shape)) return false;

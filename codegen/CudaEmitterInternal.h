@@ -47,7 +47,9 @@ unsigned flatBlocks(int64_t work, unsigned threads);
 /// reductions really are block-wide).
 unsigned rowThreads(int64_t len);
 
-/// "float4" or "int4": the 16-byte vector of a tensor's element type.
+/// The vector type that moves 4 elements of a tensor at once: "float4" or "int4" (16 bytes),
+/// "uint2" for bf16 (8 bytes). Only layout kernels copy through it; arithmetic on bf16
+/// takes the scalar paths.
 std::string vectorType(mlir::Value v);
 
 /// The text of a block-wide reduction of the float `var` (every thread of the block ends

@@ -253,7 +253,7 @@ void emitBroadcast(CudaWriter& w) {
   std::string body =
       indexCode(fmt::format("j / {}", i), outer, "ib", "") +
       (last.flag ? "out[j] = inp[ib];\n" : fmt::format("out[j] = inp[ib + j % {}];\n", i));
-  if (i % 4 != 0) {
+  if (i % 4 != 0 || (last.flag && cppgen::elementType(op.getResult()) != "float")) {
     flatLoop(w, work, body, "one thread per element");
     return;
   }
@@ -286,7 +286,7 @@ void emitEmbedding(CudaWriter& w) {
   std::string body =
       "const int32_t v = indices[j / C];\n"
       "out[j] = v >= 0 && v < V ? table[v * C + j % C] : NAN;\n";
-  if (table[1] % 4 != 0) {
+  if (table[1] % 4 != 0 || cppgen::elementType(op.getTable()) != "float") {
     flatLoop(w, n * table[1], body, "one thread per element");
     return;
   }
@@ -305,6 +305,7 @@ void emitEmbeddingGrad(CudaWriter& w) {
   Letters gradLetters = idx;
   gradLetters.push_back("C");
   int64_t n = numel(shapeOf(op.getIndices())), v = table[0], c = table[1];
+  const bool bf16Table = cppgen::elementType(op.getResult()) == "tessel_bf16";
   // Threads own (channel, range of vocabulary rows) pairs: ~32 Ki threads in all, each
   // scanning every index and adding the rows in its range, in index order, in f32: the same
   // additions in the same order as the C++ kernel, so the same bits.
@@ -321,13 +322,22 @@ void emitEmbeddingGrad(CudaWriter& w) {
   w.constant("C", c);
   w.constant("RANGES", ranges, "ranges of vocabulary rows");
   flatLoop(w, c * ranges,
-           "const idx_t i = j % C, range = j / C;\n"
-           "const idx_t v0 = V * range / RANGES, v1 = V * (range + 1) / RANGES;\n"
-           "for (idx_t v = v0; v < v1; ++v) dtable[v * C + i] = 0.0f;\n"
-           "for (idx_t n = 0; n < N; ++n) {\n"
-           "  const idx_t v = indices[n];\n"
-           "  if (v >= v0 && v < v1) dtable[v * C + i] += dout[n * C + i];\n"
-           "}\n",
+           std::string("const idx_t i = j % C, range = j / C;\n"
+                       "const idx_t v0 = V * range / RANGES, v1 = V * (range + 1) / RANGES;\n") +
+               (bf16Table
+               // f32 sums for a bf16 table (one rounding per element), a scan per row: slow,
+               // and unused by mixed precision, whose tables stay f32 (MixedPrecision.cpp).
+               ? "for (idx_t v = v0; v < v1; ++v) {\n"
+                 "  float acc = 0.0f;\n"
+                 "  for (idx_t n = 0; n < N; ++n)\n"
+                 "    if (indices[n] == v) acc += dout[n * C + i];\n"
+                 "  dtable[v * C + i] = acc;\n"
+                 "}\n"
+               : "for (idx_t v = v0; v < v1; ++v) dtable[v * C + i] = 0.0f;\n"
+                 "for (idx_t n = 0; n < N; ++n) {\n"
+                 "  const idx_t v = indices[n];\n"
+                 "  if (v >= v0 && v < v1) dtable[v * C + i] += dout[n * C + i];\n"
+                 "}\n"),
            "one thread per channel and range of vocabulary rows");
 }
 
@@ -362,7 +372,7 @@ for (idx_t o = (static_cast<idx_t>(blockIdx.x) * THREADS + threadIdx.x) / 32; o 
      o += static_cast<idx_t>(gridDim.x) * (THREADS / 32)) {
 $DECOMPOSE  double acc = 0.0;
   for (idx_t q = 0; q < NQ; ++q) {
-$DECOMPOSEQ    const float* p = inp + ib + qb;
+$DECOMPOSEQ    const auto* p = inp + ib + qb;
     for (idx_t i = lane; i < RI; i += 32) acc += p[i];
   }
   acc = tessel_warp_sum_d(acc);

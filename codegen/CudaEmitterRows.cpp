@@ -45,8 +45,8 @@ void emitLayerNorm(CudaWriter& w) {
   rowLaunch(w, rows, c);
   w.code(
       R"cuda(for (idx_t r = blockIdx.x; r < N; r += gridDim.x) {
-  const float* x = inp + r * C;
-  float* y = out + r * C;
+  const auto* x = inp + r * C;
+  auto* y = out + r * C;
   // Statistics of x - x[0]; m is the mean minus x[0]. Two passes: no E[x^2] - mean^2.
   const float x0 = x[0];
   float sum = 0.0f;
@@ -82,19 +82,15 @@ void emitSoftmax(CudaWriter& w) {
   w.constant("L", len, causal ? "T: keys per query" : "the softmax length");
   rowLaunch(w, rows, len);
   w.code(R"cuda(for (idx_t r = blockIdx.x; r < N; r += gridDim.x) {
-  const float* x = inp + r * L;
-  float* y = out + r * L;
+  const auto* x = inp + r * L;
+  auto* y = out + r * L;
   const idx_t valid = $VALID;
   float mx = -INFINITY;
   for (idx_t i = threadIdx.x; i < valid; i += THREADS) mx = x[i] > mx ? x[i] : mx;
 $MAX  float sum = 0.0f;
-  for (idx_t i = threadIdx.x; i < valid; i += THREADS) {
-    const float e = tessel_exp(x[i] - mx);
-    y[i] = e;
-    sum += e;
-  }
+  for (idx_t i = threadIdx.x; i < valid; i += THREADS) sum += tessel_exp(x[i] - mx);
 $SUM  // Each thread rescales the entries it wrote itself: no barrier needed.
-  for (idx_t i = threadIdx.x; i < L; i += THREADS) y[i] = i < valid ? y[i] / sum : 0.0f;
+  for (idx_t i = threadIdx.x; i < L; i += THREADS) y[i] = i < valid ? tessel_exp(x[i] - mx) / sum : 0.0f;  // exp again: a bf16 y rounds once
 }
 )cuda",
          {{"VALID", causal ? "r % L + 1" : "L"},
@@ -116,9 +112,9 @@ void emitSoftmaxGrad(CudaWriter& w) {
   w.constant("C", len);
   rowLaunch(w, rows, len);
   w.code(R"cuda(for (idx_t r = blockIdx.x; r < N; r += gridDim.x) {
-  const float* y = out + r * C;
-  const float* dy = dout + r * C;
-  float* dx = dinp + r * C;
+  const auto* y = out + r * C;
+  const auto* dy = dout + r * C;
+  auto* dx = dinp + r * C;
   float dot = 0.0f;
   for (idx_t i = threadIdx.x; i < C; i += THREADS) dot += dy[i] * y[i];
 $DOT  for (idx_t i = threadIdx.x; i < C; i += THREADS) dx[i] = y[i] * (dy[i] - dot);
@@ -143,8 +139,8 @@ void emitCrossEntropyGrad(CudaWriter& w) {
   rowLaunch(w, tokens, v);
   w.code(R"cuda(const float factor = dloss[0] / static_cast<float>(N);
 for (idx_t n = blockIdx.x; n < N; n += gridDim.x) {
-  const float* x = logits + n * V;
-  float* dx = dlogits + n * V;
+  const auto* x = logits + n * V;
+  auto* dx = dlogits + n * V;
   const int32_t t = targets[n];
   if (t < 0 || t >= V) {  // the same for the whole block: no barrier is skipped by some only
     for (idx_t i = threadIdx.x; i < V; i += THREADS) dx[i] = NAN;
@@ -153,13 +149,10 @@ for (idx_t n = blockIdx.x; n < N; n += gridDim.x) {
   float mx = -INFINITY;
   for (idx_t i = threadIdx.x; i < V; i += THREADS) mx = x[i] > mx ? x[i] : mx;
 $MAX  float sum = 0.0f;
-  for (idx_t i = threadIdx.x; i < V; i += THREADS) {
-    const float e = tessel_exp(x[i] - mx);
-    dx[i] = e;
-    sum += e;
-  }
+  for (idx_t i = threadIdx.x; i < V; i += THREADS) sum += tessel_exp(x[i] - mx);
 $SUM  for (idx_t i = threadIdx.x; i < V; i += THREADS)
-    dx[i] = i == t ? factor * (dx[i] / sum - 1.0f) : factor * (dx[i] / sum);
+    dx[i] = i == t ? factor * (tessel_exp(x[i] - mx) / sum - 1.0f)  // exp again: a bf16 dx
+                   : factor * (tessel_exp(x[i] - mx) / sum);       // rounds once
 }
 )cuda",
          {{"MAX", indent(blockReduce("mx", "max"), 2)},
@@ -195,7 +188,7 @@ void emitCrossEntropy(CudaWriter& w) {
   const idx_t n = ch * NWARPS + warp;
   float rowLoss = 0.0f;
   if (n < N) {  // the same for a whole warp: its shuffles stay convergent
-    const float* x = logits + n * V;
+    const auto* x = logits + n * V;
     const int32_t t = targets[n];
     float mx = -INFINITY;
     for (idx_t i = lane; i < V; i += 32) mx = x[i] > mx ? x[i] : mx;
@@ -250,9 +243,9 @@ for (idx_t ch = blockIdx.x; ch < CHUNKS; ch += gridDim.x) {
   const idx_t r0 = ch * CHUNK, rn = N - r0 < CHUNK ? N - r0 : CHUNK;
   // 1. One warp per row: the statistics (as layer_norm: shifted, two passes) and dinp.
   for (idx_t k = warp; k < rn; k += NWARPS) {
-    const float* x = inp + (r0 + k) * C;
-    const float* dy = dout + (r0 + k) * C;
-    float* dx = dinp + (r0 + k) * C;
+    const auto* x = inp + (r0 + k) * C;
+    const auto* dy = dout + (r0 + k) * C;
+    auto* dx = dinp + (r0 + k) * C;
     const float x0 = x[0];
     float sum = 0.0f;
     #pragma unroll 4  // loops over C: registers do not grow with C

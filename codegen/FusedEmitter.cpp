@@ -22,6 +22,9 @@
 namespace tessel {
 namespace {
 
+bool isBF16(mlir::Value v) {
+  return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isBF16();
+}
 
 class Emitter {
  public:
@@ -67,6 +70,7 @@ void Emitter::member(mlir::Operation* m) {
       })
       .Case([&](GeluOp o) { elementwise(o, fmt::format("tessel_gelu({})", at(o.getInput()))); })
       .Case([&](ReluOp o) { elementwise(o, fmt::format("{0} > 0.0f ? {0} : 0.0f", at(o.getInput()))); })
+      .Case([&](CastOp o) { elementwise(o, at(o.getInput())); })  // rounded below if bf16
       .Case([&](GeluGradOp o) {
         elementwise(o, fmt::format("tessel_gelu_grad({}, {})", at(o.getInput()), at(o.getGrad())));
       })
@@ -156,24 +160,35 @@ void Emitter::member(mlir::Operation* m) {
                                                 other->getName().getStringRef().str(),
                                                 locationString(other->getLoc())));
       });
+  // A bf16 result is a bf16 value: round it where the unfused kernel would store it, so
+  // fusion never changes the numerics (rows are computed in f32 scratch).
+  for (mlir::Value r : m->getResults())
+    if (isBF16(r))
+      body_ += fmt::format("      for (int64_t c = 0; c < C; ++c) {0}[c] = tessel_round_bf16({0}[c]);\n",
+                           row(r));
 }
 
 std::string Emitter::emit(llvm::StringRef symbol) {
   mlir::Block& body = op_.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::string decls, rowSetup;
-  // Results: out<k> (one per yielded value; a value yielded twice shares the first).
+  int scratch = 0;
+  auto scratchRow = [&] { return fmt::format("scratch + {} * C", scratch++); };
+  // Results: out<k> (one per yielded value; a value yielded twice shares the first). Rows are
+  // computed in f32: an f32 result is written in place, a bf16 one in scratch and stored.
   llvm::DenseMap<mlir::Value, int> outIndex;
   for (auto [k, v] : llvm::enumerate(yield.getValues())) {
-    decls += fmt::format("  float* out{0} = (float*)args[{0}];  // {1}\n", k,
-                         locationString(op_.getResult(k).getLoc()));
-    outIndex.try_emplace(v, static_cast<int>(k));
+    mlir::Value result = op_.getResult(k);
+    decls += fmt::format("  {0}* out{1} = ({0}*)args[{1}];  // {2}\n", cppgen::elementType(result),
+                         k, locationString(result.getLoc()));
+    if (!isBF16(result)) outIndex.try_emplace(v, static_cast<int>(k));
   }
   size_t nOut = yield.getValues().size();
   for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
     auto type = mlir::cast<mlir::RankedTensorType>(arg.getType());
-    decls += fmt::format("  const float* in{} = (const float*)args[{}];  // [{}]\n", j, nOut + j,
-                         fmt::join(type.getShape(), ", "));
+    std::string elem = cppgen::elementType(arg);
+    decls += fmt::format("  const {0}* in{1} = (const {0}*)args[{2}];  // [{3}]\n", elem, j,
+                         nOut + j, fmt::join(type.getShape(), ", "));
     if (type.getRank() == 0) {
       decls += fmt::format("  const float s{0} = in{0}[0];\n", j);
       scalar_[arg] = fmt::format("s{}", j);
@@ -182,10 +197,14 @@ std::string Emitter::emit(llvm::StringRef symbol) {
     int64_t argRows = 1;
     for (int64_t i = 0; i + 1 < type.getRank(); ++i) argRows *= type.getDimSize(i);
     std::string rowIndex = argRows == rows_ ? "r" : argRows == 1 ? "0" : fmt::format("(r % {})", argRows);
-    rowSetup += fmt::format("      const float* in{0}r = in{0} + {1} * C;\n", j, rowIndex);
+    if (isBF16(arg))  // widened to f32 once per row
+      rowSetup += fmt::format("      float* in{0}r = {2};\n"
+                              "      for (int64_t c = 0; c < C; ++c) in{0}r[c] = in{0}[{1} * C + c];\n",
+                              j, rowIndex, scratchRow());
+    else
+      rowSetup += fmt::format("      const float* in{0}r = in{0} + {1} * C;\n", j, rowIndex);
     rowPtr_[arg] = fmt::format("in{}r", j);
   }
-  int scratch = 0;
   for (mlir::Operation& m : body.without_terminator())
     for (mlir::Value r : m.getResults()) {
       auto it = outIndex.find(r);
@@ -193,15 +212,18 @@ std::string Emitter::emit(llvm::StringRef symbol) {
       if (it != outIndex.end())
         rowSetup += fmt::format("      float* {} = out{} + r * C;\n", name, it->second);
       else
-        rowSetup += fmt::format("      float* {} = scratch + {} * C;\n", name, scratch++);
+        rowSetup += fmt::format("      float* {} = {};\n", name, scratchRow());
       rowPtr_[r] = name;
     }
   for (mlir::Operation& m : body.without_terminator()) member(&m);
-  // A yielded block argument, or a value yielded a second time, is copied to its output.
-  for (auto [k, v] : llvm::enumerate(yield.getValues()))
-    if (mlir::isa<mlir::BlockArgument>(v) || outIndex.lookup(v) != static_cast<int>(k))
+  // A yielded block argument, a value yielded a second time, or a bf16 result is stored to its
+  // output.
+  for (auto [k, v] : llvm::enumerate(yield.getValues())) {
+    auto it = outIndex.find(v);
+    if (mlir::isa<mlir::BlockArgument>(v) || it == outIndex.end() || it->second != static_cast<int>(k))
       body_ += fmt::format("      for (int64_t c = 0; c < C; ++c) out{}[r * C + c] = {}[c];\n", k,
                            rowPtr_.lookup(v));
+  }
 
   return fmt::format(
       "// tessel.fused at {0}: {1} rows of C = {2}\n"

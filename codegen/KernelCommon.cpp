@@ -73,6 +73,34 @@ std::string reduceScaleLine(const ReducePlan& plan) {
                      plan.mean ? fmt::format("1 / {} elements averaged", plan.count) : "a sum");
 }
 
+std::string bf16Preamble(const std::string& fn, const std::string& member) {
+  return fmt::format(R"(// bfloat16 storage: the upper 16 bits of an f32, rounded to nearest even on store.
+{0} unsigned short tessel_bf16_bits(float f) {{
+  const unsigned int u = static_cast<unsigned int>(tessel_float_to_bits(f));
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<unsigned short>((u >> 16) | 0x40u);
+  return static_cast<unsigned short>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}}
+{0} float tessel_bf16_value(unsigned short bits) {{
+  return tessel_bits_to_float(static_cast<int32_t>(static_cast<unsigned int>(bits) << 16));
+}}
+{0} float tessel_round_bf16(float f) {{ return tessel_bf16_value(tessel_bf16_bits(f)); }}
+struct tessel_bf16 {{
+  unsigned short bits;
+  tessel_bf16() = default;
+  {1} explicit tessel_bf16(float f) : bits(tessel_bf16_bits(f)) {{}}
+  {1} tessel_bf16& operator=(float f) {{ bits = tessel_bf16_bits(f); return *this; }}
+  {1} operator float() const {{ return tessel_bf16_value(bits); }}
+}};
+
+)",
+                     fn, member);
+}
+
+std::string storageType(mlir::Value v) {
+  mlir::Type e = mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+  return e.isInteger(32) ? "int32_t" : e.isBF16() ? "tessel_bf16" : "float";
+}
+
 std::string indent(const std::string& text, int spaces) {
   std::string out, pad(spaces, ' ');
   size_t start = 0;
@@ -106,6 +134,11 @@ UnaryForm unaryForm(mlir::Operation* op) {
         "out = gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), elementwise";
     f.expr = "tessel_gelu(x)";
     f.cost = 8;
+  } else if (auto cast = mlir::dyn_cast<CastOp>(op)) {
+    f.description = cast.getType().getElementType().isBF16()
+                        ? "out = bf16(x), elementwise, rounded to nearest even"
+                        : "out = float(x), elementwise (exact)";
+    f.expr = "x";  // the store into the result's storage type does the conversion
   } else if (mlir::isa<ReluOp>(op)) {
     f.description = "out = max(x, 0), elementwise (NaN gives 0, as the reference)";
     f.expr = "x > 0.0f ? x : 0.0f";

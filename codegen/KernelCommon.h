@@ -60,6 +60,22 @@ void declareReduce(Writer& w, const ReducePlan& plan) {
   w.code(reduceScaleLine(plan));
 }
 
+// ---- bf16 storage ----------------------------------------------------------------------------
+
+/// The preamble text that defines `tessel_bf16`, the storage type of bf16 tensors in both
+/// languages: 16 bits, read as float (exact), assigned from float with round-to-nearest-even
+/// (NaN stays NaN, overflow gives infinity), the arithmetic of runtime/numeric/BFloat16.h.
+/// Its constructor from float is explicit, so `cond ? bf16 : 0.0f` is a float and a compound
+/// assignment (`out[i] += x`, which would round every partial sum) does not compile; it also
+/// defines `tessel_round_bf16(float)`, the value a bf16 store keeps. `fn` prefixes the free
+/// functions ("static inline" or "static __device__ __forceinline__"), `member` the member
+/// functions ("" or "__device__ __forceinline__"); the preamble must already define
+/// `tessel_bits_to_float(int32_t)` and `tessel_float_to_bits(float)`.
+std::string bf16Preamble(const std::string& fn, const std::string& member);
+
+/// The element type kernels declare for `v`'s elements: "float", "tessel_bf16" or "int32_t".
+std::string storageType(mlir::Value v);
+
 // ---- text ------------------------------------------------------------------------------------
 
 /// Every line of `text` indented by `spaces`.
@@ -73,7 +89,7 @@ const char* binarySign(mlir::Operation* op);
 /// result of `n`: "out = a + b, elementwise[, a repeated over the leading dimensions]".
 std::string binaryDescription(const char* sign, int64_t na, int64_t nb, int64_t n);
 
-/// What a unary op (scale, gelu, relu, gelu_grad, relu_grad) computes per element: its
+/// What a unary op (scale, gelu, relu, gelu_grad, relu_grad, cast) computes per element: its
 /// description, the float expression of `x` (the input) and, for the grads, `dy` (dout), and
 /// its cost relative to a copy (for the C++ kernels' parallel threshold).
 struct UnaryForm {

@@ -11,7 +11,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
   using K = std::optional<KernelKind>;
   return llvm::TypeSwitch<mlir::Operation*, K>(op)
       .Case<AddOp, SubOp, MulOp>([](auto) { return KernelKind::Binary; })
-      .Case<ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp>(
+      .Case<ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp>(
           [](auto) { return KernelKind::Unary; })
       .Case([](ConstantOp) { return KernelKind::Constant; })
       .Case([](LayerNormOp) { return KernelKind::LayerNorm; })

@@ -13,7 +13,7 @@ namespace tessel {
 /// Which per-op emitter writes an op's kernel.
 enum class KernelKind {
   Binary,            // add, sub, mul
-  Unary,             // scale, gelu, relu, gelu_grad, relu_grad
+  Unary,             // scale, gelu, relu, gelu_grad, relu_grad, cast
   Constant,
   LayerNorm,
   Softmax,

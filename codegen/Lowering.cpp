@@ -36,9 +36,8 @@ std::vector<int64_t> shapeOf(mlir::Value v) {
 }
 
 rt::DType dtypeOf(mlir::Value v) {
-  return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isInteger(32)
-             ? rt::DType::I32
-             : rt::DType::F32;
+  mlir::Type e = mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType();
+  return e.isInteger(32) ? rt::DType::I32 : e.isBF16() ? rt::DType::BF16 : rt::DType::F32;
 }
 
 /// Source without comments (kernels contain no string literals with "//"): the key under

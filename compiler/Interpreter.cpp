@@ -8,6 +8,7 @@
 
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
+#include "runtime/numeric/BFloat16.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -38,6 +39,7 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
         return one(ref::matmul(*in[0], *in[1], o.getTransposeLhs(), o.getTransposeRhs()));
       })
       .Case([&](AddOp) { return one(ref::add(*in[0], *in[1])); })
+      .Case([&](CastOp) { return one(*in[0]); })  // evaluateChecked rounds bf16 results
       .Case([&](SubOp) { return one(ref::sub(*in[0], *in[1])); })
       .Case([&](MulOp) { return one(ref::mul(*in[0], *in[1])); })
       .Case([&](ScaleOp o) { return one(ref::scale(*in[0], o.getFactor().convertToDouble())); })
@@ -121,7 +123,12 @@ std::vector<ref::Tensor> evaluateChecked(mlir::Operation* op,
   std::vector<const ref::Tensor*> in;
   for (mlir::Value v : op->getOperands()) in.push_back(&values.at(v));
   try {
-    return evaluate(op, in);
+    std::vector<ref::Tensor> out = evaluate(op, in);
+    // bf16 results are stored as bf16: every value a bf16 kernel writes is rounded.
+    for (auto [v, t] : llvm::zip(op->getResults(), out))
+      if (mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isBF16())
+        for (double& x : t.data) x = numeric::roundToBF16(x);
+    return out;
   } catch (const ref::ShapeError& e) {
     throw InterpreterError(fmt::format("{}: {}", describe(op), e.what()));
   }

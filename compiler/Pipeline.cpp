@@ -40,6 +40,10 @@ std::vector<Stage> stages(const PipelineOptions& o) {
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
                  pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
                }});
+  if (o.precision == "bf16")
+    s.push_back({"mixed-precision", [o](mlir::OpPassManager& pm) {
+                   pm.addPass(createMixedPrecision(MixedPrecisionOptions{o.forwardName}));
+                 }});
   if (o.train) {
     s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));

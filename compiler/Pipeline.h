@@ -20,6 +20,9 @@ struct PipelineOptions {
   /// "adamw" or "sgd" (see the tessel-optimizer pass), or "none": @train_step then returns
   /// the loss and the gradients and updates nothing.
   std::string optimizer = "adamw";
+  /// "f32", or "bf16": mixed precision (the tessel-mixed-precision pass) with bf16
+  /// activations and f32 master weights, optimizer state and loss.
+  std::string precision = "f32";
   /// The function autodiff differentiates.
   std::string forwardName = "forward";
 };

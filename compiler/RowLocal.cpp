@@ -6,17 +6,18 @@
 namespace tessel {
 
 std::optional<llvm::SmallVector<int64_t>> rowLocalShape(mlir::Operation* op) {
-  if (!llvm::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, SoftmaxOp,
-                 SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(op))
+  if (!llvm::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
+                 SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(op))
     return std::nullopt;
   auto first = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
-  if (first.getRank() < 1 || !first.getElementType().isF32()) return std::nullopt;
+  auto isFloat = [](mlir::Type e) { return e.isF32() || e.isBF16(); };
+  if (first.getRank() < 1 || !isFloat(first.getElementType())) return std::nullopt;
   llvm::ArrayRef<int64_t> s = first.getShape();
   for (mlir::Value r : op->getResults())
-    if (r.getType() != first) return std::nullopt;
+    if (mlir::cast<mlir::RankedTensorType>(r.getType()).getShape() != s) return std::nullopt;
   for (mlir::Value v : op->getOperands()) {
     auto t = mlir::cast<mlir::RankedTensorType>(v.getType());
-    if (!t.getElementType().isF32()) return std::nullopt;
+    if (!isFloat(t.getElementType())) return std::nullopt;
     llvm::ArrayRef<int64_t> o = t.getShape();
     bool suffix = o.size() <= s.size() && o == s.take_back(o.size());
     if (!suffix) return std::nullopt;

@@ -150,6 +150,27 @@ def Tessel_GeluOp : Tessel_UnaryOp<"gelu", "GELU activation, tanh form",
     "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (PyTorch gelu(approximate='tanh'))">;
 def Tessel_ReluOp : Tessel_UnaryOp<"relu", "ReLU activation", "max(x, 0)">;
 
+def Tessel_CastOp : Tessel_Op<"cast", [Pure, SameOperandsAndResultShape,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "convert a float tensor between f32 and bf16";
+  let description = [{
+    Elementwise conversion between the float element types. f32 to bf16 rounds to nearest,
+    ties to even (NaN stays NaN, finite values above the largest bf16 round to infinity, as
+    PyTorch's `tensor.to(torch.bfloat16)`); bf16 to f32 is exact. The mixed-precision pass
+    inserts it where f32 master weights and f32 inputs enter a bf16 computation; its VJP
+    casts the gradient back, so parameter gradients arrive in f32.
+
+    Example:
+
+    ```mlir
+    %w16 = tessel.cast %w : tensor<192x64xf32> -> tensor<192x64xbf16>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+}
+
 //===----------------------------------------------------------------------===//
 // Normalisation and softmax
 //===----------------------------------------------------------------------===//

@@ -140,6 +140,15 @@ LogicalResult ReluOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult CastOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                               llvm::SmallVectorImpl<Value>& d) {
+  // The gradient takes the input's element type: a bf16 activation's gradient reaches an f32
+  // master weight as f32 (exact: every bf16 value is an f32 value).
+  d.assign(1, dy[0] ? CastOp::create(b, getLoc(), getInput().getType(), dy[0]).getResult()
+                    : Value());
+  return success();
+}
+
 LogicalResult LayerNormOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
                                     llvm::SmallVectorImpl<Value>& d) {
   d.assign(3, nullptr);

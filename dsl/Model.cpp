@@ -8,6 +8,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include <fmt/format.h>
+#include <stdexcept>
 
 namespace tessel {
 
@@ -100,6 +101,8 @@ const std::vector<ParameterSpec>& Model::parameters() const { return graph_->par
 Program Model::compile(const CompileOptions& options) {
   if (graph_->finalized())
     throw std::logic_error("tessel::Model::compile() called twice on the same model");
+  if (options.precision == DType::I32)
+    throw std::invalid_argument("tessel::CompileOptions::precision must be F32 or BF16, not I32");
   graph_->finalize();
   auto impl = std::make_unique<Program::Impl>();
   impl->parameters = graph_->parameters();
@@ -110,6 +113,7 @@ Program Model::compile(const CompileOptions& options) {
   impl->trains = options.train && hasLoss;
   mlir::ModuleOp module = graph_->module();
   PipelineOptions pipeline{options.dump_ir_dir, impl->trains, options.optimizer,
+                           options.precision == DType::BF16 ? "bf16" : "f32",
                            impl->forwardName};
   if (mlir::failed(runPipeline(module, pipeline)))
     graph_->throwCaptured(module.getLoc(), "the compiler pipeline failed");

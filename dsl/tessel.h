@@ -256,6 +256,11 @@ struct CompileOptions {
   /// @train_step then returns the loss followed by one gradient per parameter (in
   /// parameters() order) and updates nothing.
   std::string optimizer = "adamw";
+  /// F32, or BF16 for mixed precision (passes/MixedPrecision.cpp): bf16 activations,
+  /// gradients of activations and GEMM/kernel inputs, stored as 16 bits and rounded to
+  /// nearest even; f32 master weights, optimizer state, accumulators and loss. I32 is
+  /// rejected (std::invalid_argument).
+  DType precision = DType::F32;
 };
 
 /// How a program becomes machine code on this CPU.

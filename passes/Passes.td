@@ -27,6 +27,32 @@ def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "bf16 activations and computation with f32 master weights (precision = bf16)";
+  let description = [{
+    Rewrites the forward function (before `tessel-autodiff`) for mixed precision, as
+    PyTorch autocast to bfloat16 and Megatron's bf16 mode do:
+
+    1. Every trainable f32 `tessel.param` (the master weight, which the optimizer keeps in
+       f32 with f32 state) and every f32 tensor argument is read through one
+       `tessel.cast` to bf16, except by an embedding's table operand: the embedding gathers
+       f32 rows that the next bf16 op casts (the same values), so the table's scatter-add
+       gradient is summed in f32.
+    2. Every op with a bf16 operand computes in bf16: other f32 operands are cast, float
+       results become bf16. The kernels keep f32 accumulators in reductions and GEMMs; the
+       storage is bf16. `cross_entropy` returns its loss as an f32 scalar, and ops that
+       only see f32 values (the loss and its consumers) stay f32.
+    3. Returned values are cast back to the declared result types.
+
+    Autodiff differentiates the casts, so parameter gradients are f32.
+  }];
+  let options = [
+    Option<"functionName", "function", "std::string", "\"forward\"",
+           "the forward function to rewrite">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 def Autodiff : Pass<"tessel-autodiff", "mlir::ModuleOp"> {
   let summary = "Reverse-mode autodiff: add @train_step returning the loss and every gradient";
   let description = [{

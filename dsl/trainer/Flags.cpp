@@ -31,6 +31,10 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
   app.add_option("--device", f.device, "where to run: cpu, cuda, or auto (a GPU when usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--precision", f.precision,
+                 "f32, or bf16: mixed precision with bf16 activations and f32 master weights, "
+                 "optimizer state and loss")
+      ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
 }
 

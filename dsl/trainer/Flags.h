@@ -25,9 +25,13 @@ struct Flags {
   int64_t heads = 4;       // --heads NH
   int64_t seq = 64;        // --seq T
   std::string device = "auto";  // --device cpu|cuda|auto
+  std::string precision = "f32";  // --precision f32|bf16 (CompileOptions::precision)
+
+  /// --precision as the DSL's compile option.
+  DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
-/// Registers --data, --dump-ir, --seed, --steps and --batch on `app`, with `defaultData`
+/// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`
 /// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest
 /// --steps value (0 where the example gives 0 a meaning).
 void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
     gpt::GPT model(cfg);
     gpt::build(model, flags.batch);
     tessel::Program program =
-        model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer});
+        model.compile({.dump_ir_dir = flags.dumpIr,
+                       .optimizer = train.optimizer,
+                       .precision = flags.precisionType()});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
     tessel::NativeProgram trainer = program.native(native);
     if (!emitBundle.empty()) {

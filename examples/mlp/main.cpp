@@ -59,7 +59,9 @@ int main(int argc, char** argv) {
     mlp::Mlp model(cfg);
     mlp::build(model, flags.batch);
     tessel::Program program =
-        model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer});
+        model.compile({.dump_ir_dir = flags.dumpIr,
+                       .optimizer = train.optimizer,
+                       .precision = flags.precisionType()});
     tessel::NativeProgram native = program.native({.threads = threads, .seed = flags.seed});
     fmt::print("tessel-mlp: {} -> {} -> {} -> {}, B={}, {} parameters, {} training and {} test "
                "images\n",

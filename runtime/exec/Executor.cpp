@@ -6,6 +6,8 @@
 // lookups and no allocation.
 #include "runtime/exec/Executor.h"
 
+#include "runtime/numeric/BFloat16.h"
+
 #include <cblas.h>
 #include <fmt/format.h>
 #include <omp.h>
@@ -38,9 +40,10 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }  // namespace
 
 float OutputView::value(int64_t i) const {
-  if (dtype != DType::F32) throw std::runtime_error(fmt::format("output '{}' is not f32", name));
+  if (dtype == DType::I32) throw std::runtime_error(fmt::format("output '{}' is not a float tensor", name));
   if (i < 0 || i >= numel)
     throw std::out_of_range(fmt::format("output '{}': element {} of {}", name, i, numel));
+  if (dtype == DType::BF16) return numeric::floatFromBF16(static_cast<const uint16_t*>(data)[i]);
   return static_cast<const float*>(data)[i];
 }
 
@@ -52,9 +55,10 @@ struct Executor::Prepared {
   std::vector<void*> args;
   // Gemm (the step itself, for dims, strides and flags) and operand bases.
   const GemmStep* gemm = nullptr;
-  const float* a = nullptr;
-  const float* b = nullptr;
-  float* c = nullptr;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  bool bf16 = false;  // some operand is bf16: run through f32 scratch (gemmThroughF32)
   // Copy
   const void* src = nullptr;
   void* dst = nullptr;
@@ -85,19 +89,30 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
   size_t persistentBytes = 0;
   for (const Buffer& b : program_.buffers)
     if (b.kind != BufferKind::Temp) persistentBytes += roundUp(b.bytes());
+  // bf16 GEMMs run through f32 copies of one batch item's operands (gemmThroughF32).
+  for (const Function& f : program_.functions)
+    for (const Step& step : f.steps)
+      if (auto* g = std::get_if<GemmStep>(&step); g && (isBF16(g->a) || isBF16(g->b) || isBF16(g->c))) {
+        gemmScratchA_ = std::max(gemmScratchA_, g->m * g->k);
+        gemmScratchB_ = std::max(gemmScratchB_, g->k * g->n);
+        gemmScratchC_ = std::max(gemmScratchC_, g->m * g->n);
+      }
+  persistentBytes += static_cast<size_t>(gemmScratchBytes());
   // Check the total against the machine before touching any memory: a plan that cannot fit
   // is an error with numbers, not a kill by the OOM killer halfway through zero-filling.
   const double total = static_cast<double>(persistentBytes) + static_cast<double>(program_.arenaBytes());
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (physical > 0 && total > physical)
     throw std::runtime_error(fmt::format(
-        "the program needs {:.2f} GiB ({:.2f} GiB of parameters, state and inputs, {:.2f} GiB of "
+        "the program needs {:.2f} GiB ({:.2f} GiB of parameters, state, inputs and GEMM scratch, {:.2f} GiB of "
         "planned arena) but this machine has {:.2f} GiB of memory; reduce the model or the batch",
         total / (1 << 30), static_cast<double>(persistentBytes) / (1 << 30),
         static_cast<double>(program_.arenaBytes()) / (1 << 30), physical / (1 << 30)));
-  persistent_ = allocate(persistentBytes, "parameters, state and inputs");
+  persistent_ = allocate(persistentBytes, "parameters, state, inputs and GEMM scratch");
   arena_ = allocate(static_cast<size_t>(program_.arenaBytes()), "arena");
   size_t next = 0;
+  scratch_ = reinterpret_cast<float*>(persistent_.get());
+  next += static_cast<size_t>(gemmScratchBytes());
   for (const Buffer& b : program_.buffers) {
     if (b.kind == BufferKind::Temp) {
       pointers_.push_back(arena_.get() + b.offset);
@@ -143,9 +158,10 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
       } else if (auto* g = std::get_if<GemmStep>(&step)) {
         p.kind = Prepared::Gemm;
         p.gemm = g;
-        p.a = static_cast<const float*>(pointers_[static_cast<size_t>(g->a)]);
-        p.b = static_cast<const float*>(pointers_[static_cast<size_t>(g->b)]);
-        p.c = static_cast<float*>(pointers_[static_cast<size_t>(g->c)]);
+        p.a = pointers_[static_cast<size_t>(g->a)];
+        p.b = pointers_[static_cast<size_t>(g->b)];
+        p.c = pointers_[static_cast<size_t>(g->c)];
+        p.bf16 = isBF16(g->a) || isBF16(g->b) || isBF16(g->c);
         p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
       } else {
         const auto& c = std::get<CopyStep>(step);
@@ -163,6 +179,42 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
 }
 
 Executor::~Executor() = default;
+
+bool Executor::isBF16(int buffer) const {
+  return program_.buffers[static_cast<size_t>(buffer)].dtype == DType::BF16;
+}
+
+int64_t Executor::gemmScratchBytes() const {
+  return static_cast<int64_t>(roundUp(gemmScratchA_ * 4) + roundUp(gemmScratchB_ * 4) +
+                              roundUp(gemmScratchC_ * 4));
+}
+
+void Executor::gemmThroughF32(const Prepared& p) {
+  // bf16 inputs widen exactly to f32; the product accumulates in f32 (sgemm); a bf16 result
+  // is rounded once, to nearest even: the numerics of a bf16 tensor-core GEMM with f32
+  // accumulation (cuBLASLt CUBLAS_COMPUTE_32F), up to the order of the k-sums.
+  const GemmStep& g = *p.gemm;
+  int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
+  int lda = g.transA ? m : k, ldb = g.transB ? k : n;
+  float* sa = scratch_;
+  float* sb = sa + static_cast<int64_t>(roundUp(gemmScratchA_ * 4) / 4);
+  float* sc = sb + static_cast<int64_t>(roundUp(gemmScratchB_ * 4) / 4);
+  auto widen = [](const void* base, bool bf16, int64_t offset, int64_t count, float* into) {
+    if (!bf16) return static_cast<const float*>(base) + offset;
+    numeric::bf16ToFloat(static_cast<const uint16_t*>(base) + offset, into, count);
+    return static_cast<const float*>(into);
+  };
+  const bool a16 = isBF16(g.a), b16 = isBF16(g.b), c16 = isBF16(g.c);
+  for (int64_t i = 0; i < g.batch; ++i) {
+    const float* a = widen(p.a, a16, i * g.strideA, g.m * g.k, sa);
+    const float* b = (i == 0 || g.strideB != 0 || !b16) ? widen(p.b, b16, i * g.strideB, g.k * g.n, sb) : sb;
+    float* c = c16 ? sc : static_cast<float*>(p.c) + i * g.strideC;
+    if (c16 && g.accumulate) numeric::bf16ToFloat(static_cast<const uint16_t*>(p.c) + i * g.strideC, sc, g.m * g.n);
+    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m, n, k,
+                1.0f, a, lda, b, ldb, g.accumulate ? 1.0f : 0.0f, c, n);
+    if (c16) numeric::floatToBF16(sc, static_cast<uint16_t*>(p.c) + i * g.strideC, g.m * g.n);
+  }
+}
 
 void Executor::initParameters(uint64_t seed) {
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
@@ -242,9 +294,15 @@ void Executor::run(const std::string& function) {
         int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
         int lda = g.transA ? m : k, ldb = g.transB ? k : n;
         float beta = g.accumulate ? 1.0f : 0.0f;
+        if (p.bf16) {
+          gemmThroughF32(p);
+          break;
+        }
+        const float *a = static_cast<const float*>(p.a), *b = static_cast<const float*>(p.b);
+        float* c = static_cast<float*>(p.c);
         for (int64_t i = 0; i < g.batch; ++i)
           cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m,
-                      n, k, 1.0f, p.a + i * g.strideA, lda, p.b + i * g.strideB, ldb, beta, p.c + i * g.strideC, n);
+                      n, k, 1.0f, a + i * g.strideA, lda, b + i * g.strideB, ldb, beta, c + i * g.strideC, n);
         break;
       }
       case Prepared::Copy:

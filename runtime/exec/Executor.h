@@ -76,6 +76,9 @@ class Executor {
   /// The function's outputs, in result order.
   std::vector<OutputView> outputs(const std::string& function) const;
 
+  /// Bytes of the f32 scratch that bf16 GEMMs convert their operands into (0 without bf16
+  /// GEMMs): one batch item's A, B and C at the largest GEMM's sizes, allocated once.
+  int64_t gemmScratchBytes() const;
   /// The arena's size in bytes (allocated once, at construction).
   int64_t arenaBytes() const { return program_.arenaBytes(); }
   /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
@@ -98,6 +101,12 @@ class Executor {
   std::vector<PreparedFunction> functions_;
   std::unordered_map<std::string, size_t> functionIndex_;
   int64_t highWater_ = 0;
+  // f32 scratch of bf16 GEMMs (elements of one batch item's A, B and C), at the start of the
+  // persistent block.
+  int64_t gemmScratchA_ = 0, gemmScratchB_ = 0, gemmScratchC_ = 0;
+  float* scratch_ = nullptr;
+  bool isBF16(int buffer) const;
+  void gemmThroughF32(const Prepared& p);
   ExecutorOptions options_;
   std::unordered_map<std::string, std::vector<double>> profile_;  // per function, per step
 };

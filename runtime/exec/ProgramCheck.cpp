@@ -187,8 +187,8 @@ class Checker {
 
   void checkGemm(const GemmStep& g, const std::string& field) const {
     for (auto [id, name] : {std::pair{g.a, ".a"}, {g.b, ".b"}, {g.c, ".c"}}) {
-      if (buffer(id, field + name).dtype != DType::F32)
-        fail(field + name, fmt::format("GEMM operand {} is not f32{}", describe(id), at(g.location)));
+      if (buffer(id, field + name).dtype == DType::I32)
+        fail(field + name, fmt::format("GEMM operand {} is not f32 or bf16{}", describe(id), at(g.location)));
     }
     if (g.batch < 1) fail(field + ".batch", fmt::format("batch {} < 1{}", g.batch, at(g.location)));
     for (auto [v, name] : {std::pair{g.m, ".m"}, {g.n, ".n"}, {g.k, ".k"}}) {

@@ -23,6 +23,7 @@ namespace {
 struct Programs {
   Modules modules;
   std::vector<Kernel> gpt, mlp, mlpSgd;
+  std::vector<Kernel> gptBf16, mlpBf16;  // precision = bf16 (passes/MixedPrecision.cpp)
 };
 
 Programs& programs() {
@@ -44,6 +45,14 @@ Programs& programs() {
     CompileOptions sgd;
     sgd.optimizer = "sgd";
     p->mlpSgd = collectKernels(p->modules.parse(s.compile(sgd).ir(true)), "mlpsgd_");
+    CompileOptions bf16;
+    bf16.precision = DType::BF16;
+    gpt::GPT gb(cfg);
+    gpt::build(gb, 4);
+    p->gptBf16 = collectKernels(p->modules.parse(gb.compile(bf16).ir(true)), "gptbf16_");
+    mlp::Mlp mb(mlp::Config{});
+    mlp::build(mb, 32);
+    p->mlpBf16 = collectKernels(p->modules.parse(mb.compile(bf16).ir(true)), "mlpbf16_");
     return p;
   }();
   return *p;
@@ -53,7 +62,8 @@ TEST(CudaKernels, GptAndMlpKernelsCompileToOneSm90CubinWithoutSpills) {
   REQUIRE_NVRTC();
   Programs& p = programs();
   std::vector<Kernel> all;
-  for (auto* set : {&p.gpt, &p.mlp, &p.mlpSgd}) all.insert(all.end(), set->begin(), set->end());
+  for (auto* set : {&p.gpt, &p.mlp, &p.mlpSgd, &p.gptBf16, &p.mlpBf16})
+    all.insert(all.end(), set->begin(), set->end());
   compileAndReport(all, "tessel_cuda_kernels_nvrtc");
 }
 
@@ -71,9 +81,25 @@ TEST(CudaKernels, Gpt2SizedKernelsCompileWithoutSpills) {
   Modules modules;
   compileAndReport(collectKernels(modules.parse(g.compile().ir(true)), "gpt2_"),
                    "tessel_cuda_kernels_gpt2_nvrtc");
+  gpt::GPT gb(cfg);
+  gpt::build(gb, 4);
+  CompileOptions bf16;
+  bf16.precision = DType::BF16;
+  compileAndReport(collectKernels(modules.parse(gb.compile(bf16).ir(true)), "gpt2bf16_"),
+                   "tessel_cuda_kernels_gpt2_bf16_nvrtc");
 }
 
 TEST(CudaKernels, GptKernelsInSimtMatchTheCppKernels) { checkInSimt(programs().gpt); }
+
+TEST(CudaKernels, Bf16GptAndMlpKernelsInSimtMatchTheCppKernels) {
+  // Mixed precision has bf16 kernels of every kind the f32 programs have.
+  size_t bf16Kernels = 0;
+  for (const Kernel& k : programs().gptBf16)
+    bf16Kernels += llvm::any_of(k.op->getResults(), [](mlir::Value v) { return isBF16(v); });
+  EXPECT_GT(bf16Kernels, programs().gptBf16.size() / 2);
+  checkInSimt(programs().gptBf16);
+  checkInSimt(programs().mlpBf16);
+}
 
 TEST(CudaKernels, MlpKernelsInSimtMatchTheCppKernels) {
   checkInSimt(programs().mlp);
@@ -140,7 +166,7 @@ TEST(CudaKernels, KernelTextNamesTheOpItsLocationShapesAndLaunch) {
   EXPECT_EQ(src.rfind("// tessel.layer_norm_grad at", 0), 0u) << "the header must come first";
 }
 
-TEST(CudaKernels, RejectsLibraryCallsAliasesAndBf16) {
+TEST(CudaKernels, RejectsLibraryCallsAndAliasesAcceptsBf16) {
   mlir::DialectRegistry registry;
   registerTesselDialects(registry);
   mlir::MLIRContext context(registry);
@@ -169,7 +195,7 @@ func.func @f(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>) {
   std::vector<std::string> accepted;
   for (mlir::Operation& op : module->lookupSymbol<mlir::func::FuncOp>("f").getBody().front())
     if (hasCudaKernel(&op)) accepted.push_back(op.getName().getStringRef().str());
-  EXPECT_EQ(accepted, std::vector<std::string>{"tessel.fused"});
+  EXPECT_EQ(accepted, (std::vector<std::string>{"tessel.add", "tessel.fused", "tessel.fused"}));
   module->walk([&](MatmulOp op) { EXPECT_THROW(emitCudaKernel(op, "k"), std::invalid_argument); });
 }
 

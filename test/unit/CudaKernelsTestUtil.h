@@ -21,6 +21,7 @@
 #include "codegen/HostCompiler.h"
 #include "codegen/Nvrtc.h"
 #include "compiler/TesselDialect.h"
+#include "runtime/numeric/BFloat16.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -198,17 +199,31 @@ inline KernelLibrary buildCppLibrary(const std::vector<Kernel>& kernels) {
   return buildKernelLibrary(src, o);
 }
 
-/// A tensor buffer, f32 or i32, whose data starts `at` elements into its storage (1 gives
-/// pointers that are 4 but not 16-byte aligned).
+/// A tensor buffer, f32, i32 or bf16 (`h`: bit patterns), whose data starts `at` elements into
+/// its storage (1 gives pointers that are 4 but not 16-byte aligned).
 struct Buffer {
   std::vector<float> f;
   std::vector<int32_t> i;
+  std::vector<uint16_t> h;
   size_t at = 0;
-  void* data() { return i.empty() ? static_cast<void*>(f.data() + at) : i.data() + at; }
+  void* data() {
+    if (!h.empty()) return h.data() + at;
+    return i.empty() ? static_cast<void*>(f.data() + at) : i.data() + at;
+  }
+  /// The float values (bf16 widened exactly).
+  std::vector<float> floats() const {
+    if (h.empty()) return f;
+    std::vector<float> out(h.size());
+    numeric::bf16ToFloat(h.data(), out.data(), static_cast<int64_t>(h.size()));
+    return out;
+  }
 };
 
 inline bool isI32(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isInteger(32);
+}
+inline bool isBF16(mlir::Value v) {
+  return mlir::cast<mlir::RankedTensorType>(v.getType()).getElementType().isBF16();
 }
 inline int64_t numelOf(mlir::Value v) {
   return mlir::cast<mlir::RankedTensorType>(v.getType()).getNumElements();
@@ -277,6 +292,11 @@ inline std::vector<Buffer> randomOperands(mlir::Operation* op, std::mt19937& rng
         b.f.push_back(dist.lo == dist.hi ? float(dist.lo) : float(u(rng)));
     }
     if (b.f.size() + b.i.size() == at) b.f.push_back(0);  // an empty tensor still has an address
+    if (isBF16(v)) {  // the same values rounded to bf16
+      b.h.resize(b.f.size());
+      numeric::floatToBF16(b.f.data(), b.h.data(), static_cast<int64_t>(b.f.size()));
+      b.f.clear();
+    }
     out.push_back(std::move(b));
   }
   return out;
@@ -290,6 +310,8 @@ inline std::vector<Buffer> resultBuffers(mlir::Operation* op, size_t at = 0) {
     b.at = at;
     if (isI32(v))
       b.i.assign(std::max<int64_t>(numelOf(v), 1) + at, -77);
+    else if (isBF16(v))
+      b.h.assign(std::max<int64_t>(numelOf(v), 1) + at, 0x7FC0);  // NaN
     else
       b.f.assign(std::max<int64_t>(numelOf(v), 1) + at, NAN);
     out.push_back(std::move(b));
@@ -311,7 +333,7 @@ inline void run(void* fn, std::vector<Buffer>& results, std::vector<Buffer>& ope
 /// 2 u for sums accumulated in double on both sides (only the final rounding may differ);
 /// n u for row reductions of length n in f32 (different summation order: each partial sum's
 ///   rounding error is at most n u of the sum of magnitudes, and the outputs scale with them).
-inline double relativeTolerance(const Kernel& k) {
+inline double relativeToleranceF32(const Kernel& k) {
   mlir::Operation* op = k.op;
   switch (k.cuda.kind) {
     case CudaKernelKind::Elementwise:
@@ -331,6 +353,15 @@ inline double relativeTolerance(const Kernel& k) {
   return 0;
 }
 
+/// A bf16 result adds 2^-7: where the two f32 values differ (row reductions), they may round
+/// to neighbouring bf16 values, one bf16 ulp apart (at most 2^-7 of the value). Where they
+/// are equal (tolerance 0), so are the bf16 values.
+inline double relativeTolerance(const Kernel& k) {
+  double f32 = relativeToleranceF32(k);
+  bool bf16 = llvm::any_of(k.op->getResults(), [](mlir::Value v) { return isBF16(v); });
+  return bf16 && f32 > 0 ? f32 + 1.0 / 128 : f32;
+}
+
 /// The comparison of one result.
 struct Diff {
   double maxDiff = 0, maxWant = 0;
@@ -343,11 +374,12 @@ inline Diff compare(const Buffer& got, const Buffer& want, double relTol) {
     for (size_t k = want.at; k < want.i.size(); ++k) d.mismatches += got.i[k] != want.i[k];
     return d;
   }
-  for (float w : want.f)
+  const std::vector<float> wantF = want.floats(), gotF = got.floats();
+  for (float w : wantF)
     if (std::isfinite(w)) d.maxWant = std::max(d.maxWant, std::abs(double(w)));
   double tol = relTol * d.maxWant;
-  for (size_t k = want.at; k < want.f.size(); ++k) {
-    double g = got.f[k], w = want.f[k];
+  for (size_t k = want.at; k < wantF.size(); ++k) {
+    double g = gotF[k], w = wantF[k];
     if (std::isnan(g) || std::isnan(w)) {
       d.mismatches += std::isnan(g) != std::isnan(w);
       continue;

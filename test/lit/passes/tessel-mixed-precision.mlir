@@ -1,0 +1,62 @@
+// --tessel-mixed-precision (passes/MixedPrecision.cpp) on a forward function: f32 master
+// weights and f32 tensor inputs are read through one tessel.cast to bf16 (an embedding's
+// table is not: it gathers f32 rows, cast by the first bf16 op that reads them); ops that
+// read bf16 compute in bf16; cross_entropy's loss stays f32; returned values keep their
+// declared types.
+// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision -tessel-autodiff | FileCheck %s --check-prefix=GRAD
+
+// CHECK-LABEL: func.func @forward
+// CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[T:.*]]: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>)
+// CHECK-NEXT: %[[X16:.*]] = tessel.cast %[[X]] : tensor<4x8xf32> -> tensor<4x8xbf16>
+// CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight"
+// CHECK-NEXT: %[[W16:.*]] = tessel.cast %[[W]] : tensor<16x8xf32> -> tensor<16x8xbf16>
+// CHECK-NEXT: %[[B:.*]] = tessel.param "fc.bias"
+// CHECK-NEXT: %[[B16:.*]] = tessel.cast %[[B]] : tensor<16xf32> -> tensor<16xbf16>
+// CHECK-NEXT: %[[M:.*]] = tessel.matmul %[[X16]], %[[W16]] transpose_rhs : (tensor<4x8xbf16>, tensor<16x8xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[Y:.*]] = tessel.add %[[M]], %[[B16]] : (tensor<4x16xbf16>, tensor<16xbf16>) -> tensor<4x16xbf16>
+// CHECK-NEXT: %[[G:.*]] = tessel.gelu %[[Y]] : tensor<4x16xbf16>
+// CHECK-NEXT: %[[L:.*]] = tessel.cross_entropy %[[G]], %[[T]] : (tensor<4x16xbf16>, tensor<4xi32>) -> tensor<f32>
+// CHECK-NEXT: %[[S:.*]] = tessel.scale %[[L]], 5.000000e-01 : tensor<f32>
+// CHECK-NEXT: %[[G32:.*]] = tessel.cast %[[G]] : tensor<4x16xbf16> -> tensor<4x16xf32>
+// CHECK-NEXT: return %[[S]], %[[G32]] : tensor<f32>, tensor<4x16xf32>
+
+// Parameter gradients come back through the casts' VJPs: f32, for the f32 optimizer.
+// GRAD-LABEL: func.func @train_step
+// GRAD-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<16x8xf32> {tessel.grad = "fc.weight"}, tensor<16xf32> {tessel.grad = "fc.bias"})
+// GRAD: tessel.cross_entropy_grad {{.*}} -> tensor<4x16xbf16>
+// GRAD: tessel.gelu_grad {{.*}} : tensor<4x16xbf16>
+// GRAD-DAG: tessel.cast {{.*}} : tensor<16x8xbf16> -> tensor<16x8xf32>
+// GRAD-DAG: tessel.cast {{.*}} : tensor<16xbf16> -> tensor<16xf32>
+func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>) {
+  %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
+  %b = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
+  %m = tessel.matmul %x, %w transpose_rhs : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
+  %y = tessel.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
+  %g = tessel.gelu %y : tensor<4x16xf32>
+  %l = tessel.cross_entropy %g, %t : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
+  %s = tessel.scale %l, 5.000000e-01 : tensor<f32>
+  return %s, %g : tensor<f32>, tensor<4x16xf32>
+}
+
+// -----
+
+// The embedding gathers from the f32 table; the sum of the two embeddings is f32 until the
+// layer norm (bf16 gamma) casts it; the tied head reads the table through its cast.
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[WTE:.*]] = tessel.param "wte.weight"
+// CHECK-NEXT: %[[WTE16:.*]] = tessel.cast %[[WTE]] : tensor<32x8xf32> -> tensor<32x8xbf16>
+// CHECK: %[[E:.*]] = tessel.embedding %[[WTE]], %{{.*}} : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+// CHECK: %[[E16:.*]] = tessel.cast %[[E]] : tensor<2x4x8xf32> -> tensor<2x4x8xbf16>
+// CHECK-NEXT: tessel.layer_norm %[[E16]], {{.*}} -> tensor<2x4x8xbf16>
+// CHECK: tessel.matmul {{.*}}, %[[WTE16]] transpose_rhs : (tensor<2x4x8xbf16>, tensor<32x8xbf16>) -> tensor<2x4x32xbf16>
+func.func @forward(%tok: tensor<2x4xi32>) -> (tensor<f32> {tessel.output = "loss"}) {
+  %wte = tessel.param "wte.weight" {std = 2.000000e-02 : f64} : tensor<32x8xf32>
+  %g = tessel.param "ln.weight" {init = "ones"} : tensor<8xf32>
+  %be = tessel.param "ln.bias" {init = "zeros"} : tensor<8xf32>
+  %e = tessel.embedding %wte, %tok : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %n = tessel.layer_norm %e, %g, %be : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
+  %lg = tessel.matmul %n, %wte transpose_rhs : (tensor<2x4x8xf32>, tensor<32x8xf32>) -> tensor<2x4x32xf32>
+  %l = tessel.cross_entropy %lg, %tok : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
