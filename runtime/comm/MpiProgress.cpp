@@ -83,6 +83,7 @@ void MpiCommunicator::Impl::finalise() {
 }
 
 void MpiCommunicator::Impl::run(std::promise<std::string>& ready) {
+  blockSigtermInThisThread();
   std::string error = initialise();
   heartbeatNs = nowNs();
   ready.set_value(error);

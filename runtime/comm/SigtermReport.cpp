@@ -5,6 +5,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <pthread.h>
 #include <unistd.h>
 
 namespace tessel::rt::comm {
@@ -12,28 +13,33 @@ namespace {
 
 constexpr size_t kCapacity = 2048;
 
-struct Board {
+/// Two slots: a writer fills the one not in use and then publishes it, so a handler that
+/// interrupts the writer (on its own thread) still finds a complete line in the other.
+struct Slot {
   std::atomic<uint64_t> version{0};  // odd while a writer is updating the text
   std::atomic<size_t> length{0};
   std::atomic<char> text[kCapacity];
 };
 
-Board board;
+Slot slots[2];
+std::atomic<int> active{0};
 std::atomic<bool> installed{false};
-static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<char>::is_always_lock_free,
+static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<char>::is_always_lock_free &&
+                  std::atomic<int>::is_always_lock_free,
               "the signal handler needs lock-free atomics");
 
 extern "C" void onSigterm(int sig) {
   char line[kCapacity];
   size_t n = 0;
   for (int attempt = 0; attempt < 64; ++attempt) {
-    uint64_t before = board.version.load(std::memory_order_acquire);
-    if (before & 1) continue;
-    n = board.length.load(std::memory_order_relaxed);
-    for (size_t i = 0; i < n; ++i) line[i] = board.text[i].load(std::memory_order_relaxed);
+    const Slot& slot = slots[active.load(std::memory_order_acquire)];
+    uint64_t before = slot.version.load(std::memory_order_acquire);
+    n = slot.length.load(std::memory_order_relaxed);
+    for (size_t i = 0; i < n; ++i) line[i] = slot.text[i].load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (board.version.load(std::memory_order_relaxed) == before) break;
-    n = 0;
+    if (!(before & 1) && slot.version.load(std::memory_order_relaxed) == before) break;
+    // A writer on another thread is rewriting this slot: retry; after 64 tries the last
+    // copy is written anyway (a torn line beats none).
   }
   if (n > 0) {
     ssize_t ignored = write(STDERR_FILENO, line, n);
@@ -51,13 +57,23 @@ void publishStatus(const std::string& line) {
   static std::atomic_flag writing = ATOMIC_FLAG_INIT;  // one writer at a time
   while (writing.test_and_set(std::memory_order_acquire)) {
   }
+  const int next = 1 - active.load(std::memory_order_relaxed);
+  Slot& slot = slots[next];
   size_t n = std::min(line.size(), kCapacity - 1);
-  board.version.fetch_add(1, std::memory_order_acq_rel);
-  for (size_t i = 0; i < n; ++i) board.text[i].store(line[i], std::memory_order_relaxed);
-  board.text[n].store('\n', std::memory_order_relaxed);
-  board.length.store(n + 1, std::memory_order_relaxed);
-  board.version.fetch_add(1, std::memory_order_release);
+  slot.version.fetch_add(1, std::memory_order_acq_rel);
+  for (size_t i = 0; i < n; ++i) slot.text[i].store(line[i], std::memory_order_relaxed);
+  slot.text[n].store('\n', std::memory_order_relaxed);
+  slot.length.store(n + 1, std::memory_order_relaxed);
+  slot.version.fetch_add(1, std::memory_order_release);
+  active.store(next, std::memory_order_release);
   writing.clear(std::memory_order_release);
+}
+
+void blockSigtermInThisThread() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 bool installSigtermReport() {

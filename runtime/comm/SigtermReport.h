@@ -5,7 +5,7 @@
 // The progress thread keeps a one-line status here (what this rank is waiting for and which
 // ranks did not arrive); a SIGTERM handler writes it to stderr and then lets SIGTERM end the
 // process as it would have. Reading the status in the handler is async-signal-safe: the text
-// is published with a sequence lock over atomic characters.
+// is published in two slots of atomic characters, each under a sequence lock.
 #pragma once
 
 #include <string>
@@ -14,6 +14,10 @@ namespace tessel::rt::comm {
 
 /// Replaces the status line (truncated to 2047 bytes). Any thread; not from a signal handler.
 void publishStatus(const std::string& line);
+
+/// Blocks SIGTERM in the calling thread (the progress thread), so the handler runs on another
+/// thread and never interrupts a publishStatus in progress.
+void blockSigtermInThisThread();
 
 /// Installs the SIGTERM handler if SIGTERM has its default action; returns whether it did.
 bool installSigtermReport();

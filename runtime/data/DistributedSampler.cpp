@@ -64,7 +64,6 @@ DistributedSampler::DistributedSampler(int64_t numSamples, int64_t globalBatch, 
 
 std::vector<int64_t> DistributedSampler::epochOrder(int64_t epoch) const {
   if (epoch < 0) throw DataError(fmt::format("the epoch must be >= 0, got {}", epoch));
-  std::lock_guard<std::mutex> lock(mutex_);
   return order(epoch);
 }
 
@@ -83,7 +82,6 @@ const std::vector<int64_t>& DistributedSampler::order(int64_t epoch) const {
 
 std::vector<int64_t> DistributedSampler::globalBatch(int64_t step) const {
   checkStep(step);
-  std::lock_guard<std::mutex> lock(mutex_);
   const std::vector<int64_t>& p = order(epochOf(step));
   const int64_t first = (step % batchesPerEpoch()) * batch_;
   return {p.begin() + first, p.begin() + first + batch_};
@@ -91,7 +89,6 @@ std::vector<int64_t> DistributedSampler::globalBatch(int64_t step) const {
 
 std::vector<int64_t> DistributedSampler::rankBatch(int64_t step) const {
   checkStep(step);
-  std::lock_guard<std::mutex> lock(mutex_);
   const std::vector<int64_t>& p = order(epochOf(step));
   const int64_t first = (step % batchesPerEpoch()) * batch_;
   auto [lo, hi] = rt::shardRange(batch_, rank_, world_);

@@ -36,11 +36,12 @@
 #include "runtime/data/TextDataset.h"
 
 #include <cstdint>
-#include <mutex>
 #include <vector>
 
 namespace tessel {
 
+/// Copyable; not for concurrent use from several threads (the cached permutation is shared
+/// mutable state) - give each thread its own copy.
 class DistributedSampler {
 public:
   /// numSamples n >= 1; 1 <= globalBatch B <= n; world N >= 1 divides B; 0 <= rank < N.
@@ -62,11 +63,10 @@ public:
   std::vector<int64_t> rankBatch(int64_t step) const;
 
 private:
-  const std::vector<int64_t>& order(int64_t epoch) const;  // cached P_epoch; lock held
+  const std::vector<int64_t>& order(int64_t epoch) const;  // P_epoch, cached
   int64_t n_, batch_;
   int rank_, world_;
   uint64_t seed_;
-  mutable std::mutex mutex_;
   mutable int64_t cachedEpoch_ = -1;
   mutable std::vector<int64_t> cached_;
 };

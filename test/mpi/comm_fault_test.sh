@@ -5,7 +5,7 @@
 # Each survivor must report the failing collective ('grad.step2', 4004 bytes, step 2) and
 # rank 1 (missing, or mismatched), either from its own CommError (a "CHECKED" line: the
 # driver checked the message) or, when mpirun ends the job first, from the SIGTERM report
-# ("terminated by SIGTERM while waiting for ..."). The job must end non-zero, and within the
+# ("terminated by SIGTERM while waiting for ..."; for a mismatch, any SIGTERM report). The job must end non-zero, and within the
 # guard below: the collective timeout is 3 s, the guard 40 s (timeout + 10 s, plus mpirun's
 # start-up on an oversubscribed machine), so a hang fails the test instead of stalling it.
 set -u
@@ -32,7 +32,10 @@ for ((r = 0; r < NP; ++r)); do
     continue
   fi
   if [ "$SCENARIO" = mismatch ]; then
-    pattern="^tessel: rank $r of $NP: terminated by SIGTERM after a failure: all_reduce 'grad.step2' .*does not match rank 1"
+    # The ranks detect the mismatch independently; the first to exit makes mpirun terminate
+    # the others, possibly before they received rank 1's announcement or even issued the
+    # collective, so a terminated rank need only have reported where it was.
+    pattern="^tessel: rank $r of $NP: terminated by SIGTERM "
   else
     pattern="^tessel: rank $r of $NP: terminated by SIGTERM .*all_reduce 'grad.step2' (collective #3, 4004 bytes, step 2).*did not arrive: 1$"
   fi
