@@ -81,6 +81,7 @@ public:
   void setStep(int64_t step) override;
   CommStats stats() const override;
 
+  /// The state shared with the progress thread (MpiImpl.h, internal).
   struct Impl;
 
 private:

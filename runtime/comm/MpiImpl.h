@@ -106,7 +106,7 @@ struct MpiCommunicator::Impl {
   bool advanceFront();
   bool advanceP2p();
   void checkDeadlines();
-  void fail(const std::shared_ptr<Op>& op, const std::string& message);
+  void fail(std::shared_ptr<Op> op, const std::string& message);  // by value: it clears the lists
   std::string post(Running& running, const Round& round, MPI_Comm comm, int tag);
   /// Tests the posted requests: 1 done, 0 pending, -1 failed (message in `error`).
   int test(Running& running, std::string& error);

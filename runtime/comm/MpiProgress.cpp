@@ -323,7 +323,7 @@ void MpiCommunicator::Impl::checkDeadlines() {
   }
 }
 
-void MpiCommunicator::Impl::fail(const std::shared_ptr<Op>& op, const std::string& message) {
+void MpiCommunicator::Impl::fail(std::shared_ptr<Op> op, const std::string& message) {
   failed = true;
   firstError = message;
   publishStatus(fmt::format("tessel: rank {} of {}: terminated by SIGTERM after a failure: {}",
