@@ -11,6 +11,8 @@ PACKAGES=(
   # libraries
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev
   libopenblas0-openmp
+  # MPI (CPU collectives, runtime/comm): OpenMPI 4.1 headers, library and mpirun
+  libopenmpi-dev openmpi-bin
   # test oracle (CPU PyTorch for the system interpreter) and data
   python3-torch python3-numpy fortunes dataset-fashion-mnist
 )

@@ -17,7 +17,9 @@
 //   collective never hangs.
 // - The communicator counts the payload bytes of every collective it issues (stats()): the
 //   bytes of the buffer a rank contributes (all_reduce: count * element size; all_gather and
-//   reduce_scatter: the full, unsharded length; send: the message).
+//   reduce_scatter: the full, unsharded length; all_to_all: world * countPerRank * element
+//   size; broadcast: count * element size on every rank; send: the message; recv: 0, its
+//   sender counts the message). Every issued operation, recv included, counts as one.
 #pragma once
 
 #include "runtime/exec/Program.h"
@@ -56,7 +58,8 @@ public:
   /// Blocks until the collective is complete on this rank; throws CommError on timeout or
   /// failure. Calling it again after it returned is a no-op.
   virtual void wait() = 0;
-  /// True once the collective is complete (never blocks, never throws).
+  /// True once the collective has finished, successfully or not (never blocks, never
+  /// throws); wait() then returns at once or throws its CommError.
   virtual bool test() = 0;
 };
 

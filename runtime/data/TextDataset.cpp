@@ -154,4 +154,30 @@ TokenBatch TextDataset::sample(Split split, int64_t batch, int64_t seq,
   return out;
 }
 
+TokenBatch TextDataset::windows(Split split, const std::vector<int64_t>& offsets,
+                                int64_t seq) const {
+  checkSplit(*this, split, seq);
+  const int64_t begin = split == Split::Train ? 0 : trainEnd_;
+  const int64_t splitSize = split == Split::Train ? trainSize() : valSize();
+  TokenBatch out;
+  out.batch = static_cast<int64_t>(offsets.size());
+  out.seq = seq;
+  out.tokens.resize(offsets.size() * static_cast<size_t>(seq));
+  out.targets.resize(offsets.size() * static_cast<size_t>(seq));
+  for (size_t b = 0; b < offsets.size(); ++b) {
+    const int64_t o = offsets[b];
+    if (o < 0 || o > splitSize - (seq + 1))
+      throw DataError(fmt::format(
+          "window offset {} with sequence length {} does not fit in the {} split of '{}' ({} "
+          "bytes)",
+          o, seq, splitName(split), path_, splitSize));
+    const uint8_t* window = bytes_.data() + begin + o;
+    for (int64_t t = 0; t < seq; ++t) {
+      out.tokens[b * seq + t] = window[t];
+      out.targets[b * seq + t] = window[t + 1];
+    }
+  }
+  return out;
+}
+
 }  // namespace tessel

@@ -47,6 +47,11 @@ class TextDataset {
   /// same batches on every platform). Throws DataError if the split is too short.
   TokenBatch sample(Split split, int64_t batch, int64_t seq, std::mt19937_64& rng) const;
 
+  /// The windows of seq+1 bytes starting at `offsets` (relative to the start of `split`), in
+  /// order: one row of the batch per offset (e.g. the windows a DistributedSampler picks, at
+  /// textWindowOffset). Throws DataError naming the offset when a window does not fit.
+  TokenBatch windows(Split split, const std::vector<int64_t>& offsets, int64_t seq) const;
+
   const std::string& path() const { return path_; }
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
   int64_t trainSize() const { return trainEnd_; }

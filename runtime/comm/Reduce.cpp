@@ -1,0 +1,103 @@
+// Elementwise arithmetic shared by the communicators (see Reduce.h).
+#include "runtime/comm/Reduce.h"
+
+#include <fmt/format.h>
+
+namespace tessel::rt::comm {
+
+void widen(DType dtype, const void* src, void* acc, int64_t n) {
+  switch (dtype) {
+    case DType::F32:
+      std::memcpy(acc, src, static_cast<size_t>(n) * 4);
+      return;
+    case DType::BF16: {
+      const auto* s = static_cast<const uint16_t*>(src);
+      auto* a = static_cast<float*>(acc);
+      for (int64_t i = 0; i < n; ++i) a[i] = bf16ToFloat(s[i]);
+      return;
+    }
+    case DType::I32: {
+      const auto* s = static_cast<const int32_t*>(src);
+      auto* a = static_cast<int64_t*>(acc);
+      for (int64_t i = 0; i < n; ++i) a[i] = s[i];
+      return;
+    }
+  }
+}
+
+void accumulate(DType dtype, void* acc, const void* other, int64_t n) {
+  if (dtype == DType::I32) {
+    // |each term| < 2^31 and at most 2^31 ranks contribute, so the int64 sum cannot overflow.
+    auto* a = static_cast<int64_t*>(acc);
+    const auto* o = static_cast<const int64_t*>(other);
+    for (int64_t i = 0; i < n; ++i) a[i] += o[i];
+  } else {
+    auto* a = static_cast<float*>(acc);
+    const auto* o = static_cast<const float*>(other);
+    for (int64_t i = 0; i < n; ++i) a[i] += o[i];
+  }
+}
+
+void narrow(DType dtype, ReduceOp op, int world, const void* acc, void* dst, int64_t n) {
+  const bool avg = op == ReduceOp::Avg;
+  switch (dtype) {
+    case DType::F32: {
+      const auto* a = static_cast<const float*>(acc);
+      auto* d = static_cast<float*>(dst);
+      const float w = static_cast<float>(world);
+      for (int64_t i = 0; i < n; ++i) d[i] = avg ? a[i] / w : a[i];
+      return;
+    }
+    case DType::BF16: {
+      const auto* a = static_cast<const float*>(acc);
+      auto* d = static_cast<uint16_t*>(dst);
+      const float w = static_cast<float>(world);
+      for (int64_t i = 0; i < n; ++i) d[i] = floatToBf16(avg ? a[i] / w : a[i]);
+      return;
+    }
+    case DType::I32: {
+      const auto* a = static_cast<const int64_t*>(acc);
+      auto* d = static_cast<int32_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t v = avg ? a[i] / world : a[i];
+        // Two's complement wrap-around of the low 32 bits (well defined through uint32_t).
+        d[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+      }
+      return;
+    }
+  }
+}
+
+const char* dtypeName(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+void checkCount(const char* kind, const std::string& name, int64_t count, const void* a,
+                const void* b) {
+  if (count < 0)
+    throw CommError(fmt::format("{} '{}': element count must be >= 0, got {}", kind, name, count));
+  if (count > 0 && (a == nullptr || b == nullptr))
+    throw CommError(fmt::format("{} '{}': null buffer for {} elements", kind, name, count));
+}
+
+void checkRoot(const char* kind, const std::string& name, int root, int world) {
+  if (root < 0 || root >= world)
+    throw CommError(
+        fmt::format("{} '{}': root rank {} is outside [0, {})", kind, name, root, world));
+}
+
+void checkPeer(const char* kind, const std::string& name, int peer, int self, int world) {
+  if (peer < 0 || peer >= world)
+    throw CommError(
+        fmt::format("{} '{}': peer rank {} is outside [0, {})", kind, name, peer, world));
+  if (peer == self)
+    throw CommError(fmt::format("{} '{}': rank {} cannot {} itself", kind, name, self,
+                                std::string(kind) == "send" ? "send to" : "receive from"));
+}
+
+}  // namespace tessel::rt::comm

@@ -1,0 +1,58 @@
+// Elementwise arithmetic shared by the communicators (internal to runtime/comm).
+//
+// Reductions run in a wider accumulator type and are narrowed once per element at the end:
+//   F32  accumulates in float   (result: the f32 sum, or the f32 sum divided by the world size)
+//   BF16 accumulates in float   (rounded to bf16 once, to nearest even, after the division)
+//   I32  accumulates in int64   (Sum wraps modulo 2^32 as two's complement; Avg is the exact
+//                                int64 sum divided by the world size, truncated toward zero)
+// so the result does not depend on how many partial sums a rank forwards.
+#pragma once
+
+#include "runtime/comm/Communicator.h"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace tessel::rt::comm {
+
+/// bfloat16 bits -> float (exact: bf16 is the upper half of an f32).
+inline float bf16ToFloat(uint16_t h) {
+  uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+/// float -> bfloat16 bits, rounded to nearest, ties to even; NaN stays a (quiet) NaN.
+inline uint16_t floatToBf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+
+/// Bytes per element of the accumulator type of `dtype` (F32, BF16: 4; I32: 8).
+inline int64_t accumulatorBytes(DType dtype) { return dtype == DType::I32 ? 8 : 4; }
+
+/// acc[0:n) = widen(src[0:n)) (src holds `dtype` elements).
+void widen(DType dtype, const void* src, void* acc, int64_t n);
+/// acc[0:n) += other[0:n), both accumulators of `dtype`.
+void accumulate(DType dtype, void* acc, const void* other, int64_t n);
+/// dst[0:n) = narrow(acc[0:n) / (op == Avg ? world : 1)) in `dtype` (see the file comment).
+void narrow(DType dtype, ReduceOp op, int world, const void* acc, void* dst, int64_t n);
+
+/// "f32", "i32", "bf16".
+const char* dtypeName(DType dtype);
+
+/// Argument checks every backend runs when a collective is issued. Each throws CommError
+/// "<kind> '<name>': <cause>" for a negative element count, a null buffer with a non-zero
+/// count, or a root/peer outside [0, world) (a peer also must not be `self`).
+/// Pass the one buffer twice for in-place collectives.
+void checkCount(const char* kind, const std::string& name, int64_t count, const void* a,
+                const void* b);
+void checkRoot(const char* kind, const std::string& name, int root, int world);
+void checkPeer(const char* kind, const std::string& name, int peer, int self, int world);
+
+}  // namespace tessel::rt::comm
