@@ -13,7 +13,7 @@ void widen(DType dtype, const void* src, void* acc, int64_t n) {
     case DType::BF16: {
       const auto* s = static_cast<const uint16_t*>(src);
       auto* a = static_cast<float*>(acc);
-      for (int64_t i = 0; i < n; ++i) a[i] = bf16ToFloat(s[i]);
+      for (int64_t i = 0; i < n; ++i) a[i] = floatFromBF16(s[i]);
       return;
     }
     case DType::I32: {
@@ -52,7 +52,7 @@ void narrow(DType dtype, ReduceOp op, int world, const void* acc, void* dst, int
       const auto* a = static_cast<const float*>(acc);
       auto* d = static_cast<uint16_t*>(dst);
       const float w = static_cast<float>(world);
-      for (int64_t i = 0; i < n; ++i) d[i] = floatToBf16(avg ? a[i] / w : a[i]);
+      for (int64_t i = 0; i < n; ++i) d[i] = bf16FromFloat(avg ? a[i] / w : a[i]);
       return;
     }
     case DType::I32: {

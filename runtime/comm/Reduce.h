@@ -9,6 +9,7 @@
 #pragma once
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/numeric/BFloat16.h"
 
 #include <cstdint>
 #include <cstring>
@@ -16,22 +17,9 @@
 
 namespace tessel::rt::comm {
 
-/// bfloat16 bits -> float (exact: bf16 is the upper half of an f32).
-inline float bf16ToFloat(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-/// float -> bfloat16 bits, rounded to nearest, ties to even; NaN stays a (quiet) NaN.
-inline uint16_t floatToBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x0040u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
+/// The one bf16 rounding of the project (runtime/numeric/BFloat16.h).
+using numeric::floatFromBF16;
+using numeric::bf16FromFloat;
 
 /// Bytes per element of the accumulator type of `dtype` (F32, BF16: 4; I32: 8).
 inline int64_t accumulatorBytes(DType dtype) { return dtype == DType::I32 ? 8 : 4; }

@@ -13,7 +13,7 @@
 // Modelled: threadIdx, blockIdx, blockDim, gridDim, warpSize, __syncthreads,
 // __shfl_sync/__shfl_xor_sync/__shfl_down_sync/__shfl_up_sync (float, int, double),
 // __shared__, atomicAdd on float, int and unsigned (blocks run one at a time, so plain adds
-// are atomic), __threadfence (a no-op: one OS thread sees every write), __ldg, float4/int4
+// are atomic), __threadfence (a no-op: one OS thread sees every write), __ldg, float4/int4/uint2
 // with make_float4/make_int4 (16-byte aligned, as in CUDA), the math functions CUDA and C++
 // share, and __nv_bfloat16 with its conversions. Not modelled (kernels
 // using them run only on a GPU): tensor-core instructions (wmma/wgmma), TMA, clusters,
@@ -112,6 +112,9 @@ inline void __threadfence() {}
 /// CUDA's 16-byte vector types (128-bit loads and stores).
 struct alignas(16) float4 {
   float x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned int x, y;
 };
 struct alignas(16) int4 {
   int x, y, z, w;

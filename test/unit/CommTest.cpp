@@ -1,6 +1,7 @@
 // The parts of runtime/comm that need no launcher: bf16 rounding, the world-size-1
 // communicator, launcher detection and makeWorld for a plain run. The MPI backend is tested
 // under mpirun in test/mpi.
+#include "runtime/numeric/BFloat16.h"
 #include "runtime/comm/Reduce.h"
 #include "runtime/comm/SingleCommunicator.h"
 #include "runtime/comm/World.h"
@@ -49,13 +50,13 @@ TEST(Bf16, RoundsToNearestEvenLikeTheReference) {
     float x;
     std::memcpy(&x, &u, 4);
     if (std::isnan(x) || std::isinf(x)) continue;
-    ASSERT_EQ(comm::floatToBf16(x), referenceBf16(x)) << "x = " << x;
+    ASSERT_EQ(tessel::numeric::bf16FromFloat(x), referenceBf16(x)) << "x = " << x;
   }
   // Exact ties: 1 + 2^-8 lies halfway between 1 and 1 + 2^-7 and goes to the even 1.
-  EXPECT_EQ(comm::floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
-  EXPECT_EQ(comm::floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
-  EXPECT_TRUE(std::isnan(bf16Value(comm::floatToBf16(std::numeric_limits<float>::quiet_NaN()))));
-  EXPECT_TRUE(std::isinf(bf16Value(comm::floatToBf16(std::numeric_limits<float>::infinity()))));
+  EXPECT_EQ(tessel::numeric::bf16FromFloat(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(tessel::numeric::bf16FromFloat(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_TRUE(std::isnan(bf16Value(tessel::numeric::bf16FromFloat(std::numeric_limits<float>::quiet_NaN()))));
+  EXPECT_TRUE(std::isinf(bf16Value(tessel::numeric::bf16FromFloat(std::numeric_limits<float>::infinity()))));
 }
 
 TEST(SingleCommunicator, CollectivesOfOneRankKeepOrCopyTheBits) {
