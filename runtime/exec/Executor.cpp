@@ -38,10 +38,15 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }  // namespace
 
 float OutputView::value(int64_t i) const {
-  if (dtype != DType::F32) throw std::runtime_error(fmt::format("output '{}' is not f32", name));
+  if (dtype != DType::F32 && dtype != DType::BF16)
+    throw std::runtime_error(fmt::format("output '{}' is not f32 or bf16", name));
   if (i < 0 || i >= numel)
     throw std::out_of_range(fmt::format("output '{}': element {} of {}", name, i, numel));
-  return static_cast<const float*>(data)[i];
+  if (dtype == DType::F32) return static_cast<const float*>(data)[i];
+  uint32_t bits = uint32_t{static_cast<const uint16_t*>(data)[i]} << 16;  // bf16: the upper half
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
 }
 
 struct Executor::Prepared {
@@ -188,6 +193,15 @@ float* Executor::data(int buffer) {
   if (b.dtype != DType::F32)
     throw std::runtime_error(fmt::format("Executor: buffer {} '{}' is not f32 (use raw())", buffer, b.name));
   return static_cast<float*>(p);
+}
+
+void Executor::readBuffer(int buffer, void* out) const {
+  void* p = const_cast<Executor*>(this)->raw(buffer);
+  std::memcpy(out, p, static_cast<size_t>(program_.buffers[static_cast<size_t>(buffer)].bytes()));
+}
+
+void Executor::writeBuffer(int buffer, const void* in) {
+  std::memcpy(raw(buffer), in, static_cast<size_t>(program_.buffers[static_cast<size_t>(buffer)].bytes()));
 }
 
 int Executor::bufferId(const std::string& name) const {
