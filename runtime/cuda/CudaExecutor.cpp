@@ -86,6 +86,26 @@ struct CudaExecutor::State {
   std::vector<std::pair<CUevent, CUevent>> pool;
   std::vector<std::vector<std::byte>> hostOutputs;  // outputs() copies
 
+  // Releases what the constructor acquired, also when it threw halfway.
+  ~State() {
+    if (!api) return;
+    if (stream) api->cuStreamSynchronize(stream);  // errors are moot now
+    for (Fn& f : functions) {
+      if (f.graph) api->cuGraphExecDestroy(f.graph);
+      f.steps.clear();  // cuBLASLt descriptors, before the handle
+    }
+    if (handle) lt->cublasLtDestroy(handle);
+    for (const Timing& t : pending) pool.emplace_back(t.start, t.stop);
+    for (auto [a, b] : pool) {
+      api->cuEventDestroy(a);
+      api->cuEventDestroy(b);
+    }
+    if (module) api->cuModuleUnload(module);
+    if (base) api->cuMemFree(base);
+    if (stream) api->cuStreamDestroy(stream);
+    if (context) api->cuDevicePrimaryCtxRelease(device);
+  }
+
   void ck(CUresult rc, const std::string& what) const { check(*api, rc, what); }
 
   Fn& fn(const std::string& name) {
@@ -290,26 +310,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
   s.sync();
 }
 
-CudaExecutor::~CudaExecutor() {
-  if (!state_ || !state_->api) return;
-  State& s = *state_;
-  const DriverApi& api = *s.api;
-  if (s.stream) api.cuStreamSynchronize(s.stream);  // errors are moot now
-  for (State::Fn& f : s.functions) {
-    if (f.graph) api.cuGraphExecDestroy(f.graph);
-    f.steps.clear();  // cuBLASLt descriptors, before the handle
-  }
-  if (s.handle) s.lt->cublasLtDestroy(s.handle);
-  for (const State::Timing& t : s.pending) s.pool.emplace_back(t.start, t.stop);
-  for (auto [a, b] : s.pool) {
-    api.cuEventDestroy(a);
-    api.cuEventDestroy(b);
-  }
-  if (s.module) api.cuModuleUnload(s.module);
-  if (s.base) api.cuMemFree(s.base);
-  if (s.stream) api.cuStreamDestroy(s.stream);
-  if (s.context) api.cuDevicePrimaryCtxRelease(s.device);
-}
+CudaExecutor::~CudaExecutor() = default;  // State's destructor releases everything
 
 std::string CudaExecutor::deviceName() const {
   return fmt::format("cuda:{} ({}, sm_{}{})", state_->ordinal, state_->name, state_->major, state_->minor);
