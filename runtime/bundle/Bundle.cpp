@@ -109,6 +109,10 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
   }
 }
 
+void requireCpuKernels(const Bundle& bundle) {
+  if (!bundle.cpuKernelsProblem.empty()) throw std::runtime_error(bundle.cpuKernelsProblem);
+}
+
 Bundle readBundle(const std::string& dir) {
   fs::path root(dir);
   if (!fs::is_directory(root))
@@ -159,7 +163,7 @@ Bundle readBundle(const std::string& dir) {
         "'{}': checksum {} does not match {} recorded in bundle.json (damaged or replaced)",
         lib.string(), sum, b.info.kernelsChecksum));
   // kernels.so was built with -march=native: it runs only where every feature it may use
-  // exists. Refuse clearly instead of dying of SIGILL in the first kernel.
+  // exists. Noted here, refused by requireCpuKernels (a GPU run never loads kernels.so).
   std::set<std::string> here;
   std::istringstream hereFlags(hostCpuFlags());
   for (std::string f; hereFlags >> f;) here.insert(f);
@@ -168,10 +172,10 @@ Bundle readBundle(const std::string& dir) {
   for (std::string f; builtFlags >> f;)
     if (!here.count(f)) missing += " " + f;
   if (!missing.empty() && !here.empty())
-    throw std::runtime_error(fmt::format(
+    b.cpuKernelsProblem = fmt::format(
         "'{}': kernels.so was built for a CPU with features this CPU lacks:{}; recompile the "
         "bundle on a machine like this one",
-        lib.string(), missing));
+        lib.string(), missing);
   b.kernelsPath = fs::absolute(lib).string();
   // The CUDA module: present exactly when the program has CUDA kernels.
   const bool hasCuda = j.contains("cuda");

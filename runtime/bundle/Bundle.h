@@ -54,7 +54,14 @@ struct Bundle {
   BundleInfo info;
   std::string kernelsPath;  // dir/kernels.so, checksum verified
   std::optional<CudaBinary> cuda;  // set iff the program has CUDA kernels; checksums verified
+  /// Why kernels.so cannot run on this CPU (it was built for features this CPU lacks), or
+  /// empty. Only a CPU run loads kernels.so: see requireCpuKernels.
+  std::string cpuKernelsProblem;
 };
+
+/// Throws std::runtime_error with bundle.cpuKernelsProblem if kernels.so cannot run on this
+/// CPU (instead of dying of SIGILL in the first kernel). Call before loading kernels.so.
+void requireCpuKernels(const Bundle& bundle);
 
 /// Writes the bundle folder `dir` (replacing an existing one): saveProgram(program), a copy of
 /// the library at `kernelLibrary` as kernels.so, with `cuda` kernels.cubin and kernels.ptx,
@@ -65,6 +72,8 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
                  const std::string& dir, const CudaBinary* cuda = nullptr);
 
 /// Reads and verifies a bundle folder; throws std::runtime_error naming the offending file.
+/// A kernels.so built for CPU features this CPU lacks is not an error here (a GPU run does
+/// not load it); it is recorded in cpuKernelsProblem.
 Bundle readBundle(const std::string& dir);
 
 }  // namespace tessel::rt

@@ -67,6 +67,7 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
     gpu = g.get();
     ex = std::move(g);
   } else {
+    tessel::rt::requireCpuKernels(bundle);
     lib = tessel::loadKernelLibrary(bundle.kernelsPath);
     ex = std::make_unique<tessel::rt::Executor>(
         std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
