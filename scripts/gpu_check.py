@@ -94,7 +94,11 @@ def tessel_run(out, bundle, log, steps, extra=()):
            "--data", os.path.join(out, "data", "corpus.txt"), "--steps", str(steps), "--eval-batches", "1",
            "--log-json", log, *extra]
     start = time.time()
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=STEP_TIMEOUT)
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out + f"\n(killed after {STEP_TIMEOUT} s)", time.time() - start
     return r.returncode, r.stdout, time.time() - start
 
 
