@@ -8,12 +8,15 @@
 //   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
 //      reader of the old value, so that every read sees the value from before the call.
 //   5. every other op -> a KernelStep calling its generated C++ kernel; identical kernels
-//      (same source up to comments) share one symbol.
+//      (same source up to comments) share one symbol. For the CUDA target the op's CUDA
+//      kernel is emitted too, its launch goes on the step, and sharing needs both sources
+//      to agree.
 //   6. Temporaries live from their defining step to their last use (function results to the
 //      end); planMemory gives their arena offsets.
 #include "codegen/Lowering.h"
 
 #include "codegen/CppEmitter.h"
+#include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
 #include "codegen/MemoryPlan.h"
 #include "compiler/Location.h"
@@ -54,11 +57,12 @@ std::string withoutComments(const std::string& src) {
 
 class Lowerer {
  public:
-  explicit Lowerer(rt::Program& p) : program_(p) {}
+  Lowerer(rt::Program& p, const LoweringOptions& options) : program_(p), options_(options) {}
 
   mlir::LogicalResult lower(mlir::func::FuncOp f);
   void finish() {
     program_.kernelSource = cppKernelPreamble() + fusedKernelPreamble() + kernels_;
+    if (options_.cuda) program_.cudaSource = cudaKernelPreamble() + cudaKernels_;
   }
 
  private:
@@ -82,25 +86,43 @@ class Lowerer {
     auto it = live_.find(id);
     if (it != live_.end()) it->second.second = std::max<int64_t>(it->second.second, step);
   }
-  std::string kernelSymbol(mlir::Operation* op) {
+  static void rename(std::string& src, const std::string& symbol) {
+    size_t at = 0;
+    while ((at = src.find("TESSEL_KERNEL", at)) != std::string::npos) src.replace(at, 13, symbol);
+  }
+  /// The symbol of `op`'s kernel (and with options_.cuda, its launch in *launch).
+  std::string kernelSymbol(mlir::Operation* op, std::optional<rt::LaunchConfig>* launch) {
     auto fused = mlir::dyn_cast<FusedOp>(op);
     std::string src = fused ? emitFusedCppKernel(fused, "TESSEL_KERNEL")
                             : emitCppKernel(op, "TESSEL_KERNEL");
     std::string key = withoutComments(src);
+    CudaKernel cuda;
+    if (options_.cuda) {
+      cuda = emitCudaKernel(op, "TESSEL_KERNEL");
+      const CudaLaunch& l = cuda.launch;
+      *launch = rt::LaunchConfig{{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]},
+                                 l.sharedBytes};
+      key += "\n// ---- cuda ----\n" + withoutComments(cuda.source) +
+             fmt::format("// launch {} {} {} {} {} {} {}\n", l.grid[0], l.grid[1], l.grid[2],
+                         l.block[0], l.block[1], l.block[2], l.sharedBytes);
+    }
     auto it = symbols_.find(key);
     if (it != symbols_.end()) return it->second;
     std::string symbol =
         fmt::format("k{}_{}", symbols_.size(), op->getName().stripDialect().str());
-    size_t at = 0;
-    while ((at = src.find("TESSEL_KERNEL", at)) != std::string::npos)
-      src.replace(at, 13, symbol);
+    rename(src, symbol);
     kernels_ += src + "\n";
+    if (options_.cuda) {
+      rename(cuda.source, symbol);
+      cudaKernels_ += cuda.source + "\n";
+    }
     symbols_.emplace(std::move(key), symbol);
     return symbol;
   }
 
   rt::Program& program_;
-  std::string kernels_;
+  LoweringOptions options_;
+  std::string kernels_, cudaKernels_;
   std::map<std::string, std::string> symbols_;
   std::map<std::string, int> persistent_;  // parameter/state name -> buffer
   std::map<int, std::pair<int64_t, int64_t>> live_;
@@ -210,10 +232,13 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       }
       g.location = locationString(op->getLoc());
       fn.steps.push_back(g);
+    } else if (options_.cuda && (mlir::isa<FusedOp>(op) || hasCppKernel(op)) && !hasCudaKernel(op)) {
+      return op->emitError() << "'" << op->getName()
+                             << "' has no CUDA kernel; it cannot be compiled for the GPU";
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
       std::vector<int> in = operandIds();
       rt::KernelStep k;
-      k.symbol = kernelSymbol(op);
+      k.symbol = kernelSymbol(op, &k.launch);
       k.location = locationString(op->getLoc());
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
@@ -245,8 +270,9 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
 
 }  // namespace
 
-mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program) {
-  Lowerer lowerer(program);
+mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
+                                   const LoweringOptions& options) {
+  Lowerer lowerer(program, options);
   for (auto f : module.getOps<mlir::func::FuncOp>())
     if (mlir::failed(lowerer.lower(f))) return mlir::failure();
   lowerer.finish();

@@ -15,9 +15,20 @@
 
 namespace tessel {
 
+/// Which kernel sources a lowering produces.
+struct LoweringOptions {
+  /// Also emit every kernel as CUDA C++ (codegen/CudaEmitter.h): the program then carries
+  /// cudaSource (cudaKernelPreamble() + one kernel per symbol) and every KernelStep its
+  /// launch configuration. The steps, buffers and memory plan are the same as without it,
+  /// so one program runs on the CPU executor and on a GPU executor; a symbol names the C++
+  /// and the CUDA kernel of the same op (kernels are shared only when both sources agree).
+  bool cuda = false;
+};
+
 /// Lowers every func.func of `module` into `program` (buffers shared by name across
 /// functions for parameters and optimizer state). Emits diagnostics and fails on ops
-/// without a kernel.
-mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program);
+/// without a kernel (with options.cuda: without a CUDA kernel).
+mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
+                                   const LoweringOptions& options = {});
 
 }  // namespace tessel

@@ -42,6 +42,15 @@ int NativeProgram::copy_parameters_from(NativeProgram& other) {
   return copied;
 }
 
+rt::Program Program::lower(bool cudaKernels) const {
+  Graph& g = *impl_->graph;
+  rt::Program program;
+  if (mlir::failed(lowerToProgram(g.module(), program, LoweringOptions{.cuda = cudaKernels})))
+    g.throwCaptured(g.module().getLoc(), cudaKernels ? "the program could not be lowered to CUDA kernels"
+                                                     : "the program could not be lowered to kernels");
+  return program;
+}
+
 NativeProgram Program::native(const NativeOptions& options) const {
   Graph& g = *impl_->graph;
   rt::Program program;

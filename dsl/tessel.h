@@ -348,6 +348,13 @@ class Program {
   /// tessel::HostCompileError (codegen/HostCompiler.h) if the host compiler fails.
   NativeProgram native(const NativeOptions& options = {}) const;
 
+  /// Only lowers every function to an rt::Program (buffers, steps, memory plan, C++ kernel
+  /// source), allocating and compiling nothing: what --emit-bundle ships. With
+  /// `cuda_kernels`, the program also carries the CUDA kernels and each kernel step its
+  /// launch (codegen/Lowering.h LoweringOptions::cuda). Throws ModelError at the op's
+  /// location if an op cannot be lowered.
+  rt::Program lower(bool cuda_kernels = false) const;
+
  private:
   friend class Model;
   struct Impl;

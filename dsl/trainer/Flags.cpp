@@ -59,13 +59,12 @@ std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64
   return params;
 }
 
-std::string resolveDeviceFlag(const Flags& flags, const std::string& program) {
-  std::string device = rt::resolveDevice(flags.device, /*cudaBackendReady=*/false);
+std::string resolveDeviceFlag(const Flags& flags, const std::string& program, bool cudaReady) {
+  std::string device = rt::resolveDevice(flags.device, cudaReady);
   const rt::CudaDriverStatus& s = rt::probeCudaDriver();
-  if (flags.device == "auto" && s.loaded && s.devices > 0 && device == "cpu")
-    fmt::print("{}: {} GPU(s) found; this build runs on the CPU (the GPU executor is not built "
-               "yet)\n",
-               program, s.devices);
+  if (flags.device == "auto" && s.loaded && s.devices > 0)
+    fmt::print("{}: {} GPU(s) found; running on the {}\n", program, s.devices,
+               device == "cuda" ? "GPU" : "CPU (this example has no GPU path)");
   return device;
 }
 

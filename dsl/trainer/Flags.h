@@ -39,9 +39,10 @@ void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,
                     const std::string& stepsHelp = "number of training steps");
 
 
-/// Resolves --device (runtime/cuda/Driver.h): "cpu", or an error naming why CUDA cannot be
-/// used. Prints which device runs when "auto" had a choice to make.
-std::string resolveDeviceFlag(const Flags& flags, const std::string& program);
+/// Resolves --device (runtime/cuda/Driver.h): "cpu", "cuda" (only when `cudaReady`: the
+/// example can train on the GPU executor), or an error naming why CUDA cannot be used.
+/// Prints which device runs when "auto" had a choice to make.
+std::string resolveDeviceFlag(const Flags& flags, const std::string& program, bool cudaReady = false);
 
 /// Registers --layers, --channels, --heads and --seq.
 void addTransformerFlags(CLI::App& app, Flags& flags);

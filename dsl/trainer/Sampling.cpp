@@ -28,8 +28,9 @@ std::string sampleBytes(NativeProgram& sampler, std::vector<int32_t> window,
     ex.setInput("forward", 0, window.data(), window.size() * sizeof(int32_t));
     ex.run("forward");
     rt::OutputView logits = ex.outputs("forward").at(0);
-    const int64_t vocab = logits.shape.back();
-    const float* last = static_cast<const float*>(logits.data) + (seq - 1) * vocab;
+    // Rows past 256 (a vocabulary padded with --vocab) are never bytes: not candidates.
+    const int64_t stride = logits.shape.back(), vocab = std::min<int64_t>(stride, 256);
+    const float* last = static_cast<const float*>(logits.data) + (seq - 1) * stride;
     std::vector<int> order(vocab);
     std::iota(order.begin(), order.end(), 0);
     int64_t k = o.topK > 0 ? std::min(o.topK, vocab) : vocab;

@@ -1,18 +1,36 @@
 // tessel-gpt: trains the byte-level GPT of model.h on a text corpus, then samples from it.
 //
 // The model is compiled twice: once with a train step (autodiff + AdamW) on batch B, once
-// forward-only on one sequence for sampling; both run as generated C++ kernels plus
-// OpenBLAS GEMMs, and the sampler takes the trained parameters by name.
+// forward-only on one sequence for sampling. On the CPU both run as generated C++ kernels
+// plus OpenBLAS GEMMs; with --device cuda the train step runs on the GPU executor (CUDA
+// kernels compiled by NVRTC, cuBLASLt GEMMs) and the sampler, on the CPU, takes the trained
+// parameters by name.
 #include "examples/gpt/model.h"
 
+#include "codegen/HostCompiler.h"
+#include "codegen/Nvrtc.h"
 #include "dsl/trainer/Flags.h"
 #include "dsl/trainer/Sampling.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/cuda/CudaExecutor.h"
 #include "runtime/data/TextDataset.h"
 
 #include <fmt/format.h>
 #include <random>
+
+namespace {
+
+/// The CUDA module of `program` (NVRTC, cached): a cubin for `arch` and its PTX.
+tessel::rt::CudaBinary compileForGpu(const tessel::rt::Program& program, const std::string& arch) {
+  tessel::CudaCompileOptions o;
+  o.arch = arch;
+  o.lineInfo = false;  // a bundle ships: keep the cubin small
+  tessel::CudaModule m = tessel::compileCuda(program.cudaSource, o);
+  return {arch, std::string(m.cubin.begin(), m.cubin.end()), m.ptx};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tessel-gpt: train a byte-level GPT on text, then sample from it", "tessel-gpt"};
@@ -25,6 +43,10 @@ int main(int argc, char** argv) {
   tessel::trainer::addCommonFlags(app, flags, "/usr/share/games/fortunes",
                                   "text: a file, or a folder whose text files are concatenated");
   tessel::trainer::addTransformerFlags(app, flags);
+  int64_t vocab = 256;
+  app.add_option("--vocab", vocab, "vocabulary rows V: 256 bytes, padded up to N (rows past 256 are never "
+                 "a token; e.g. 50304 for GPT-2 small's shapes)")
+      ->capture_default_str()->check(CLI::Range(int64_t{256}, int64_t{1} << 24));
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train);
   tessel::trainer::SampleOptions sample;
@@ -35,12 +57,21 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", profile, "time every step and print where a train step's time goes");
   std::string emitBundle;
   app.add_option("--emit-bundle", emitBundle,
-                 "only compile: write the train program as a bundle folder for tessel-run")
+                 "only compile: write the train program as a bundle folder for tessel-run (with "
+                 "--device cuda: with CUDA kernels and a cubin; no GPU needed)")
       ->type_name("DIR");
+  std::string cudaArch = "sm_90";
+  app.add_option("--cuda-arch", cudaArch, "GPU architecture of the cubin in a CUDA bundle")
+      ->capture_default_str();
+  bool graphs = false;
+  app.add_flag("--cuda-graphs", graphs, "on the GPU: capture a training step into a CUDA graph and replay it");
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
-    tessel::trainer::resolveDeviceFlag(flags, app.get_name());
-    gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, 256};
+    // Emitting needs no device: --device cuda only asks for CUDA kernels in the bundle.
+    const std::string device = emitBundle.empty()
+                                   ? tessel::trainer::resolveDeviceFlag(flags, app.get_name(), /*cudaReady=*/true)
+                                   : flags.device;
+    gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, vocab};
 
     gpt::GPT model(cfg);
     gpt::build(model, flags.batch);
@@ -49,33 +80,54 @@ int main(int argc, char** argv) {
                        .optimizer = train.optimizer,
                        .precision = flags.precisionType()});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
-    tessel::NativeProgram trainer = program.native(native);
     if (!emitBundle.empty()) {
+      const bool cuda = device == "cuda";
+      tessel::rt::Program lowered = program.lower(cuda);
+      tessel::KernelLibrary lib = tessel::buildKernelLibrary(lowered.kernelSource);
+      std::optional<tessel::rt::CudaBinary> binary;
+      if (cuda) binary = compileForGpu(lowered, cudaArch);
       tessel::rt::BundleInfo info;
       info.model = "gpt";
       info.config = {{"layers", cfg.layers}, {"channels", cfg.channels}, {"heads", cfg.heads},
-                     {"seq", cfg.seq}, {"vocab", 256}};
+                     {"seq", cfg.seq}, {"vocab", cfg.vocab}};
       info.seq = flags.seq;
       info.batch = flags.batch;
       info.optimizer = train.optimizer;
-      tessel::rt::writeBundle(trainer.program(), trainer.kernel_library_path(), info, emitBundle);
-      fmt::print("tessel-gpt: wrote bundle '{}' (L={} C={} NH={} T={} B={}, {} parameters); "
+      tessel::rt::writeBundle(lowered, lib.path(), info, emitBundle, binary ? &*binary : nullptr);
+      fmt::print("tessel-gpt: wrote bundle '{}' (L={} C={} NH={} T={} B={}{}, {} parameters{}); "
                  "train it with: tessel-run {}\n",
                  emitBundle, cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,
-                 tessel::trainer::parameterCount(program), emitBundle);
+                 cfg.vocab == 256 ? std::string() : fmt::format(" V={}", cfg.vocab),
+                 tessel::trainer::parameterCount(program),
+                 cuda ? fmt::format(", CUDA kernels for {}", cudaArch) : std::string(), emitBundle);
       return 0;
     }
     tessel::TextDataset data(flags.data);
     data.requireSequenceLength(flags.seq);
+
+    // The CPU program (also the sampler's source of parameters), or the GPU executor.
+    std::optional<tessel::NativeProgram> cpu;
+    std::unique_ptr<tessel::rt::CudaExecutor> gpu;
+    if (device == "cuda") {
+      tessel::rt::Program lowered = program.lower(/*cuda_kernels=*/true);
+      tessel::rt::CudaBinary binary = compileForGpu(lowered, cudaArch);
+      gpu = std::make_unique<tessel::rt::CudaExecutor>(std::move(lowered), binary,
+                                                       tessel::rt::CudaExecutorOptions{-1, graphs});
+      gpu->initParameters(flags.seed);
+    } else {
+      cpu = program.native(native);
+    }
+    tessel::rt::ProgramExecutor& ex = gpu ? static_cast<tessel::rt::ProgramExecutor&>(*gpu) : cpu->executor();
     fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
-               "'{}' ({} bytes)\n",
+               "'{}' ({} bytes){}\n",
                cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,
                tessel::trainer::parameterCount(program),
-               static_cast<double>(trainer.arena_bytes()) / (1 << 20), data.path(), data.size());
+               static_cast<double>(ex.arenaBytes()) / (1 << 20), data.path(), data.size(),
+               gpu ? ", device " + gpu->deviceName() : std::string());
 
     std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
     auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-      return [&, split](tessel::rt::Executor& ex, const std::string& fn) {
+      return [&, split](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
         tessel::TokenBatch b = data.sample(split, flags.batch, flags.seq, r);
         ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
         ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
@@ -83,19 +135,32 @@ int main(int argc, char** argv) {
     };
     train.steps = flags.steps;
     train.tokensPerStep = flags.batch * flags.seq;
-    tessel::trainer::train(trainer, program, train, feeder(tessel::Split::Train, rng),
-                           feeder(tessel::Split::Val, valRng));
-    if (profile) tessel::trainer::printProfile(trainer, "train_step", flags.steps);
+    if (gpu)
+      tessel::trainer::train(*gpu, train, feeder(tessel::Split::Train, rng), feeder(tessel::Split::Val, valRng));
+    else
+      tessel::trainer::train(*cpu, program, train, feeder(tessel::Split::Train, rng),
+                             feeder(tessel::Split::Val, valRng));
+    if (profile && cpu) tessel::trainer::printProfile(*cpu, "train_step", flags.steps);
     fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
-               static_cast<double>(trainer.arena_bytes()) / (1 << 20),
-               static_cast<double>(trainer.executor().highWaterBytes()) / (1 << 20));
+               static_cast<double>(ex.arenaBytes()) / (1 << 20),
+               static_cast<double>(ex.highWaterBytes()) / (1 << 20));
 
     if (sample.bytes > 0) {
       gpt::GPT samplerModel(cfg);
       gpt::buildSampler(samplerModel);
       tessel::Program samplerProgram = samplerModel.compile({.train = false});
       tessel::NativeProgram sampler = samplerProgram.native(native);
-      sampler.copy_parameters_from(trainer);
+      if (cpu) {
+        sampler.copy_parameters_from(*cpu);
+      } else {  // the trained parameters come down from the GPU, by name
+        const tessel::rt::Program& mine = sampler.program();
+        for (size_t i = 0; i < mine.buffers.size(); ++i) {
+          if (mine.buffers[i].kind != tessel::rt::BufferKind::Parameter) continue;
+          int j = gpu->program().findBuffer(mine.buffers[i].name);
+          if (j >= 0 && gpu->program().buffers[j].bytes() == mine.buffers[i].bytes())
+            gpu->readBuffer(j, sampler.executor().raw(static_cast<int>(i)));
+        }
+      }
       tessel::TokenBatch prompt = data.sample(tessel::Split::Val, 1, flags.seq, valRng);
       std::string text = tessel::trainer::sampleBytes(sampler, prompt.tokens, sample, rng);
       fmt::print("---- {} sampled bytes (temperature {}, top-k {}) ----\n{}\n----\n", sample.bytes,

@@ -23,7 +23,7 @@ std::vector<int64_t> shuffled(int64_t n, std::mt19937_64& rng) {
   return order;
 }
 
-void feed(tessel::rt::Executor& ex, const std::string& fn, const tessel::ImageBatch& b) {
+void feed(tessel::rt::ProgramExecutor& ex, const std::string& fn, const tessel::ImageBatch& b) {
   ex.setInput(fn, 0, b.images.data(), b.images.size() * sizeof(float));
   ex.setInput(fn, 1, b.labels.data(), b.labels.size() * sizeof(int32_t));
 }
@@ -72,7 +72,7 @@ int main(int argc, char** argv) {
     std::mt19937_64 rng(flags.seed);
     std::vector<int64_t> order = shuffled(trainSet.count, rng);
     int64_t position = 0;
-    auto trainFeeder = [&](tessel::rt::Executor& ex, const std::string& fn) {
+    auto trainFeeder = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       if (position == perEpoch) {  // a new epoch: a new shuffle
         order = shuffled(trainSet.count, rng);
         position = 0;
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     std::vector<int64_t> testOrder(test.count);
     std::iota(testOrder.begin(), testOrder.end(), 0);
     int64_t testPosition = 0;
-    auto testFeeder = [&](tessel::rt::Executor& ex, const std::string& fn) {
+    auto testFeeder = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       feed(ex, fn, tessel::gatherImages(test, testOrder, testPosition++ * flags.batch, flags.batch));
     };
     train.steps = flags.steps > 0 ? flags.steps : perEpoch;

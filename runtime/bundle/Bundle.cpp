@@ -8,9 +8,8 @@
 
 #include <filesystem>
 #include <fmt/format.h>
-#include <set>
-#include <sstream>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -42,10 +41,23 @@ void writeSynced(const fs::path& path, const std::string& bytes) {
   }
 }
 
+bool validArch(const std::string& arch) {
+  return arch.size() > 3 && arch.rfind("sm_", 0) == 0 &&
+         arch.find_first_not_of("0123456789", 3) == std::string::npos;
+}
+
 }  // namespace
 
 void writeBundle(const Program& program, const std::string& kernelLibrary, BundleInfo info,
-                 const std::string& dir) {
+                 const std::string& dir, const CudaBinary* cuda) {
+  if (program.cudaSource.empty() != (cuda == nullptr))
+    throw std::runtime_error(fmt::format(
+        "'{}': {}", dir,
+        cuda ? "a cubin was given for a program without CUDA kernels"
+             : "the program has CUDA kernels but no cubin was given"));
+  if (cuda && (cuda->cubin.empty() || !validArch(cuda->arch)))
+    throw std::runtime_error(fmt::format("'{}': the CUDA module needs a cubin and an arch sm_XY, got arch '{}' "
+                                         "and {} bytes", dir, cuda->arch, cuda->cubin.size()));
   fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
   if (target.filename().empty()) target = target.parent_path();
   std::error_code ec;
@@ -70,6 +82,13 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
            {"optimizer", info.optimizer},
            {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum},
                         {"cpu_flags", info.cpuFlags}}}};
+    if (cuda) {
+      writeSynced(tmp / "kernels.cubin", cuda->cubin);
+      writeSynced(tmp / "kernels.ptx", cuda->ptx);
+      j["cuda"] = {{"arch", cuda->arch},
+                   {"cubin", {{"file", "kernels.cubin"}, {"checksum", kernelLibraryChecksum(cuda->cubin)}}},
+                   {"ptx", {{"file", "kernels.ptx"}, {"checksum", kernelLibraryChecksum(cuda->ptx)}}}};
+    }
     writeSynced(tmp / "bundle.json", j.dump(1) + "\n");
     // Replace an older bundle: move it aside, move the new one in, then drop the old one.
     fs::path old;
@@ -88,6 +107,10 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+void requireCpuKernels(const Bundle& bundle) {
+  if (!bundle.cpuKernelsProblem.empty()) throw std::runtime_error(bundle.cpuKernelsProblem);
 }
 
 Bundle readBundle(const std::string& dir) {
@@ -140,7 +163,7 @@ Bundle readBundle(const std::string& dir) {
         "'{}': checksum {} does not match {} recorded in bundle.json (damaged or replaced)",
         lib.string(), sum, b.info.kernelsChecksum));
   // kernels.so was built with -march=native: it runs only where every feature it may use
-  // exists. Refuse clearly instead of dying of SIGILL in the first kernel.
+  // exists. Noted here, refused by requireCpuKernels (a GPU run never loads kernels.so).
   std::set<std::string> here;
   std::istringstream hereFlags(hostCpuFlags());
   for (std::string f; hereFlags >> f;) here.insert(f);
@@ -149,11 +172,50 @@ Bundle readBundle(const std::string& dir) {
   for (std::string f; builtFlags >> f;)
     if (!here.count(f)) missing += " " + f;
   if (!missing.empty() && !here.empty())
-    throw std::runtime_error(fmt::format(
+    b.cpuKernelsProblem = fmt::format(
         "'{}': kernels.so was built for a CPU with features this CPU lacks:{}; recompile the "
         "bundle on a machine like this one",
-        lib.string(), missing));
+        lib.string(), missing);
   b.kernelsPath = fs::absolute(lib).string();
+  // The CUDA module: present exactly when the program has CUDA kernels.
+  const bool hasCuda = j.contains("cuda");
+  if (hasCuda != !b.program.cudaSource.empty())
+    throw std::runtime_error(fmt::format(
+        "'{}': {}", file,
+        hasCuda ? "has a \"cuda\" module but program.json has no CUDA kernels (version 1)"
+                : "has no \"cuda\" module but program.json has CUDA kernels"));
+  if (hasCuda) {
+    CudaBinary cuda;
+    auto verified = [&](const char* key) {
+      std::string name, want;
+      try {
+        name = j.at("cuda").at(key).at("file").get<std::string>();
+        want = j.at("cuda").at(key).at("checksum").get<std::string>();
+      } catch (const json::exception& e) {
+        throw std::runtime_error(fmt::format("'{}': bad field cuda.{}: {}", file, key, e.what()));
+      }
+      if (name.empty() || name.find('/') != std::string::npos || name[0] == '.')
+        throw std::runtime_error(fmt::format("'{}': cuda.{}.file '{}' is not a file name in the bundle", file, key, name));
+      std::string bytes = readBytes(root / name);
+      if (std::string sum = kernelLibraryChecksum(bytes); sum != want)
+        throw std::runtime_error(fmt::format(
+            "'{}': checksum {} does not match {} recorded in bundle.json (damaged or replaced)",
+            (root / name).string(), sum, want));
+      return bytes;
+    };
+    try {
+      cuda.arch = j.at("cuda").at("arch").get<std::string>();
+    } catch (const json::exception& e) {
+      throw std::runtime_error(fmt::format("'{}': bad field cuda.arch: {}", file, e.what()));
+    }
+    if (!validArch(cuda.arch))
+      throw std::runtime_error(fmt::format("'{}': cuda.arch '{}' is not sm_XY", file, cuda.arch));
+    cuda.cubin = verified("cubin");
+    cuda.ptx = verified("ptx");
+    if (cuda.cubin.size() < 4 || cuda.cubin.compare(0, 4, "\x7f" "ELF") != 0)
+      throw std::runtime_error(fmt::format("'{}': not an ELF cubin", (root / "kernels.cubin").string()));
+    b.cuda = std::move(cuda);
+  }
   return b;
 }
 

@@ -7,6 +7,12 @@
 // a half-written bundle. readBundle refuses, with a message naming the file, a missing
 // folder or file, malformed JSON, another format version, or a kernels.so whose checksum
 // differs. No MLIR here.
+//
+// A bundle of a program lowered for the CUDA target too (Program::cudaSource, launches on
+// the kernel steps) also holds kernels.cu (saveProgram), kernels.cubin (NVRTC's ELF for one
+// arch, e.g. sm_90) and kernels.ptx (the same module as PTX, which the driver can JIT for a
+// newer arch), with the arch and their checksums under "cuda" in bundle.json. Such a bundle
+// still runs on the CPU (kernels.so, the same steps); a GPU runs it from the cubin.
 #pragma once
 
 #include "runtime/exec/Program.h"
@@ -14,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace tessel::rt {
@@ -34,20 +41,39 @@ struct BundleInfo {
   std::string cpuFlags;         // hostCpuFlags() where kernels.so was built (set by writeBundle)
 };
 
+/// The compiled CUDA module of a bundle (codegen/Nvrtc.h compileCuda of Program::cudaSource).
+struct CudaBinary {
+  std::string arch;   // the cubin's target, "sm_XY" (e.g. "sm_90")
+  std::string cubin;  // the ELF cubin's bytes
+  std::string ptx;    // the PTX text of the same module (may be empty: no JIT fallback)
+};
+
 /// A bundle read back: the validated program, its metadata and the verified library's path.
 struct Bundle {
   Program program;
   BundleInfo info;
   std::string kernelsPath;  // dir/kernels.so, checksum verified
+  std::optional<CudaBinary> cuda;  // set iff the program has CUDA kernels; checksums verified
+  /// Why kernels.so cannot run on this CPU (it was built for features this CPU lacks), or
+  /// empty. Only a CPU run loads kernels.so: see requireCpuKernels.
+  std::string cpuKernelsProblem;
 };
 
+/// Throws std::runtime_error with bundle.cpuKernelsProblem if kernels.so cannot run on this
+/// CPU (instead of dying of SIGILL in the first kernel). Call before loading kernels.so.
+void requireCpuKernels(const Bundle& bundle);
+
 /// Writes the bundle folder `dir` (replacing an existing one): saveProgram(program), a copy of
-/// the library at `kernelLibrary` as kernels.so, and bundle.json. Throws std::runtime_error
-/// naming the path on any I/O failure; on failure `dir` is left as it was.
+/// the library at `kernelLibrary` as kernels.so, with `cuda` kernels.cubin and kernels.ptx,
+/// and bundle.json. `cuda` must be given exactly when program.cudaSource is non-empty, with a
+/// non-empty cubin whose arch is "sm_" and digits. Throws std::runtime_error naming the path
+/// on any I/O failure or inconsistency; on failure `dir` is left as it was.
 void writeBundle(const Program& program, const std::string& kernelLibrary, BundleInfo info,
-                 const std::string& dir);
+                 const std::string& dir, const CudaBinary* cuda = nullptr);
 
 /// Reads and verifies a bundle folder; throws std::runtime_error naming the offending file.
+/// A kernels.so built for CPU features this CPU lacks is not an error here (a GPU run does
+/// not load it); it is recorded in cpuKernelsProblem.
 Bundle readBundle(const std::string& dir);
 
 }  // namespace tessel::rt

@@ -50,9 +50,8 @@ std::string resolveDevice(const std::string& requested, bool cudaBackendReady) {
   if (!gpu) throw std::runtime_error(fmt::format("--device cuda: {}; use --device cpu", s.why));
   if (!cudaBackendReady)
     throw std::runtime_error(
-        fmt::format("--device cuda: {} GPU(s) found, but this build cannot run programs on a GPU "
-                    "yet (its CUDA kernels are compiled and checked, the GPU executor is not "
-                    "built); use --device cpu",
+        fmt::format("--device cuda: {} GPU(s) found, but this program has no GPU path yet; use "
+                    "--device cpu",
                     s.devices));
   return "cuda";
 }

@@ -22,8 +22,9 @@ const CudaDriverStatus& probeCudaDriver();
 
 /// The device a user asked for with --device: "cpu", "cuda" or "auto".
 /// Returns "cpu" or "cuda", or throws std::runtime_error with the reason when "cuda" was asked
-/// for and cannot be used. `cudaBackendReady` says whether this build can run programs on a
-/// GPU; while it cannot, "auto" picks the CPU and "cuda" is an error that says so.
+/// for and cannot be used. `cudaBackendReady` says whether the caller can run its program on
+/// a GPU (tessel-run and tessel-gpt can, through runtime/cuda/CudaExecutor.h); when it
+/// cannot, "auto" picks the CPU and "cuda" is an error that says so.
 std::string resolveDevice(const std::string& requested, bool cudaBackendReady);
 
 }  // namespace tessel::rt

@@ -242,6 +242,15 @@ float* Executor::data(int buffer) {
   return static_cast<float*>(p);
 }
 
+void Executor::readBuffer(int buffer, void* out) const {
+  void* p = const_cast<Executor*>(this)->raw(buffer);
+  std::memcpy(out, p, static_cast<size_t>(program_.buffers[static_cast<size_t>(buffer)].bytes()));
+}
+
+void Executor::writeBuffer(int buffer, const void* in) {
+  std::memcpy(raw(buffer), in, static_cast<size_t>(program_.buffers[static_cast<size_t>(buffer)].bytes()));
+}
+
 int Executor::bufferId(const std::string& name) const {
   int id = program_.findBuffer(name);
   if (id < 0) throw std::runtime_error(fmt::format("Executor: no buffer named '{}'", name));

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/exec/Program.h"
+#include "runtime/exec/ProgramExecutor.h"
 
 namespace tessel::rt {
 
@@ -33,33 +34,21 @@ struct ExecutorOptions {
   bool profile = false;  // time every step (see stepSeconds)
 };
 
-/// One output of a function after run(): a view of executor memory, valid until the next
-/// run() or setInput() (a Temp output lives in the arena and is reused by the next run).
-struct OutputView {
-  std::string name;             // the function's outputNames entry
-  int buffer = -1;              // buffer id
-  DType dtype = DType::F32;
-  std::vector<int64_t> shape;
-  const void* data = nullptr;
-  int64_t numel = 0;
-
-  /// Element i of an f32 output (a scalar loss: value()); throws for other dtypes or i.
-  float value(int64_t i = 0) const;
-};
-
-class Executor {
+/// The CPU implementation of ProgramExecutor (see the promise above). OutputView data point
+/// into executor memory (a Temp output lives in the arena and is reused by the next run).
+class Executor final : public ProgramExecutor {
  public:
   /// Validates `program` (validateProgram), allocates all memory (zero-filled) and resolves
   /// every kernel symbol; throws std::runtime_error naming the symbol and the step's location
   /// if one is missing.
   Executor(Program program, const KernelResolver& resolve, ExecutorOptions options = {});
-  ~Executor();
+  ~Executor() override;
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
   /// Parameters from runtime/Init.h (initParameter with their name and this seed); State
   /// buffers are set to zero.
-  void initParameters(uint64_t seed);
+  void initParameters(uint64_t seed) override;
 
   /// Base pointer of an f32 buffer (a Temp's points into the arena); throws on a bad id or an
   /// i32 buffer.
@@ -70,24 +59,27 @@ class Executor {
   int bufferId(const std::string& name) const;
 
   /// Copies `bytes` bytes into input `index` of `function`; the size must match exactly.
-  void setInput(const std::string& function, size_t index, const void* data, size_t bytes);
+  void setInput(const std::string& function, size_t index, const void* data, size_t bytes) override;
   /// Executes the function's steps in order.
-  void run(const std::string& function);
+  void run(const std::string& function) override;
   /// The function's outputs, in result order.
-  std::vector<OutputView> outputs(const std::string& function) const;
+  std::vector<OutputView> outputs(const std::string& function) const override;
 
   /// Bytes of the f32 scratch that bf16 GEMMs convert their operands into (0 without bf16
   /// GEMMs): one batch item's A, B and C at the largest GEMM's sizes, allocated once.
   int64_t gemmScratchBytes() const;
   /// The arena's size in bytes (allocated once, at construction).
-  int64_t arenaBytes() const { return program_.arenaBytes(); }
+  int64_t arenaBytes() const override { return program_.arenaBytes(); }
   /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
   /// any run so far; 0 before the first run.
-  int64_t highWaterBytes() const { return highWater_; }
+  int64_t highWaterBytes() const override { return highWater_; }
   /// With ExecutorOptions::profile: seconds spent in each step of `function` over all runs so
   /// far (indexed like Function::steps); empty otherwise.
   std::vector<double> stepSeconds(const std::string& function) const;
-  const Program& program() const { return program_; }
+  const Program& program() const override { return program_; }
+  void readBuffer(int buffer, void* out) const override;
+  void writeBuffer(int buffer, const void* in) override;
+  std::string deviceName() const override { return "cpu"; }
 
  private:
   struct Prepared;

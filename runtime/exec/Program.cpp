@@ -1,20 +1,24 @@
-// The program format on disk: `program.json` plus `kernels.cpp` (see Program.h).
+// The program format on disk: `program.json` plus `kernels.cpp` and, for a program with CUDA
+// kernels, `kernels.cu` (see Program.h).
 //
 // program.json (written with keys in this order; `?` marks optional keys and their defaults):
-//   {"format": "tessel-program", "version": 1,
+//   {"format": "tessel-program", "version": 1 (CPU only) or 2 (with CUDA kernels),
 //    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
 //                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
 //                   "arenaBytes", "steps": [
-//       {"op": "kernel", "symbol", "args": [ids], "location"? ""},
+//       {"op": "kernel", "symbol", "args": [ids], "location"? "",
+//        "launch" (version 2 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
+//                                                         "shared": bytes}},
 //       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
 //        "location"? ""},
 //       {"op": "copy", "src", "dst"}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
-// default). After decoding, loadProgram runs validateProgram and checks that every kernel
-// symbol occurs in kernels.cpp. Every error names the file and the field, e.g.
+// default). Version 2 means kernels.cu exists and every kernel step has a launch. After
+// decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
+// kernels.cpp (and kernels.cu). Every error names the file and the field, e.g.
 // "out/program.json: functions[0].steps[3].m: ...".
 //
 // Writes go to "<file>.tmp.<pid>", are fsynced, renamed over the file, and the folder is
@@ -93,10 +97,14 @@ const char* kindName(BufferKind k) {
 void checkKernelSource(const Program& p, const std::string& context) {
   for (size_t f = 0; f < p.functions.size(); ++f)
     for (size_t s = 0; s < p.functions[f].steps.size(); ++s)
-      if (auto* k = std::get_if<KernelStep>(&p.functions[f].steps[s]))
+      if (auto* k = std::get_if<KernelStep>(&p.functions[f].steps[s])) {
         if (p.kernelSource.find(k->symbol) == std::string::npos)
           throw std::runtime_error(fmt::format("{}: functions[{}].steps[{}].symbol: '{}' is not in kernels.cpp",
                                                context, f, s, k->symbol));
+        if (!p.cudaSource.empty() && p.cudaSource.find(k->symbol) == std::string::npos)
+          throw std::runtime_error(fmt::format("{}: functions[{}].steps[{}].symbol: '{}' is not in kernels.cu",
+                                               context, f, s, k->symbol));
+      }
 }
 
 // ---- writing --------------------------------------------------------------
@@ -108,6 +116,8 @@ ordered_json toJson(const Step& step) {
     j["symbol"] = k->symbol;
     j["args"] = k->args;
     j["location"] = k->location;
+    if (k->launch)
+      j["launch"] = {{"grid", k->launch->grid}, {"block", k->launch->block}, {"shared", k->launch->sharedBytes}};
   } else if (auto* g = std::get_if<GemmStep>(&step)) {
     j["op"] = "gemm";
     for (auto [key, v] : {std::pair{"a", g->a}, {"b", g->b}, {"c", g->c}}) j[key] = v;
@@ -129,7 +139,7 @@ ordered_json toJson(const Step& step) {
 ordered_json toJson(const Program& p) {
   ordered_json root;
   root["format"] = kFormat;
-  root["version"] = kProgramFormatVersion;
+  root["version"] = p.cudaSource.empty() ? kProgramFormatVersionCpu : kProgramFormatVersion;
   ordered_json buffers = ordered_json::array();
   for (const Buffer& b : p.buffers) {
     ordered_json j;
@@ -333,15 +343,42 @@ Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
   return b;
 }
 
-Step readStep(const Reader& r, const json& j, const std::string& field) {
+/// Three launch dimensions, each in [1, 2^31).
+std::array<uint32_t, 3> readDims(const Reader& r, const json& obj, const char* key, const std::string& field) {
+  std::vector<int64_t> v =
+      r.list<int64_t>(obj, key, field, [&](const json& x, const std::string& f) { return r.integer(x, f); });
+  std::string f = Reader::join(field, key);
+  if (v.size() != 3) r.fail(f, fmt::format("expected 3 dimensions, got {}", v.size()));
+  std::array<uint32_t, 3> out{};
+  for (size_t i = 0; i < 3; ++i) {
+    if (v[i] < 1 || v[i] > INT_MAX) r.fail(fmt::format("{}[{}]", f, i), fmt::format("{} is not in [1, 2^31)", v[i]));
+    out[i] = static_cast<uint32_t>(v[i]);
+  }
+  return out;
+}
+
+LaunchConfig readLaunch(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"grid", "block", "shared"});
+  LaunchConfig l;
+  l.grid = readDims(r, j, "grid", field);
+  l.block = readDims(r, j, "block", field);
+  int64_t shared = r.integer(j, "shared", field);
+  if (shared < 0 || shared > INT_MAX) r.fail(field + ".shared", fmt::format("{} is not in [0, 2^31)", shared));
+  l.sharedBytes = static_cast<uint32_t>(shared);
+  return l;
+}
+
+Step readStep(const Reader& r, const json& j, const std::string& field, bool cuda) {
   if (!j.is_object()) r.fail(field, fmt::format("expected an object, got {}", j.type_name()));
   std::string op = r.string(j, "op", field);
   if (op == "kernel") {
-    r.object(j, field, {"op", "symbol", "args", "location"});
+    if (cuda) r.object(j, field, {"op", "symbol", "args", "location", "launch"});
+    else r.object(j, field, {"op", "symbol", "args", "location"});
     KernelStep k;
     k.symbol = r.string(j, "symbol", field);
     k.args = r.list<int>(j, "args", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
     k.location = r.string(j, "location", field, "");
+    if (cuda) k.launch = readLaunch(r, r.need(j, "launch", field), field + ".launch");
     return k;
   }
   if (op == "gemm") {
@@ -371,7 +408,7 @@ Step readStep(const Reader& r, const json& j, const std::string& field) {
   r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm or copy)", op));
 }
 
-Function readFunction(const Reader& r, const json& j, const std::string& field) {
+Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {
   r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "steps"});
   Function f;
   f.name = r.string(j, "name", field);
@@ -381,7 +418,8 @@ Function readFunction(const Reader& r, const json& j, const std::string& field) 
   f.outputNames = r.list<std::string>(j, "outputNames", field,
                                       [&](const json& v, const std::string& fl) { return r.string(v, fl); });
   f.arenaBytes = r.integer(j, "arenaBytes", field);
-  f.steps = r.list<Step>(j, "steps", field, [&](const json& v, const std::string& fl) { return readStep(r, v, fl); });
+  f.steps = r.list<Step>(j, "steps", field,
+                         [&](const json& v, const std::string& fl) { return readStep(r, v, fl, cuda); });
   return f;
 }
 
@@ -398,12 +436,18 @@ std::string readFile(const fs::path& path) {
 
 void saveProgram(const Program& program, const std::string& dir) {
   fs::path json = fs::path(dir) / "program.json", kernels = fs::path(dir) / "kernels.cpp";
+  fs::path cuda = fs::path(dir) / "kernels.cu";
   validateProgram(program, json.string() + " (saving)");
   checkKernelSource(program, json.string() + " (saving)");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw std::runtime_error(fmt::format("{}: cannot create folder: {}", dir, ec.message()));
   writeAtomically(kernels, program.kernelSource);
+  if (!program.cudaSource.empty()) {
+    writeAtomically(cuda, program.cudaSource);
+  } else if (fs::exists(cuda, ec)) {
+    fs::remove(cuda, ec);  // a stale kernels.cu of an earlier CUDA program in this folder
+  }
   writeAtomically(json, toJson(program).dump(1) + "\n");
 }
 
@@ -421,13 +465,22 @@ Program loadProgram(const std::string& dir) {
   r.object(root, "(document)", {"format", "version", "buffers", "functions"});
   if (std::string format = r.string(root, "format", ""); format != kFormat)
     r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
-  if (int64_t v = r.integer(root, "version", ""); v != kProgramFormatVersion)
-    r.fail("version", fmt::format("unsupported version {} (this build reads {})", v, kProgramFormatVersion));
+  int64_t version = r.integer(root, "version", "");
+  if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu)
+    r.fail("version", fmt::format("unsupported version {} (this build reads {} and {})", version,
+                                  kProgramFormatVersionCpu, kProgramFormatVersion));
+  const bool cuda = version == kProgramFormatVersion;
   Program p;
   p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
-  p.functions =
-      r.list<Function>(root, "functions", "", [&](const json& v, const std::string& f) { return readFunction(r, v, f); });
+  p.functions = r.list<Function>(root, "functions", "",
+                                 [&](const json& v, const std::string& f) { return readFunction(r, v, f, cuda); });
   p.kernelSource = readFile(fs::path(dir) / "kernels.cpp");
+  if (cuda) {
+    p.cudaSource = readFile(fs::path(dir) / "kernels.cu");
+    if (p.cudaSource.empty())
+      throw std::runtime_error(fmt::format("{}: empty, but program.json is version {} (CUDA kernels)",
+                                           (fs::path(dir) / "kernels.cu").string(), version));
+  }
   validateProgram(p, file);
   checkKernelSource(p, (fs::path(dir) / "kernels.cpp").string());
   return p;

@@ -1,12 +1,15 @@
 // The executable program format: what codegen produces and the runtime executes.
 //
 // Promise: a Program is plain data (no MLIR), saved as `program.json` plus the generated
-// kernel source `kernels.cpp` in one folder, so a program compiled on one machine runs on
-// another through `runtime/` alone. Every buffer has a fixed size and, for temporaries, a
+// kernel source `kernels.cpp` (and, for a program lowered for the CUDA target too,
+// `kernels.cu`) in one folder, so a program compiled on one machine runs on another through
+// `runtime/` alone. Every buffer has a fixed size and, for temporaries, a
 // fixed offset in one arena whose size the memory plan computed ahead of time.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -44,17 +47,31 @@ struct Buffer {
   bool operator==(const Buffer&) const = default;
 };
 
+/// How a CUDA kernel is launched (codegen/CudaEmitter.h CudaLaunch): grid and block
+/// dimensions (x, y, z; each >= 1, at most 1024 threads per block) and the dynamic shared
+/// memory in bytes.
+struct LaunchConfig {
+  std::array<uint32_t, 3> grid{1, 1, 1};
+  std::array<uint32_t, 3> block{1, 1, 1};
+  uint32_t sharedBytes = 0;
+  bool operator==(const LaunchConfig&) const = default;
+};
+
 /// Call a generated kernel: `void symbol(void** args)` where args[i] is the base pointer of
-/// buffer `args[i]` (outputs first, then inputs, as the emitter documents per kernel).
+/// buffer `args[i]` (outputs first, then inputs, as the emitter documents per kernel). In a
+/// program with CUDA kernels (Program::cudaSource non-empty) the same symbol also names an
+/// `extern "C" __global__` kernel with the same parameters, launched with `launch`.
 struct KernelStep {
   std::string symbol;
   std::vector<int> args;
   std::string location;  // op location(s), for error messages and traces
+  std::optional<LaunchConfig> launch;  // set exactly when the program has CUDA kernels
   bool operator==(const KernelStep&) const = default;
 };
 
 /// C[b] = op(A[b]) * op(B[b]) (+ C[b] if accumulate), row-major f32, b in [0, batch), with
-/// element strides between batches (0 = shared, e.g. a weight). Executed with cblas_sgemm.
+/// element strides between batches (0 = shared, e.g. a weight). Executed with cblas_sgemm on
+/// the CPU and cublasLtMatmul on a GPU (runtime/cuda/CudaGemm.h).
 struct GemmStep {
   int a = -1, b = -1, c = -1;
   bool transA = false, transB = false, accumulate = false;
@@ -88,6 +105,9 @@ struct Program {
   std::vector<Buffer> buffers;
   std::vector<Function> functions;
   std::string kernelSource;  // C++ source of every KernelStep symbol
+  /// CUDA C++ source of every KernelStep symbol (one translation unit: the emitter's
+  /// preamble, then the kernels), or empty for a CPU-only program.
+  std::string cudaSource;
 
   const Function* function(const std::string& name) const;
   int findBuffer(const std::string& name) const;  // -1 if absent
@@ -97,17 +117,23 @@ struct Program {
   bool operator==(const Program&) const = default;
 };
 
-/// The `version` field saveProgram writes and loadProgram accepts.
-inline constexpr int kProgramFormatVersion = 1;
+/// The `version` field saveProgram writes for a program with CUDA kernels (launch
+/// configurations on kernel steps, kernels.cu). A CPU-only program is written as version
+/// kProgramFormatVersionCpu, unchanged from before the CUDA target existed; loadProgram reads
+/// both.
+inline constexpr int kProgramFormatVersion = 2;
+inline constexpr int kProgramFormatVersionCpu = 1;
 
 /// Checks every invariant loadProgram checks (ids in range, kinds, dtypes, positive shapes,
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
-/// GEMM extents and aliasing, copy sizes) on an in-memory program; throws
+/// GEMM extents and aliasing, copy sizes, and with CUDA kernels a valid launch on every
+/// kernel step, the same launch for every step of one symbol) on an in-memory program; throws
 /// std::runtime_error "<context>: <field>: <problem>". The Executor calls it on construction.
 void validateProgram(const Program& program, const std::string& context);
 
-/// Writes `dir/program.json` and `dir/kernels.cpp` (atomically, each through a temp file that
-/// is fsynced and renamed; kernels.cpp first, so a program.json never names missing kernels).
+/// Writes `dir/program.json`, `dir/kernels.cpp` and, with CUDA kernels, `dir/kernels.cu`
+/// (atomically, each through a temp file that is fsynced and renamed; the kernels first, so a
+/// program.json never names missing kernels).
 /// Validates first and throws without writing anything if the program is inconsistent.
 void saveProgram(const Program& program, const std::string& dir);
 /// Reads a folder written by saveProgram; throws std::runtime_error naming the file and the

@@ -16,12 +16,18 @@
 //     buffers of equal byte size.
 //  5. every Temp a function uses (in a step or as an output) lies within that function's
 //     arenaBytes.
+//  6. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
+//     without them none does; grid x in [1, 2^31), grid y and z in [1, 65535], a block of
+//     1 to 1024 threads with z <= 64, dynamic shared memory <= 227 KiB (sm_90's opt-in
+//     maximum per block); all steps of one symbol share one launch (a kernel's static shared
+//     arrays are sized for its block).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
 #include <climits>
 #include <cmath>
+#include <map>
 #include <set>
 #include <stdexcept>
 #include <unordered_set>
@@ -152,11 +158,35 @@ class Checker {
                  std::all_of(k.symbol.begin(), k.symbol.end(),
                              [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
     if (!ident) fail(field + ".symbol", fmt::format("'{}' is not a C identifier", k.symbol));
+    checkLaunch(k, field);
     for (size_t i = 0; i < k.args.size(); ++i) {
       std::string f = fmt::format("{}.args[{}]", field, i);
       buffer(k.args[i], f);
       used.emplace_back(k.args[i], f);
     }
+  }
+
+  void checkLaunch(const KernelStep& k, const std::string& field) {
+    const bool cuda = !p_.cudaSource.empty();
+    if (!cuda) {
+      if (k.launch) fail(field + ".launch", fmt::format("'{}' has a launch but the program has no CUDA kernels", k.symbol));
+      return;
+    }
+    if (!k.launch) fail(field + ".launch", fmt::format("'{}' has no launch but the program has CUDA kernels", k.symbol));
+    const LaunchConfig& l = *k.launch;
+    constexpr uint32_t kMaxGridX = 0x7fffffffu, kMaxGridYZ = 65535, kMaxShared = 227 * 1024;
+    if (l.grid[0] < 1 || l.grid[0] > kMaxGridX || l.grid[1] < 1 || l.grid[1] > kMaxGridYZ || l.grid[2] < 1 ||
+        l.grid[2] > kMaxGridYZ)
+      fail(field + ".launch.grid", fmt::format("grid ({}, {}, {}) is out of CUDA's range", l.grid[0], l.grid[1], l.grid[2]));
+    uint64_t threads = uint64_t{l.block[0]} * l.block[1] * l.block[2];
+    if (l.block[0] < 1 || l.block[1] < 1 || l.block[2] < 1 || l.block[2] > 64 || threads > 1024)
+      fail(field + ".launch.block",
+           fmt::format("block ({}, {}, {}) is not 1 to 1024 threads", l.block[0], l.block[1], l.block[2]));
+    if (l.sharedBytes > kMaxShared)
+      fail(field + ".launch.shared", fmt::format("{} bytes of dynamic shared memory (max {})", l.sharedBytes, kMaxShared));
+    auto [it, fresh] = launches_.emplace(k.symbol, l);
+    if (!fresh && !(it->second == l))
+      fail(field + ".launch", fmt::format("'{}' is launched with two different configurations", k.symbol));
   }
 
   /// Fails unless (batch-1)*stride + rows*cols elements fit in the operand's buffer.
@@ -225,6 +255,7 @@ class Checker {
   const std::string& context_;
   int64_t arena_ = 0;
   std::set<std::string> names_;
+  std::map<std::string, LaunchConfig> launches_;
 };
 
 }  // namespace

@@ -3,8 +3,16 @@
 // bundle, dlopens its kernels.so, initialises the parameters from --seed exactly as the JIT
 // path does (Executor::initParameters), and runs the shared training loop
 // (runtime/train/Loop.h) on byte text, printing the same progress lines and JSON log.
+//
+// --device cuda runs a bundle compiled for the GPU (tessel-gpt --emit-bundle DIR --device
+// cuda) on the GPU executor (runtime/cuda/CudaExecutor.h) instead, from its cubin; the same
+// bundle still runs on the CPU with --device cpu. --device auto picks the GPU when the bundle
+// has CUDA kernels and a driver with a device is present.
 #include "codegen/HostCompiler.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "runtime/cuda/Driver.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/Loop.h"
 
@@ -24,9 +32,24 @@ int64_t parameterCount(const tessel::rt::Program& program) {
   return n;
 }
 
+struct DeviceFlags {
+  std::string device = "auto";
+  bool graphs = false;
+  int index = -1;
+};
+
 int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed, int threads,
-              int64_t steps, tessel::trainer::TrainOptions train) {
+              int64_t steps, tessel::trainer::TrainOptions train, const DeviceFlags& dev) {
   tessel::rt::Bundle bundle = tessel::rt::readBundle(dir);
+  // Decide the device before anything else is loaded: "cuda" without a driver is an error.
+  const bool hasCuda = bundle.cuda.has_value();
+  std::string device = tessel::rt::resolveDevice(dev.device, /*cudaBackendReady=*/true);
+  if (device == "cuda" && !hasCuda) {
+    if (dev.device == "cuda")
+      throw std::runtime_error(fmt::format("'{}' has no CUDA kernels; compile it for the GPU with tessel-gpt "
+                                           "--emit-bundle DIR --device cuda, or use --device cpu", dir));
+    device = "cpu";
+  }
   if (bundle.info.model != "gpt")
     throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is not a byte-level GPT; "
                                          "tessel-run trains text models only",
@@ -34,23 +57,35 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
   const int64_t batch = bundle.info.batch, seq = bundle.info.seq;
   tessel::TextDataset data(dataPath);
   data.requireSequenceLength(seq);
-  tessel::KernelLibrary lib = tessel::loadKernelLibrary(bundle.kernelsPath);
+  tessel::KernelLibrary lib;
   tessel::rt::Program program = std::move(bundle.program);
-  auto ex = std::make_unique<tessel::rt::Executor>(
-      std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
-      tessel::rt::ExecutorOptions{threads, false});
+  std::unique_ptr<tessel::rt::ProgramExecutor> ex;
+  tessel::rt::CudaExecutor* gpu = nullptr;
+  if (device == "cuda") {
+    auto g = std::make_unique<tessel::rt::CudaExecutor>(std::move(program), *bundle.cuda,
+                                                        tessel::rt::CudaExecutorOptions{dev.index, dev.graphs});
+    gpu = g.get();
+    ex = std::move(g);
+  } else {
+    tessel::rt::requireCpuKernels(bundle);
+    lib = tessel::loadKernelLibrary(bundle.kernelsPath);
+    ex = std::make_unique<tessel::rt::Executor>(
+        std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
+        tessel::rt::ExecutorOptions{threads, false});
+  }
   ex->initParameters(seed);
   const nlohmann::json& c = bundle.info.config;
   fmt::print("tessel-run: bundle '{}' ({} L={} C={} NH={} T={} B={}), {} parameters, arena "
-             "{:.1f} MiB, data '{}' ({} bytes)\n",
+             "{:.1f} MiB, data '{}' ({} bytes), device {}{}\n",
              dir, bundle.info.model, c.value("layers", 0), c.value("channels", 0),
              c.value("heads", 0), seq, batch, parameterCount(ex->program()),
-             static_cast<double>(ex->arenaBytes()) / (1 << 20), data.path(), data.size());
+             static_cast<double>(ex->arenaBytes()) / (1 << 20), data.path(), data.size(),
+             ex->deviceName(), gpu ? (gpu->usingGraphs() ? ", CUDA graphs" : ", eager launches") : "");
 
   // The same batches as tessel-gpt: one generator per split, seeded from --seed.
   std::mt19937_64 rng(seed), valRng(seed + 1);
   auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-    return [&, split](tessel::rt::Executor& e, const std::string& fn) {
+    return [&, split](tessel::rt::ProgramExecutor& e, const std::string& fn) {
       tessel::TokenBatch b = data.sample(split, batch, seq, r);
       e.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
       e.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
@@ -64,6 +99,17 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex->arenaBytes()) / (1 << 20),
              static_cast<double>(ex->highWaterBytes()) / (1 << 20));
+  if (gpu) {
+    tessel::rt::CudaMemoryReport m = gpu->memory();
+    auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
+    fmt::print("device memory: allocated {:.1f} MiB (persistent {:.1f}, arena {:.1f}, workspace {:.1f}); "
+               "peak used on the device {:.1f} MiB of {:.1f} MiB\n",
+               mib(m.allocated), mib(m.persistent), mib(m.arena), mib(m.workspace), mib(m.devicePeakUsed),
+               mib(m.deviceTotal));
+    fmt::print("device time: train_step {:.3f} ms per step ({})\n",
+               gpu->deviceMilliseconds("train_step") / static_cast<double>(steps),
+               gpu->usingGraphs() ? "CUDA graphs" : "eager launches");
+  }
   ex.reset();  // before the library it calls into
   return 0;
 }
@@ -85,6 +131,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   int threads = 0;
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  DeviceFlags dev;
+  app.add_option("--device", dev.device, "where to run: cpu, cuda, or auto (the GPU when the bundle has CUDA "
+                 "kernels and a GPU is usable)")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_flag("--cuda-graphs", dev.graphs, "capture a training step into a CUDA graph and replay it");
+  app.add_option("--cuda-device", dev.index, "CUDA device index (default: the local rank, else 0)")
+      ->check(CLI::Range(0, 1023));
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {
@@ -93,7 +146,7 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   try {
-    return runBundle(dir, data, seed, threads, steps, train);
+    return runBundle(dir, data, seed, threads, steps, train, dev);
   } catch (const std::bad_alloc&) {
     std::cerr << "tessel-run: error: out of memory\n";
   } catch (const std::exception& e) {

@@ -27,7 +27,7 @@ double learningRate(const TrainOptions& o, int64_t step) {
 
 namespace {
 
-void setScalar(rt::Executor& ex, const std::string& function, size_t index, double value) {
+void setScalar(rt::ProgramExecutor& ex, const std::string& function, size_t index, double value) {
   float v = static_cast<float>(value);
   ex.setInput(function, index, &v, sizeof v);
 }
@@ -57,7 +57,7 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
   return names;
 }
 
-double evaluate(rt::Executor& ex, int64_t batches, const BatchFeeder& feed) {
+double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed) {
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
     feed(ex, "forward");
@@ -67,7 +67,7 @@ double evaluate(rt::Executor& ex, int64_t batches, const BatchFeeder& feed) {
   return sum / static_cast<double>(batches);
 }
 
-std::vector<StepStats> train(rt::Executor& ex, const TrainOptions& o,
+std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const BatchFeeder& valBatch) {
   const std::vector<std::string> names = hyperParameterNames(ex.program());
   size_t firstHyper = ex.program().function("forward")->inputs.size();

@@ -1,5 +1,5 @@
 // The training loop, MLIR-free: hyper-parameters and their schedule, the optimizer step on an
-// rt::Executor, validation, progress lines and the JSON log.
+// rt::ProgramExecutor (CPU or GPU), validation, progress lines and the JSON log.
 //
 // Promise: everything the loop needs comes from the rt::Program the executor holds. The
 // @train_step inputs are Input buffers named "train_step.<input>": the model's inputs first
@@ -8,7 +8,7 @@
 // and the AOT runner (tessel-run) share this loop and print the same lines.
 #pragma once
 
-#include "runtime/exec/Executor.h"
+#include "runtime/exec/ProgramExecutor.h"
 
 #include <CLI/CLI.hpp>
 
@@ -43,7 +43,7 @@ struct TrainOptions {
 double learningRate(const TrainOptions& o, int64_t step);
 
 /// Feeds one batch: fills the model inputs of `function` on the executor (indices 0..k-1).
-using BatchFeeder = std::function<void(rt::Executor& ex, const std::string& function)>;
+using BatchFeeder = std::function<void(rt::ProgramExecutor& ex, const std::string& function)>;
 
 /// What one step reported.
 struct StepStats {
@@ -62,11 +62,11 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program);
 /// the end, `valBatch` feeds evalBatches batches to @forward and the mean loss is the
 /// validation loss. Prints a progress line per step and writes the JSON log. Returns the
 /// per-step stats.
-std::vector<StepStats> train(rt::Executor& ex, const TrainOptions& o,
+std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const BatchFeeder& valBatch);
 
 /// Mean @forward loss over `batches` batches fed by `feed`.
-double evaluate(rt::Executor& ex, int64_t batches, const BatchFeeder& feed);
+double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed);
 
 /// A CLI11 check that rejects NaN, infinities and non-numbers (CLI11's ranges let NaN through).
 const CLI::Validator& finiteNumber();

@@ -109,17 +109,17 @@ int main(int argc, char** argv) {
     tokens.reserve(static_cast<size_t>(steps * B * T));
     targets.reserve(static_cast<size_t>(steps * B * T));
     std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
-    auto feed = [&](const tessel::TokenBatch& b, tessel::rt::Executor& ex, const std::string& fn) {
+    auto feed = [&](const tessel::TokenBatch& b, tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
       ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
     };
-    auto trainBatch = [&](tessel::rt::Executor& ex, const std::string& fn) {
+    auto trainBatch = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       tessel::TokenBatch b = data.sample(tessel::Split::Train, B, T, rng);
       tokens.insert(tokens.end(), b.tokens.begin(), b.tokens.end());
       targets.insert(targets.end(), b.targets.begin(), b.targets.end());
       feed(b, ex, fn);
     };
-    auto valBatch = [&](tessel::rt::Executor& ex, const std::string& fn) {
+    auto valBatch = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       feed(data.sample(tessel::Split::Val, B, T, valRng), ex, fn);
     };
     train.steps = steps;

@@ -251,7 +251,9 @@ struct Corruption {
 
 TEST(ProgramTest, LoadRejectsCorruptPrograms) {
   std::vector<Corruption> cases = {
-      {"version", [](json& j) { j["version"] = 2; }, {"version", "unsupported version 2"}},
+      {"version", [](json& j) { j["version"] = 3; }, {"version", "unsupported version 3"}},
+      // Version 2 is a program with CUDA kernels: every kernel step then needs a launch.
+      {"cuda version", [](json& j) { j["version"] = 2; }, {"steps[1].launch", "missing"}},
       {"gemm id", [](json& j) { j["functions"][0]["steps"][0]["a"] = 9; }, {"functions[0].steps[0].a", "out of range"}},
       {"kernel arg", [](json& j) { j["functions"][0]["steps"][1]["args"][1] = -1; },
        {"functions[0].steps[1].args[1]", "-1 out of range"}},

@@ -29,7 +29,7 @@ struct Fixture {
     return {tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(tokens.begin(), tokens.end())),
             tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(targets.begin(), targets.end()))};
   }
-  void feed(tessel::rt::Executor& ex, const std::string& fn) const {
+  void feed(tessel::rt::ProgramExecutor& ex, const std::string& fn) const {
     ex.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
     ex.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
   }

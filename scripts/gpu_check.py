@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""The halves of scripts/gpu-check.sh that are easier in Python (standard library only).
+
+manifest DIR PRECISION  (prepare) writes DIR/manifest.json: per bundle its model shape, the
+                        device memory it needs and its model FLOPs per token.
+run DIR                 (on the GPU node) the correctness check and the benchmark; one table.
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DEVICE_ALIGN = 256            # CudaExecutor aligns every persistent buffer to 256 bytes
+WORKSPACE = 32 << 20          # CudaExecutorOptions::workspaceBytes (cuBLASLt)
+DTYPE_BYTES = {"f32": 4, "i32": 4, "bf16": 2}
+
+# Peak dense throughput of an H100/H200 SXM (NVIDIA H100 Tensor Core GPU datasheet; the H200
+# has the same compute): bf16 tensor cores 989.4 TFLOP/s dense (1979 with sparsity); f32 on
+# the CUDA cores (no tensor cores: the f32 GEMMs run with CUBLAS_COMPUTE_32F, not TF32)
+# 66.9 TFLOP/s.
+PEAK = {"bf16": 989.4e12, "f32": 66.9e12}
+
+# Correctness tolerances, |loss_gpu - loss_cpu| / |loss_cpu| per step. Step 1 is the forward
+# pass of identical parameters: the sides differ only in summation order (cuBLASLt vs
+# OpenBLAS blocking, block trees vs loops) and FMA contraction, each within k u for a sum of
+# length k; the longest sums on the path are k = 4C = 256 and V = 256 (u = 2^-24 in f32), about
+# 11 of them (the SIMT test's bound, 1.7e-4); 2e-4 allows that. Later steps add the AdamW
+# updates of 10 steps, which amplify differences of near-zero gradients (m / sqrt(v) can flip
+# sign), so 2e-3: ten times the step-1 bound, still far below the 1e-2 and more that a wrong
+# kernel, launch or argument gives at step 1. bf16 rounds every stored activation to 8
+# significant bits (u = 2^-9), so the same reasoning gives 2e-2 for all steps.
+TOLERANCE = {"f32": (2e-4, 2e-3), "bf16": (2e-2, 2e-2)}
+
+STEP_TIMEOUT = 240            # seconds for one tessel-run invocation
+BENCH_STEPS = 12              # timed: the median of steps 3..12 (1: capture/warm-up, 2: settle)
+
+
+def load_program(bundle):
+    with open(os.path.join(bundle, "program.json")) as f:
+        return json.load(f)
+
+
+def describe(bundle):
+    p = load_program(bundle)
+    with open(os.path.join(bundle, "bundle.json")) as f:
+        meta = json.load(f)
+    persistent = 0
+    params = 0
+    dtype = "f32"
+    for b in p["buffers"]:
+        n = 1
+        for d in b["shape"]:
+            n *= d
+        size = n * DTYPE_BYTES[b["dtype"]]
+        if b["kind"] != "temp":
+            persistent += (size + DEVICE_ALIGN - 1) // DEVICE_ALIGN * DEVICE_ALIGN
+        if b["kind"] == "parameter":
+            params += n
+        if b["dtype"] == "bf16":
+            dtype = "bf16"
+    arena = max(f["arenaBytes"] for f in p["functions"])
+    c = meta["config"]
+    L, C, T = c["layers"], c["channels"], c["seq"]
+    return {
+        "layers": L, "channels": C, "heads": c["heads"], "seq": T, "vocab": c.get("vocab", 256),
+        "batch": meta["train_flags"]["batch"], "precision": dtype, "parameters": params,
+        # Model FLOPs per token (PaLM appendix B, as nanoGPT's estimate_mfu): 6 N for the
+        # matmuls of forward and backward with N all parameters (the tied LM head included),
+        # plus 12 L C T for attention's scores and weighted sums.
+        "flops_per_token": 6 * params + 12 * L * C * T,
+        "device_bytes": persistent + arena + WORKSPACE,
+    }
+
+
+def manifest(out, precision):
+    bundles = {}
+    for name in sorted(os.listdir(os.path.join(out, "bundles"))):
+        path = os.path.join(out, "bundles", name)
+        if os.path.isdir(path):
+            bundles[name] = describe(path)
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump({"precision": precision, "bundles": bundles}, f, indent=1)
+
+
+def losses(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def tessel_run(out, bundle, log, steps, extra=()):
+    cmd = [os.path.join(out, "bin", "tessel-run"), os.path.join(out, "bundles", bundle), "--device", "cuda",
+           "--data", os.path.join(out, "data", "corpus.txt"), "--steps", str(steps), "--eval-batches", "1",
+           "--log-json", log, *extra]
+    start = time.time()
+    try:
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        return 124, out + f"\n(killed after {STEP_TIMEOUT} s)", time.time() - start
+    return r.returncode, r.stdout, time.time() - start
+
+
+def free_device_bytes():
+    """Free memory of GPU 0 from nvidia-smi, or None."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=memory.free,name", "--format=csv,noheader,nounits"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=30)
+        free, name = r.stdout.splitlines()[0].split(",", 1)
+        return int(free) << 20, name.strip()
+    except Exception:
+        return None, "?"
+
+
+def run(out):
+    with open(os.path.join(out, "manifest.json")) as f:
+        man = json.load(f)
+    rows, failures = [], []
+    free, gpu = free_device_bytes()
+    start = time.time()
+
+    # 1. Correctness: GPU losses against the CPU losses of the same bundle, eager and graphs.
+    for name, info in sorted(man["bundles"].items()):
+        if not name.startswith("small-"):
+            continue
+        cpu = [s["loss"] for s in losses(os.path.join(out, "bundles", name + ".cpu.jsonl"))]
+        first_tol, tol = TOLERANCE[info["precision"]]
+        for mode, extra in (("eager", ()), ("graphs", ("--cuda-graphs",))):
+            log = os.path.join(out, f"{name}.{mode}.jsonl")
+            rc, text, _ = tessel_run(out, name, log, len(cpu), extra + ("--seed", "5"))
+            if rc != 0:
+                failures.append(f"{name} {mode}: tessel-run exited {rc}:\n{text[-3000:]}")
+                rows.append((f"correctness {name} ({mode})", "FAIL", f"exit {rc}"))
+                continue
+            gpu_losses = [s["loss"] for s in losses(log)]
+            worst = max(abs(g - c) / abs(c) for g, c in zip(gpu_losses, cpu))
+            bad = [i + 1 for i, (g, c) in enumerate(zip(gpu_losses, cpu))
+                   if not abs(g - c) <= (first_tol if i == 0 else tol) * abs(c)]
+            ok = not bad and len(gpu_losses) == len(cpu)
+            if not ok:
+                failures.append(f"{name} {mode}: steps {bad} outside tolerance\n  gpu {gpu_losses}\n  cpu {cpu}")
+            rows.append((f"correctness {name} ({mode}), {len(cpu)} steps", "ok" if ok else "FAIL",
+                         f"max rel |gpu-cpu| {worst:.2e} (tol {first_tol:g} step 1, {tol:g} after)"))
+
+    # 2. Benchmark: the largest GPT-2 micro-batch whose planned memory fits the free memory.
+    gpt2 = sorted(((info["batch"], name, info) for name, info in man["bundles"].items() if name.startswith("gpt2-")),
+                  reverse=True)
+    bench = None
+    for batch, name, info in gpt2:
+        if free is not None and info["device_bytes"] > 0.95 * free:
+            continue
+        log = os.path.join(out, f"{name}.bench.jsonl")
+        rc, text, wall = tessel_run(out, name, log, BENCH_STEPS, ("--cuda-graphs",))
+        if rc != 0 and ("needs" in text and "free" in text):
+            continue  # did not fit after all: try the next smaller micro-batch
+        if rc != 0:
+            failures.append(f"{name}: tessel-run exited {rc}:\n{text[-3000:]}")
+            rows.append((f"benchmark {name}", "FAIL", f"exit {rc}"))
+            break
+        steps = losses(log)
+        seconds = statistics.median(s["step_seconds"] for s in steps[2:])
+        tokens = batch * info["seq"]
+        tps = tokens / seconds
+        mfu = tps * info["flops_per_token"] / PEAK[info["precision"]]
+        peak = next((l for l in text.splitlines() if l.startswith("device memory:")), "device memory: ?")
+        graphs = "CUDA graphs" if "CUDA graphs" in text.splitlines()[0] else "eager (graph capture failed)"
+        bench = (name, info, seconds, tps, mfu, peak, graphs, steps[-1]["loss"], wall)
+        break
+    if bench is None and not any(r[1] == "FAIL" for r in rows if r[0].startswith("benchmark")):
+        failures.append("no GPT-2 bundle fits this GPU")
+
+    print()
+    print(f"GPU check on {gpu} ({time.time() - start:.0f} s)")
+    print()
+    print("| check | result | detail |")
+    print("|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    if bench:
+        name, info, seconds, tps, mfu, peak, graphs, loss, wall = bench
+        print()
+        print("| model | precision | micro-batch x T | step time | tokens/s | model FLOPs/token | MFU | peak | launches |")
+        print("|---|---|---|---|---|---|---|---|---|")
+        print(f"| GPT-2 124M (L={info['layers']} C={info['channels']} NH={info['heads']} V={info['vocab']}, "
+              f"{info['parameters'] / 1e6:.1f}M params) | {info['precision']} | {info['batch']} x {info['seq']} | "
+              f"{seconds * 1e3:.1f} ms | {tps:,.0f} | {info['flops_per_token'] / 1e9:.3f} G | "
+              f"{100 * mfu:.2f}% of {PEAK[info['precision']] / 1e12:.1f} TFLOP/s | "
+              f"{peak.split('peak used on the device ')[-1]} | {graphs} |")
+        print(f"(median step of steps 3-{BENCH_STEPS}; planned device memory "
+              f"{info['device_bytes'] / 2**30:.2f} GiB; last loss {loss:.4f})")
+    for f in failures:
+        print("\nFAILURE: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "manifest":
+        manifest(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 3 and sys.argv[1] == "run":
+        sys.exit(run(sys.argv[2]))
+    else:
+        sys.exit("usage: gpu_check.py manifest DIR PRECISION | run DIR")

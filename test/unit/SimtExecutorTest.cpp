@@ -1,0 +1,169 @@
+// The CUDA target of a whole program, run end to end without a GPU: the GPT (L=2, C=64,
+// NH=4, T=32, B=4) is lowered with CUDA kernels (codegen/Lowering.h LoweringOptions::cuda),
+// its one CUDA translation unit (Program::cudaSource) is compiled as host C++ against the
+// SIMT harness (test/simt/Simt.h), and the CPU executor runs the program's steps in order
+// with every KernelStep launched on the SIMT harness with the launch configuration stored
+// on the step (GEMMs and copies as on the CPU). A few AdamW steps then match the same
+// program on the C++ kernels. This checks the CUDA lowering, the stored launches, the
+// argument order and the step sequence: everything of a GPU run except the driver calls.
+#include "test/unit/CudaKernelsTestUtil.h"
+
+#include "examples/gpt/model.h"
+#include "runtime/exec/Executor.h"
+#include "runtime/train/Loop.h"
+
+#include <map>
+
+namespace tessel::cudatest {
+namespace {
+
+gpt::Config smallGpt() { return {.layers = 2, .channels = 64, .heads = 4, .seq = 32}; }
+constexpr int64_t kBatch = 4;
+
+rt::Program lowerGpt(bool cuda) {
+  gpt::GPT model(smallGpt());
+  gpt::build(model, kBatch);
+  return model.compile().lower(cuda);
+}
+
+/// Host C++ for the program's CUDA source: the kernels, then one `<symbol>_simt(void** args)`
+/// per symbol launching it on the SIMT harness with the grid and block of its steps.
+std::string simtProgramSource(const rt::Program& p) {
+  std::map<std::string, std::pair<rt::LaunchConfig, size_t>> symbols;  // launch, argument count
+  for (const rt::Function& f : p.functions)
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s)) symbols.emplace(k->symbol, std::pair{*k->launch, k->args.size()});
+  std::string src = fmt::format(
+      "// SIMT build of a program's CUDA source (harness Simt.h hash {:x})\n"
+      "#include \"test/simt/Simt.h\"\n#include <cstddef>\n#include <utility>\n"
+      "template <typename... P, std::size_t... I>\n"
+      "static void tessel_simt_call(void (*kernel)(P...), void** args, std::index_sequence<I...>) {{\n"
+      "  kernel(static_cast<P>(args[I])...);\n}}\n",
+      std::hash<std::string>{}(readFile(std::string(TESSEL_SOURCE_DIR) + "/test/simt/Simt.h")));
+  src += p.cudaSource;
+  for (const auto& [symbol, info] : symbols) {
+    const auto& [l, args] = info;
+    src += fmt::format(
+        "extern \"C\" void {0}_simt(void** args) {{\n"
+        "  simt::launch(dim3({1}, {2}, {3}), dim3({4}, {5}, {6}), [&] {{\n"
+        "    tessel_simt_call({0}, args, std::make_index_sequence<{7}>{{}});\n  }});\n}}\n",
+        symbol, l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1], l.block[2], args);
+  }
+  return src + "\n// ---- the harness (test/simt/Simt.cpp) ----\n" +
+         readFile(std::string(TESSEL_SOURCE_DIR) + "/test/simt/Simt.cpp");
+}
+
+/// Per-step loss and gradient norm of `steps` AdamW steps on fixed random batches.
+std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) {
+  ex.initParameters(7);
+  trainer::TrainOptions o;
+  o.steps = steps;
+  o.lr = 1e-3;
+  o.evalBatches = 1;
+  o.tokensPerStep = kBatch * smallGpt().seq;
+  std::mt19937_64 rng(99);
+  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn) {
+    std::vector<int32_t> tokens(kBatch * smallGpt().seq), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>(rng() % 256);
+      targets[i] = static_cast<int32_t>(rng() % 256);
+    }
+    e.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
+    e.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
+  };
+  return trainer::train(ex, o, feed, feed);
+}
+
+TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
+  rt::Program cpu = lowerGpt(false), cuda = lowerGpt(true);
+  EXPECT_TRUE(cpu.cudaSource.empty());
+  ASSERT_FALSE(cuda.cudaSource.empty());
+  EXPECT_EQ(cuda.buffers, cpu.buffers);  // same buffers and memory plan
+  ASSERT_EQ(cuda.functions.size(), cpu.functions.size());
+  for (size_t f = 0; f < cpu.functions.size(); ++f) {
+    ASSERT_EQ(cuda.functions[f].steps.size(), cpu.functions[f].steps.size());
+    EXPECT_EQ(cuda.functions[f].arenaBytes, cpu.functions[f].arenaBytes);
+    for (size_t s = 0; s < cpu.functions[f].steps.size(); ++s) {
+      const rt::Step& a = cpu.functions[f].steps[s];
+      const rt::Step& b = cuda.functions[f].steps[s];
+      ASSERT_EQ(a.index(), b.index()) << "step " << s;
+      if (auto* k = std::get_if<rt::KernelStep>(&b)) {
+        EXPECT_TRUE(k->launch.has_value()) << k->symbol;
+        EXPECT_EQ(k->args, std::get<rt::KernelStep>(a).args);
+        EXPECT_NE(cuda.cudaSource.find(" " + k->symbol + "("), std::string::npos) << k->symbol;
+      } else {
+        EXPECT_EQ(a, b);
+      }
+    }
+  }
+  rt::validateProgram(cuda, "test");
+}
+
+TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
+  rt::Program program = lowerGpt(true);
+  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
+  HostCompileOptions o;
+  o.flags.push_back("-ffp-contract=off");  // as the SIMT build: both round every operation
+  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
+  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
+  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
+  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  const int64_t steps = 3;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<trainer::StepStats> got = trainSteps(onSimt, steps);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<trainer::StepStats> want = trainSteps(onCpu, steps);
+  // Tolerance: the two sides run the same operations except the order of the row reductions
+  // (block trees vs sequential loops), each within n u of its sum of magnitudes
+  // (CudaKernelsTestUtil.h relativeTolerance). The loss passes through about 4L + 3 = 11 such
+  // reductions of length <= V = 256 (layer norms over C = 64, softmax over T = 32, the
+  // cross-entropy over V = 256, its mean over B*T = 128), so a first-order bound on its relative
+  // difference at step 1 is 11 * 256 u = 1.7e-4; the two AdamW updates that follow are
+  // continuous in the gradients and the check stays at that bound for the 3 steps. A wrong
+  // launch, argument or step order changes the loss in its first digits.
+  const double tol = 11 * 256 * kU;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::printf("[ simt     ] step %lld: loss simt %.7f cpu %.7f (rel %.2e), grad norm simt %.6f cpu %.6f\n",
+                static_cast<long long>(s + 1), got[s].loss, want[s].loss,
+                std::abs(got[s].loss - want[s].loss) / std::abs(want[s].loss), got[s].gradNorm, want[s].gradNorm);
+    EXPECT_NEAR(got[s].loss, want[s].loss, tol * std::abs(want[s].loss)) << "step " << s + 1;
+    EXPECT_NEAR(got[s].gradNorm, want[s].gradNorm, tol * std::abs(want[s].gradNorm)) << "step " << s + 1;
+  }
+  EXPECT_NEAR(got.back().valLoss, want.back().valLoss, tol * std::abs(want.back().valLoss));
+  std::printf("[ simt     ] %lld train steps + 1 eval on the SIMT harness: %.1f s\n", static_cast<long long>(steps),
+              seconds);
+}
+
+TEST(SimtExecutor, AWrongLaunchOnAStepIsCaught) {
+  // The check above must be able to fail: the block of every kernel launched with 64 threads
+  // or more is halved, as a lowering that stored the wrong launch would do. Elementwise
+  // kernels stride over their work and stay right; block reductions (layer norm, softmax,
+  // cross-entropy, sized for the stored block) do not, so the first loss or gradient norm
+  // leaves the tolerance.
+  rt::Program program = lowerGpt(true);
+  int changed = 0;
+  for (rt::Function& f : program.functions)
+    for (rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s);
+          k && k->launch->block[0] >= 64) {
+        k->launch->block[0] /= 2;
+        ++changed;
+      }
+  ASSERT_GT(changed, 0) << "no kernel with a block of 64 or more";
+  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
+  HostCompileOptions o;
+  o.flags.push_back("-ffp-contract=off");
+  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
+  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
+  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
+  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  trainer::StepStats got = trainSteps(onSimt, 1).at(0), want = trainSteps(onCpu, 1).at(0);
+  std::printf("[ simt     ] halved blocks (%d steps): loss %.7f vs %.7f, grad norm %.6f vs %.6f\n", changed,
+              got.loss, want.loss, got.gradNorm, want.gradNorm);
+  const double tol = 11 * 256 * kU;
+  EXPECT_FALSE(std::abs(got.loss - want.loss) <= tol * std::abs(want.loss) &&
+               std::abs(got.gradNorm - want.gradNorm) <= tol * std::abs(want.gradNorm));
+}
+
+}  // namespace
+}  // namespace tessel::cudatest
