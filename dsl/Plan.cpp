@@ -116,7 +116,7 @@ std::string Plan::describe() const {
   return s;
 }
 
-Plan parsePlan(const std::string& text) {
+Plan parsePlan(const std::string& text, int64_t microsteps) {
   std::vector<std::pair<std::string, int64_t>> axes;
   size_t pos = 0;
   auto site = [&](size_t at) { return PlanSite{"--plan", 1, static_cast<int>(at) + 1}; };
@@ -142,7 +142,11 @@ Plan parsePlan(const std::string& text) {
     pos = end + 1;
   }
   Plan plan = Plan(Mesh(axes, site(0)));
-  plan.site_ = plan.accumulationSite_ = site(0);
+  plan.site_ = site(0);
+  if (microsteps < 1)
+    fail(PlanSite{"--grad-accumulation", 1, 1}, fmt::format("{} microsteps; must be >= 1", microsteps));
+  plan.microsteps_ = microsteps;
+  plan.accumulationSite_ = PlanSite{"--grad-accumulation", 1, 1};
   if (size_t at = text.find("dp="); at != std::string::npos) {
     plan.batchAxis_ = "dp";
     plan.batchSite_ = site(at);

@@ -57,7 +57,7 @@ class Mesh {
 
 /// A parallelism plan on a mesh. The default plan is one rank: the single-device program.
 class Plan;
-Plan parsePlan(const std::string& text);
+Plan parsePlan(const std::string& text, int64_t microsteps);
 
 class Plan {
  public:
@@ -99,7 +99,7 @@ class Plan {
   std::string describe() const;
 
  private:
-  friend Plan parsePlan(const std::string& text);
+  friend Plan parsePlan(const std::string& text, int64_t microsteps);
   Mesh mesh_;
   PlanSite site_, batchSite_, accumulationSite_;
   std::string batchAxis_;
@@ -112,7 +112,8 @@ class Plan {
 /// "dp=2,tp=2"; the mesh has those axes in order and the batch is sharded over "dp" when
 /// present. Throws ModelError ("--plan:1:<column>: error: ...") for malformed items,
 /// duplicate axes, sizes < 1 and unknown axis names (dp, tp, pp are known). tp and pp parse,
-/// and check_world_size rejects them (size > 1) as not supported yet.
-Plan parsePlan(const std::string& text);
+/// and check_world_size rejects them (size > 1) as not supported yet. `microsteps` (>= 1,
+/// the --grad-accumulation flag) is the plan's grad_accumulation.
+Plan parsePlan(const std::string& text, int64_t microsteps = 1);
 
 }  // namespace tessel

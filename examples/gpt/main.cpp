@@ -10,8 +10,10 @@
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
 #include "runtime/data/TextDataset.h"
+#include "runtime/exec/Collectives.h"
 
 #include <fmt/format.h>
+#include <memory>
 #include <random>
 
 int main(int argc, char** argv) {
@@ -42,12 +44,31 @@ int main(int argc, char** argv) {
     tessel::trainer::resolveDeviceFlag(flags, app.get_name());
     gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, 256};
 
+    // The ranks: one until the MPI world (runtime/comm) is wired in; the plan is checked
+    // against it at startup, so `--plan dp=4` in a plain run is an error naming the flag.
+    const tessel::Plan plan = tessel::trainer::planFromFlags(flags);
+    const int rank = 0, world = 1;
+    tessel::rt::Communicator* comm = nullptr;
+    plan.check_world_size(world);
+    const int64_t microsteps = plan.microsteps();
+    if (!emitBundle.empty() && plan.dp() * microsteps > 1)
+      throw std::runtime_error("--emit-bundle: bundles of data-parallel or accumulating plans are not supported "
+                               "yet; use --plan dp=1 --grad-accumulation 1");
+
     gpt::GPT model(cfg);
     gpt::build(model, flags.batch);
     tessel::Program program =
-        model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer});
+        model.compile({.dump_ir_dir = flags.dumpIr, .optimizer = train.optimizer, .plan = plan});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
     tessel::NativeProgram trainer = program.native(native);
+    trainer.executor().setCommunicator(comm);
+    if (flags.checkSchedule && comm) tessel::rt::checkCollectiveSchedule(trainer.program(), *comm);
+    if (flags.explain && rank == 0) {
+      fmt::print("plan: {} (world {}), global batch {}, {} rows per rank per microstep\n", plan.describe(), world,
+                 flags.batch, flags.batch / (plan.dp() * microsteps));
+      std::string report = tessel::rt::explainCollectives(trainer.program(), "train_step");
+      fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+    }
     if (!emitBundle.empty()) {
       tessel::rt::BundleInfo info;
       info.model = "gpt";
@@ -72,13 +93,23 @@ int main(int argc, char** argv) {
                static_cast<double>(trainer.arena_bytes()) / (1 << 20), data.path(), data.size());
 
     std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
+    // Every rank draws the same global batch from the same seed and feeds its own rows
+    // (microbatchRows), one microbatch per call; validation uses microbatch 0 of each draw.
     auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-      return [&, split](tessel::rt::Executor& ex, const std::string& fn) {
-        tessel::TokenBatch b = data.sample(split, flags.batch, flags.seq, r);
-        ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
-        ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
+      auto micro = std::make_shared<int64_t>(0);
+      auto global = std::make_shared<tessel::TokenBatch>();
+      return [&, split, micro, global](tessel::rt::Executor& ex, const std::string& fn) {
+        if (*micro == 0 || fn == "forward") *global = data.sample(split, flags.batch, flags.seq, r);
+        auto [first, last] = tessel::trainer::microbatchRows(flags.batch, rank, world,
+                                                             fn == "forward" ? 0 : *micro, microsteps);
+        size_t offset = static_cast<size_t>(first * flags.seq), bytes = static_cast<size_t>((last - first) * flags.seq) * sizeof(int32_t);
+        ex.setInput(fn, 0, global->tokens.data() + offset, bytes);
+        ex.setInput(fn, 1, global->targets.data() + offset, bytes);
+        if (fn != "forward") *micro = (*micro + 1) % microsteps;
       };
     };
+    train.microsteps = microsteps;
+    train.comm = comm;
     train.steps = flags.steps;
     train.tokensPerStep = flags.batch * flags.seq;
     tessel::trainer::train(trainer, program, train, feeder(tessel::Split::Train, rng),

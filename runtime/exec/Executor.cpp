@@ -161,19 +161,19 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(c->src)].bytes());
         p.tempEnd = std::max(tempEnd(c->src), tempEnd(c->dst));
       } else {
-        const auto& c = std::get<CollectiveStep>(step);
+        const auto& col = std::get<CollectiveStep>(step);
         p.kind = Prepared::Collective;
-        p.collective = &c;
-        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(c.bucket)]);
-        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(c.bucket)].bytes());
-        p.tempEnd = tempEnd(c.bucket);
-        for (int id : c.tensors) {
+        p.collective = &col;
+        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(col.bucket)]);
+        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col.bucket)].bytes());
+        p.tempEnd = tempEnd(col.bucket);
+        for (int id : col.tensors) {
           p.tensors.emplace_back(pointers_[static_cast<size_t>(id)],
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
-        p.name = fmt::format("bucket {} of @{}", c.index, f.name);
-        if (pf.inFlight.size() <= static_cast<size_t>(c.index)) pf.inFlight.resize(static_cast<size_t>(c.index) + 1);
+        p.name = fmt::format("bucket {} of @{}", col.index, f.name);
+        if (pf.inFlight.size() <= static_cast<size_t>(col.index)) pf.inFlight.resize(static_cast<size_t>(col.index) + 1);
       }
       pf.steps.push_back(std::move(p));
     }

@@ -12,9 +12,9 @@
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
 //        "location"? ""},
 //       {"op": "copy", "src", "dst"},
-       {"op": "all_reduce_start"|"all_reduce_wait", "index", "bucket", "tensors": [ids],
-        "names"? [], "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "",
-        "anchor"? ""}]}]}
+//       {"op": "all_reduce_start"|"all_reduce_wait", "index", "bucket", "tensors": [ids],
+//        "names"? [], "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "",
+//        "anchor"? ""}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
 // default). After decoding, loadProgram runs validateProgram and checks that every kernel
 // symbol occurs in kernels.cpp. Every error names the file and the field, e.g.
@@ -125,17 +125,17 @@ ordered_json toJson(const Step& step) {
     j["src"] = c->src;
     j["dst"] = c->dst;
   } else {
-    const auto& c = std::get<CollectiveStep>(step);
-    j["op"] = c.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
-    j["index"] = c.index;
-    j["bucket"] = c.bucket;
-    j["tensors"] = c.tensors;
-    j["names"] = c.names;
-    j["reduce"] = c.reduce;
-    j["axis"] = c.axis;
-    j["group"] = c.group;
-    j["location"] = c.location;
-    j["anchor"] = c.anchor;
+    const auto& col = std::get<CollectiveStep>(step);
+    j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
+    j["index"] = col.index;
+    j["bucket"] = col.bucket;
+    j["tensors"] = col.tensors;
+    j["names"] = col.names;
+    j["reduce"] = col.reduce;
+    j["axis"] = col.axis;
+    j["group"] = col.group;
+    j["location"] = col.location;
+    j["anchor"] = col.anchor;
   }
   return j;
 }

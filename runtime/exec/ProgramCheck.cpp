@@ -139,11 +139,11 @@ class Checker {
         used.emplace_back(c->src, f + ".src");
         used.emplace_back(c->dst, f + ".dst");
       } else {
-        const auto& c = std::get<CollectiveStep>(fn.steps[s]);
-        checkCollective(c, f, open);
-        used.emplace_back(c.bucket, f + ".bucket");
-        for (size_t i = 0; i < c.tensors.size(); ++i)
-          used.emplace_back(c.tensors[i], fmt::format("{}.tensors[{}]", f, i));
+        const auto& col = std::get<CollectiveStep>(fn.steps[s]);
+        checkCollective(col, f, open);
+        used.emplace_back(col.bucket, f + ".bucket");
+        for (size_t i = 0; i < col.tensors.size(); ++i)
+          used.emplace_back(col.tensors[i], fmt::format("{}.tensors[{}]", f, i));
       }
     }
     if (!open.empty())
