@@ -49,7 +49,10 @@ int main(int argc, char** argv) {
     const tessel::Plan plan = tessel::trainer::planFromFlags(flags);
     const int rank = 0, world = 1;
     tessel::rt::Communicator* comm = nullptr;
-    plan.check_world_size(world);
+    // --explain of a plan for more ranks than this process has only compiles and reports,
+    // so a plan can be inspected on one machine before launching it.
+    const bool explainOnly = flags.explain && plan.mesh().size() != world;
+    plan.check_world_size(explainOnly ? plan.mesh().size() : world);
     const int64_t microsteps = plan.microsteps();
     if (!emitBundle.empty() && plan.dp() * microsteps > 1)
       throw std::runtime_error("--emit-bundle: bundles of data-parallel or accumulating plans are not supported "
@@ -64,10 +67,11 @@ int main(int argc, char** argv) {
     trainer.executor().setCommunicator(comm);
     if (flags.checkSchedule && comm) tessel::rt::checkCollectiveSchedule(trainer.program(), *comm);
     if (flags.explain && rank == 0) {
-      fmt::print("plan: {} (world {}), global batch {}, {} rows per rank per microstep\n", plan.describe(), world,
+      fmt::print("plan: {} ({} ranks), global batch {}, {} rows per rank per microstep\n", plan.describe(), plan.mesh().size(),
                  flags.batch, flags.batch / (plan.dp() * microsteps));
       std::string report = tessel::rt::explainCollectives(trainer.program(), "train_step");
       fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+      if (explainOnly) return 0;
     }
     if (!emitBundle.empty()) {
       tessel::rt::BundleInfo info;
