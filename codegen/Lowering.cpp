@@ -9,9 +9,9 @@
 //      reader of the old value, so that every read sees the value from before the call.
 //   5. every other op -> a KernelStep calling its generated C++ kernel; identical kernels
 //      (same source up to comments) share one symbol.
-//   7. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
+//   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
 //      from the start to the wait (the gradients are copied in and out by the executor).
-//   6. Temporaries live from their defining step to their last use (function results to the
+//   7. Temporaries live from their defining step to their last use (function results to the
 //      end); planMemory gives their arena offsets.
 #include "codegen/Lowering.h"
 
@@ -237,7 +237,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       g.location = locationString(op->getLoc());
       fn.steps.push_back(g);
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
-      // 7. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
+      // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
       //    the bucket itself.
       std::vector<int> in = operandIds();
       rt::CollectiveStep c;

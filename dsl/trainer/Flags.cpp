@@ -56,6 +56,14 @@ Plan planFromFlags(const Flags& f) {
   return plan;
 }
 
+void requireSingleRankPlan(const Flags& f, const std::string& program) {
+  Plan plan = planFromFlags(f);
+  if (plan.mesh().size() != 1 || plan.microsteps() != 1)
+    throw std::runtime_error(fmt::format("{} runs on one rank without gradient accumulation so far; --plan {} "
+                                         "--grad-accumulation {} needs tessel-gpt",
+                                         program, f.plan, f.microsteps));
+}
+
 std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro, int64_t microsteps) {
   auto [first, last] = rt::shardRange(batch, rank, world);
   auto [a, b] = rt::shardRange(last - first, static_cast<int>(micro), static_cast<int>(microsteps));

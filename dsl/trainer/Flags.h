@@ -38,6 +38,10 @@ struct Flags {
 /// ("--plan:1:col: error: ...") for a malformed plan.
 Plan planFromFlags(const Flags& flags);
 
+/// For trainers without data parallelism yet: throws std::runtime_error naming `program`
+/// unless --plan is dp=1 and --grad-accumulation 1 (so the flags are never silently ignored).
+void requireSingleRankPlan(const Flags& flags, const std::string& program);
+
 /// Rows [first, last) of the global batch `batch` that rank `rank` of `world` feeds at
 /// microstep `micro` of `microsteps`: rank r holds shardRange(batch, r, world), split again
 /// into microsteps equal pieces. Every rank draws the same global batch from the same seed,
