@@ -11,7 +11,9 @@
 //      (same source up to comments) share one symbol. For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
-//   6. Temporaries live from their defining step to their last use (function results to the
+//   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
+//      from the start to the wait (the gradients are copied in and out by the executor).
+//   7. Temporaries live from their defining step to their last use (function results to the
 //      end); planMemory gives their arena offsets.
 #include "codegen/Lowering.h"
 
@@ -81,6 +83,29 @@ class Lowerer {
     live_[id] = {static_cast<int64_t>(step), static_cast<int64_t>(step)};
     temps_.push_back(id);
     return id;
+  }
+  /// A temp without an IR value (a bucket).
+  int tempOf(std::vector<int64_t> shape, rt::DType dtype, std::string location, size_t step) {
+    rt::Buffer b;
+    b.name = fmt::format("%{}", program_.buffers.size());
+    b.dtype = dtype;
+    b.shape = std::move(shape);
+    b.kind = rt::BufferKind::Temp;
+    b.location = std::move(location);
+    int id = addBuffer(std::move(b));
+    live_[id] = {static_cast<int64_t>(step), static_cast<int64_t>(step)};
+    temps_.push_back(id);
+    return id;
+  }
+  /// The nearest op before (after = true) or after a collective that is not a collective
+  /// or a param: "after 'tessel.matmul' at loc" / "before 'tessel.global_norm' at loc".
+  static std::string anchor(mlir::Operation* op, bool after) {
+    mlir::Operation* n = after ? op->getPrevNode() : op->getNextNode();
+    while (n && mlir::isa<AllReduceStartOp, AllReduceWaitOp, ParamOp>(n))
+      n = after ? n->getPrevNode() : n->getNextNode();
+    if (!n) return after ? "at the start of the function" : "at the end of the function";
+    return fmt::format("{} '{}' at {}", after ? "after" : "before", n->getName().getStringRef().str(),
+                       locationString(n->getLoc()));
   }
   void use(int id, size_t step) {
     auto it = live_.find(id);
@@ -235,6 +260,44 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     } else if (options_.cuda && (mlir::isa<FusedOp>(op) || hasCppKernel(op)) && !hasCudaKernel(op)) {
       return op->emitError() << "'" << op->getName()
                              << "' has no CUDA kernel; it cannot be compiled for the GPU";
+    } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
+      // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
+      //    the bucket itself.
+      std::vector<int> in = operandIds();
+      rt::CollectiveStep c;
+      c.kind = rt::CollectiveStep::Kind::AllReduceStart;
+      int64_t total = 0;
+      for (int id : in) {
+        if (program_.buffers[id].dtype != rt::DType::F32)
+          return start.emitOpError() << "only f32 tensors can be all-reduced";
+        total += program_.buffers[id].numel();
+      }
+      c.bucket = tempOf({total}, rt::DType::F32, locationString(op->getLoc()), step);
+      for (mlir::Value r : start.getInFlight()) buffer[r] = c.bucket;
+      c.index = static_cast<int>(start.getBucket());
+      c.tensors = in;
+      for (mlir::Attribute a : start.getParams())
+        c.names.push_back(mlir::cast<mlir::StringAttr>(a).str());
+      c.reduce = start.getReduce().str();
+      c.axis = start.getAxis().str();
+      c.group = start.getGroupSize();
+      c.location = locationString(op->getLoc());
+      c.anchor = anchor(op, /*after=*/true);
+      fn.steps.push_back(std::move(c));
+    } else if (auto wait = mlir::dyn_cast<AllReduceWaitOp>(op)) {
+      operandIds();  // the bucket lives until here
+      auto start = wait.getInFlight()[0].getDefiningOp<AllReduceStartOp>();
+      rt::CollectiveStep c;
+      c.kind = rt::CollectiveStep::Kind::AllReduceWait;
+      c.index = static_cast<int>(start.getBucket());
+      c.bucket = buffer.at(wait.getInFlight()[0]);
+      for (mlir::Value r : wait.getResults()) c.tensors.push_back(buffer[r] = temp(r, step));
+      c.reduce = start.getReduce().str();
+      c.axis = start.getAxis().str();
+      c.group = start.getGroupSize();
+      c.location = locationString(op->getLoc());
+      c.anchor = anchor(op, /*after=*/false);
+      fn.steps.push_back(std::move(c));
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
       std::vector<int> in = operandIds();
       rt::KernelStep k;

@@ -37,6 +37,11 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     pm.addNestedPass<mlir::func::FuncOp>(createFuse());
   };
   std::vector<Stage> s{{"dsl", {}}, {"canonicalize", cleanup}};
+  const bool dataParallel = o.dp > 1;
+  if (o.train && (dataParallel || o.microsteps > 1))
+    s.push_back({"shard-batch", [o](mlir::OpPassManager& pm) {
+                   pm.addPass(createShardBatch(ShardBatchOptions{o.dp * o.microsteps, o.forwardName}));
+                 }});
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
                  pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
                }});
@@ -48,11 +53,31 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
                  }});
+    if (o.microsteps > 1)
+      s.push_back({"gradient-accumulation", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createGradientAccumulation(
+                         GradientAccumulationOptions{o.microsteps, "train_step"}));
+                   }});
+    if (dataParallel)
+      s.push_back({"gradient-all-reduce", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createGradientAllReduce(
+                         GradientAllReduceOptions{"dp", o.dp, "train_step"}));
+                   }});
     if (o.optimizer != "none")
       s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
                      pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
                    }});
     s.push_back({"cleanup", cleanup});
+    if (dataParallel) {
+      s.push_back({"bucket-gradients", [o](mlir::OpPassManager& pm) {
+                     pm.addNestedPass<mlir::func::FuncOp>(
+                         createBucketGradients(BucketGradientsOptions{o.bucketMb}));
+                   }});
+      s.push_back({"overlap-collectives", [o](mlir::OpPassManager& pm) {
+                     pm.addNestedPass<mlir::func::FuncOp>(
+                         createOverlapCollectives(OverlapCollectivesOptions{o.overlap}));
+                   }});
+    }
   }
   s.push_back({"fuse", fuse});
   return s;

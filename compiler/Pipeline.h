@@ -25,6 +25,18 @@ struct PipelineOptions {
   std::string precision = "f32";
   /// The function autodiff differentiates.
   std::string forwardName = "forward";
+  /// Data parallelism (a Plan's shard_batch): ranks of the replica group. With dp > 1 the
+  /// pipeline shards the batch, averages the gradients over the ranks (before clipping and
+  /// the optimizer), buckets the all-reduces and places them; with dp == 1 and
+  /// microsteps == 1 the stages and their output are exactly those of a single-device run.
+  int64_t dp = 1;
+  /// Gradient accumulation: microsteps per optimizer step (k >= 1); each runs B / (dp * k)
+  /// rows, and only the last one (@train_step) synchronises (tessel-gradient-accumulation).
+  int64_t microsteps = 1;
+  /// Bucket capacity in MiB (tessel-bucket-gradients).
+  double bucketMb = 25.0;
+  /// Start each bucket's all-reduce during the backward pass (tessel-overlap-collectives).
+  bool overlap = true;
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input

@@ -403,5 +403,6 @@ def Tessel_ReduceMeanOp : Tessel_ReduceOp<"reduce_mean", "the mean">;
 include "compiler/TesselGradOps.td"
 include "compiler/TesselOptimOps.td"
 include "compiler/TesselFusedOps.td"
+include "compiler/TesselCommOps.td"
 
 #endif // TESSEL_OPS_TD

@@ -115,6 +115,15 @@ Program Model::compile(const CompileOptions& options) {
   PipelineOptions pipeline{options.dump_ir_dir, impl->trains, options.optimizer,
                            options.precision == DType::BF16 ? "bf16" : "f32",
                            impl->forwardName};
+  const Plan& plan = options.plan;
+  if (impl->trains && plan.dp() * plan.microsteps() > 1) {
+    if (!impl->inputs.empty() && !impl->inputs.front().second.empty())
+      plan.check_batch(impl->inputs.front().second.front());
+    pipeline.dp = plan.dp();
+    pipeline.microsteps = plan.microsteps();
+    pipeline.bucketMb = plan.bucket_mb();
+    pipeline.overlap = plan.overlap();
+  }
   if (mlir::failed(runPipeline(module, pipeline)))
     graph_->throwCaptured(module.getLoc(), "the compiler pipeline failed");
   if (impl->trains) {

@@ -20,6 +20,7 @@
 //   tessel::Program p = m.compile();
 #pragma once
 
+#include "dsl/Plan.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/reference/Reference.h"
 
@@ -261,6 +262,11 @@ struct CompileOptions {
   /// nearest even; f32 master weights, optimizer state, accumulators and loss. I32 is
   /// rejected (std::invalid_argument).
   DType precision = DType::F32;
+  /// How the program is laid over the ranks (dsl/Plan.h). The default is one rank; with
+  /// shard_batch over dp > 1 ranks (or grad_accumulation > 1) the program runs on the
+  /// local batch and averages gradients over the replicas. The global batch (the inputs'
+  /// leading dimension) is checked against the plan here (ModelError at the plan's line).
+  Plan plan;
 };
 
 /// How a program becomes machine code on this CPU.

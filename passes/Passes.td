@@ -133,4 +133,116 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def ShardBatch : Pass<"tessel-shard-batch", "mlir::ModuleOp"> {
+  let summary = "Data parallelism: give @forward the local batch of one rank";
+  let description = [{
+    Splits the global batch over `parts` ranks (the data-parallel degree, times the
+    gradient-accumulation microsteps when there are any): every rank runs the same function
+    on its own `B / parts` rows, so the program is written on local shapes.
+
+    1. Every input of the function (an argument tagged `tessel.input`) must have rank >= 1
+       and the same leading (batch) dimension B, divisible by `parts`; otherwise the pass
+       fails at the input's location, naming B and `parts`.
+    2. The inputs' leading dimension becomes `B / parts`. Walking the ops in order, a result
+       of an op with a batch-sharded operand whose leading dimension is B becomes batch
+       sharded too (`B / parts`); other results (weights' shapes, scalars, reductions over the
+       batch) keep their type. Every changed op is re-verified; an op whose shape rule does
+       not accept the local shapes is an error at its location.
+    3. The loss must be a mean over the batch (`tessel.cross_entropy` or `tessel.reduce_mean`
+       of a batch-sharded value), so that the average of equal-sized local means is the
+       global mean and the average of the local gradients is the global gradient.
+
+    It runs before autodiff, so the backward pass is derived on local shapes.
+  }];
+  let options = [
+    Option<"parts", "parts", "int64_t", "1", "ranks (times microsteps) the batch is split over">,
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the function to shard">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def GradientAccumulation : Pass<"tessel-gradient-accumulation", "mlir::ModuleOp"> {
+  let summary = "Accumulate gradients over k microsteps, synchronising only on the last";
+  let description = [{
+    Rewrites `@train_step` as `tessel-autodiff` leaves it (the loss, then one gradient per
+    parameter tagged `tessel.grad`) for `microsteps` = k > 1:
+
+    1. `@accumulate_step`, a copy that adds each gradient into a zero-initialised state
+       parameter `<name>:grad_accum` (`tessel.assign`) and returns only the loss. It has no
+       collectives and no optimizer: it is the no-sync microstep, run k - 1 times.
+    2. `@train_step` (the last microstep) returns `(grad_accum + g) * (1 / k)` for each
+       gradient and assigns zeros back to `<name>:grad_accum`. Later passes insert the
+       all-reduce and the optimizer after it, so the collectives run once per step.
+
+    Design: separate functions rather than k unrolled copies of the forward and backward
+    pass, so the program size and the activation memory do not grow with k. With equal
+    microbatches the mean of the k microbatch gradients is the gradient of the mean loss
+    over the whole batch, so k x (B/k) computes the same step as 1 x B.
+  }];
+  let options = [
+    Option<"microsteps", "microsteps", "int64_t", "2", "k, the microsteps per optimizer step">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
+           "the function to rewrite">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
+  let summary = "Average every gradient over the data-parallel ranks";
+  let description = [{
+    In `@train_step` (the loss, then gradients tagged `tessel.grad`), wraps every gradient
+    in its own `tessel.all_reduce_start` / `tessel.all_reduce_wait` pair with `reduce "avg"`
+    over mesh axis `axis` of `group` ranks, right before the return, and returns the
+    reduced value. Each rank's gradient is the gradient of its local mean loss, so their
+    average is the gradient of the global mean loss. It runs before `tessel-optimizer`, so
+    global-norm clipping sees the reduced gradients and computes the same norm and
+    coefficient on every rank. Explicit zero gradients (a parameter the loss ignores) are
+    not reduced. `tessel-bucket-gradients` then coalesces the pairs.
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"dp\"", "the mesh axis of the replica group">,
+    Option<"group", "group", "int64_t", "2", "ranks in the replica group">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
+           "the function to rewrite">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::func::FuncOp"> {
+  let summary = "Coalesce single-gradient all-reduces into buckets of bucket-mb";
+  let description = [{
+    Collects the single-input `tessel.all_reduce_start` ops of the function, orders them
+    by where their gradient is produced (the backward pass's order: the last layer's
+    gradients first, like DDP's reverse parameter order, but read from the IR), and packs
+    them greedily: a bucket takes gradients until it holds at least `bucket-mb` MiB
+    (2^20 bytes), then the next bucket starts (DDP's rule; gradients are never split, so a
+    bucket exceeds the cap by less than its last gradient, and the bucket count is at most
+    ceil(total bytes / cap bytes)). Each bucket becomes one start/wait pair, in bucket order
+    after the last single wait, numbered in issue order; its `params` list its gradients.
+    `tessel-overlap-collectives` then places them.
+  }];
+  let options = [
+    Option<"bucketMb", "bucket-mb", "double", "25.0", "bucket capacity in MiB (> 0)">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def OverlapCollectives : Pass<"tessel-overlap-collectives", "mlir::func::FuncOp"> {
+  let summary = "Place each collective's start and wait";
+  let description = [{
+    With `overlap` (the default): each `tessel.all_reduce_start` moves to right after the
+    op that produces the last of its inputs (so its all-reduce runs while the rest of the
+    backward pass computes), and each `tessel.all_reduce_wait` moves to right before the
+    first op that uses one of its results (the optimizer's global norm, or the update).
+    Without: every start, in bucket order, and then every wait are placed right before the
+    first use of any wait result, i.e. the communication happens after the backward pass,
+    exposed (the reference for measuring overlap). Starts keep their bucket order, which is
+    the order every rank issues them in.
+  }];
+  let options = [
+    Option<"overlap", "overlap", "bool", "true", "start collectives during backward">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_TD

@@ -36,6 +36,42 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                  "optimizer state and loss")
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
+  app.add_option("--plan", f.plan, "parallelism plan: dp=N (data parallelism over N ranks; tp and pp are not "
+                                   "supported yet)")
+      ->capture_default_str();
+  sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
+           int64_t{1} << 20);
+  app.add_option("--bucket-mb", f.bucketMb, "gradient all-reduce bucket capacity in MiB")
+      ->capture_default_str()->check(finiteNumber())->check(CLI::PositiveNumber);
+  app.add_flag("--overlap,!--no-overlap", f.overlap,
+               "start each bucket's all-reduce during the backward pass (default on)");
+  app.add_flag("--explain", f.explain,
+               "print the plan: buckets (parameters, bytes), where each collective starts and waits, and the "
+               "bytes each rank sends per step");
+  app.add_flag("--check-schedule", f.checkSchedule,
+               "before training, compare every rank's collective schedule and fail fast on a mismatch");
+  app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
+      ->capture_default_str()->check(finiteNumber())->check(CLI::PositiveNumber);
+}
+
+Plan planFromFlags(const Flags& f) {
+  Plan plan = parsePlan(f.plan, f.microsteps);
+  plan.bucket_mb(f.bucketMb).overlap(f.overlap);
+  return plan;
+}
+
+void requireSingleRankPlan(const Flags& f, const std::string& program) {
+  Plan plan = planFromFlags(f);
+  if (plan.mesh().size() != 1 || plan.microsteps() != 1)
+    throw std::runtime_error(fmt::format("{} runs on one rank without gradient accumulation so far; --plan {} "
+                                         "--grad-accumulation {} needs tessel-gpt",
+                                         program, f.plan, f.microsteps));
+}
+
+std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro, int64_t microsteps) {
+  auto [first, last] = rt::shardRange(batch, rank, world);
+  auto [a, b] = rt::shardRange(last - first, static_cast<int>(micro), static_cast<int>(microsteps));
+  return {first + a, first + b};
 }
 
 void addTransformerFlags(CLI::App& app, Flags& f) {

@@ -26,10 +26,32 @@ struct Flags {
   int64_t seq = 64;        // --seq T
   std::string device = "auto";  // --device cpu|cuda|auto
   std::string precision = "f32";  // --precision f32|bf16 (CompileOptions::precision)
+  std::string plan = "dp=1";    // --plan: the parallelism plan (dsl/Plan.h parsePlan)
+  int64_t microsteps = 1;       // --grad-accumulation k: microsteps per optimizer step
+  double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
+  bool overlap = true;          // --no-overlap turns it off
+  bool explain = false;         // --explain: print the plan's buckets and collectives
+  bool checkSchedule = false;   // --check-schedule: compare the ranks' collective schedules
+  double commTimeout = 300.0;   // --comm-timeout: seconds before a collective fails
 
   /// --precision as the DSL's compile option.
   DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
+
+/// The Plan of --plan, --grad-accumulation, --bucket-mb and --no-overlap. Throws ModelError
+/// ("--plan:1:col: error: ...") for a malformed plan.
+Plan planFromFlags(const Flags& flags);
+
+/// For trainers without data parallelism yet: throws std::runtime_error naming `program`
+/// unless --plan is dp=1 and --grad-accumulation 1 (so the flags are never silently ignored).
+void requireSingleRankPlan(const Flags& flags, const std::string& program);
+
+/// Rows [first, last) of the global batch `batch` that rank `rank` of `world` feeds at
+/// microstep `micro` of `microsteps`: rank r holds shardRange(batch, r, world), split again
+/// into microsteps equal pieces. Every rank draws the same global batch from the same seed,
+/// so together the ranks and microsteps cover it exactly once.
+std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro,
+                                           int64_t microsteps);
 
 /// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`
 /// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest

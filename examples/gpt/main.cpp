@@ -15,8 +15,10 @@
 #include "runtime/bundle/Bundle.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/data/TextDataset.h"
+#include "runtime/exec/Collectives.h"
 
 #include <fmt/format.h>
+#include <memory>
 #include <random>
 
 namespace {
@@ -73,13 +75,35 @@ int main(int argc, char** argv) {
                                    : flags.device;
     gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, vocab};
 
+    // The ranks: one until the MPI world (runtime/comm) is wired in; the plan is checked
+    // against it at startup, so `--plan dp=4` in a plain run is an error naming the flag.
+    const tessel::Plan plan = tessel::trainer::planFromFlags(flags);
+    const int rank = 0, world = 1;
+    tessel::rt::Communicator* comm = nullptr;
+    // --explain of a plan for more ranks than this process has only compiles and reports,
+    // so a plan can be inspected on one machine before launching it.
+    const bool explainOnly = flags.explain && plan.mesh().size() != world;
+    plan.check_world_size(explainOnly ? plan.mesh().size() : world);
+    const int64_t microsteps = plan.microsteps();
+    if (!emitBundle.empty() && plan.dp() * microsteps > 1)
+      throw std::runtime_error("--emit-bundle: bundles of data-parallel or accumulating plans are not supported "
+                               "yet; use --plan dp=1 --grad-accumulation 1");
+
     gpt::GPT model(cfg);
     gpt::build(model, flags.batch);
     tessel::Program program =
         model.compile({.dump_ir_dir = flags.dumpIr,
                        .optimizer = train.optimizer,
-                       .precision = flags.precisionType()});
+                       .precision = flags.precisionType(),
+                       .plan = plan});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
+    if (flags.explain && rank == 0) {
+      fmt::print("plan: {} ({} ranks), global batch {}, {} rows per rank per microstep\n", plan.describe(), plan.mesh().size(),
+                 flags.batch, flags.batch / (plan.dp() * microsteps));
+      std::string report = tessel::rt::explainCollectives(program.lower(false), "train_step");
+      fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+      if (explainOnly) return 0;
+    }
     if (!emitBundle.empty()) {
       const bool cuda = device == "cuda";
       tessel::rt::Program lowered = program.lower(cuda);
@@ -126,13 +150,23 @@ int main(int argc, char** argv) {
                gpu ? ", device " + gpu->deviceName() : std::string());
 
     std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
+    // Every rank draws the same global batch from the same seed and feeds its own rows
+    // (microbatchRows), one microbatch per call; validation uses microbatch 0 of each draw.
     auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-      return [&, split](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
-        tessel::TokenBatch b = data.sample(split, flags.batch, flags.seq, r);
-        ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
-        ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
+      auto micro = std::make_shared<int64_t>(0);
+      auto global = std::make_shared<tessel::TokenBatch>();
+      return [&, split, micro, global](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
+        if (*micro == 0 || fn == "forward") *global = data.sample(split, flags.batch, flags.seq, r);
+        auto [first, last] = tessel::trainer::microbatchRows(flags.batch, rank, world,
+                                                             fn == "forward" ? 0 : *micro, microsteps);
+        size_t offset = static_cast<size_t>(first * flags.seq), bytes = static_cast<size_t>((last - first) * flags.seq) * sizeof(int32_t);
+        ex.setInput(fn, 0, global->tokens.data() + offset, bytes);
+        ex.setInput(fn, 1, global->targets.data() + offset, bytes);
+        if (fn != "forward") *micro = (*micro + 1) % microsteps;
       };
     };
+    train.microsteps = microsteps;
+    train.comm = comm;
     train.steps = flags.steps;
     train.tokensPerStep = flags.batch * flags.seq;
     if (gpu)

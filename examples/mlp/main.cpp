@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
+    tessel::trainer::requireSingleRankPlan(flags, app.get_name());
     tessel::trainer::resolveDeviceFlag(flags, app.get_name());
     tessel::ImageDataset trainSet = tessel::readFashionMnist(flags.data, tessel::Split::Train);
     tessel::ImageDataset test = tessel::readFashionMnist(flags.data, tessel::Split::Val);

@@ -48,7 +48,7 @@ float OutputView::value(int64_t i) const {
 }
 
 struct Executor::Prepared {
-  enum Kind { Kernel, Gemm, Copy } kind;
+  enum Kind { Kernel, Gemm, Copy, Collective } kind;
   int64_t tempEnd = 0;  // max offset + bytes of the Temps this step touches
   // Kernel
   void (*fn)(void**) = nullptr;
@@ -63,12 +63,19 @@ struct Executor::Prepared {
   const void* src = nullptr;
   void* dst = nullptr;
   size_t bytes = 0;
+  // Collective: the step, the bucket, each tensor's pointer and bytes, the name it is issued
+  // under ("bucket 3 of @train_step").
+  const CollectiveStep* collective = nullptr;
+  float* bucket = nullptr;
+  std::vector<std::pair<void*, size_t>> tensors;
+  std::string name;
 };
 
 struct Executor::PreparedFunction {
   const Function* function = nullptr;
   std::vector<Prepared> steps;
   int64_t outputsTempEnd = 0;
+  mutable std::vector<std::unique_ptr<Work>> inFlight;  // per bucket index, start to wait
 };
 
 Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptions options)
@@ -163,13 +170,26 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         p.c = pointers_[static_cast<size_t>(g->c)];
         p.bf16 = isBF16(g->a) || isBF16(g->b) || isBF16(g->c);
         p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
-      } else {
-        const auto& c = std::get<CopyStep>(step);
+      } else if (auto* c = std::get_if<CopyStep>(&step)) {
         p.kind = Prepared::Copy;
-        p.src = pointers_[static_cast<size_t>(c.src)];
-        p.dst = pointers_[static_cast<size_t>(c.dst)];
-        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(c.src)].bytes());
-        p.tempEnd = std::max(tempEnd(c.src), tempEnd(c.dst));
+        p.src = pointers_[static_cast<size_t>(c->src)];
+        p.dst = pointers_[static_cast<size_t>(c->dst)];
+        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(c->src)].bytes());
+        p.tempEnd = std::max(tempEnd(c->src), tempEnd(c->dst));
+      } else {
+        const auto& col = std::get<CollectiveStep>(step);
+        p.kind = Prepared::Collective;
+        p.collective = &col;
+        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(col.bucket)]);
+        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col.bucket)].bytes());
+        p.tempEnd = tempEnd(col.bucket);
+        for (int id : col.tensors) {
+          p.tensors.emplace_back(pointers_[static_cast<size_t>(id)],
+                                 static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
+          p.tempEnd = std::max(p.tempEnd, tempEnd(id));
+        }
+        p.name = fmt::format("bucket {} of @{}", col.index, f.name);
+        if (pf.inFlight.size() <= static_cast<size_t>(col.index)) pf.inFlight.resize(static_cast<size_t>(col.index) + 1);
       }
       pf.steps.push_back(std::move(p));
     }
@@ -317,11 +337,51 @@ void Executor::run(const std::string& function) {
       case Prepared::Copy:
         std::memcpy(p.dst, p.src, p.bytes);
         break;
+      case Prepared::Collective:
+        collective(pf, p);
+        break;
     }
     if (times)
       (*times)[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
   highWater_ = std::max(highWater_, pf.outputsTempEnd);
+}
+
+void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
+  const CollectiveStep& c = *p.collective;
+  std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.index)];
+  auto t0 = std::chrono::steady_clock::now();
+  if (c.kind == CollectiveStep::Kind::AllReduceStart) {
+    auto* at = reinterpret_cast<std::byte*>(p.bucket);
+    for (auto [ptr, bytes] : p.tensors) {
+      std::memcpy(at, ptr, bytes);
+      at += bytes;
+    }
+    if (c.group > 1) {
+      if (!comm_)
+        throw std::runtime_error(fmt::format(
+            "Executor: {} all-reduces over {} ranks ({}), but no communicator was set", p.name, c.group, c.axis));
+      if (comm_->worldSize() != c.group)
+        throw std::runtime_error(fmt::format("Executor: {} all-reduces over {} ranks but the communicator has {}",
+                                             p.name, c.group, comm_->worldSize()));
+      work = comm_->allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
+                              c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, p.name);
+      ++counters_.collectives;
+      counters_.payloadBytes += static_cast<int64_t>(p.bytes);
+    }
+    counters_.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
+  if (work) {
+    work->wait();
+    work.reset();
+  }
+  const auto* at = reinterpret_cast<const std::byte*>(p.bucket);
+  for (auto [ptr, bytes] : p.tensors) {
+    std::memcpy(ptr, at, bytes);
+    at += bytes;
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::vector<OutputView> Executor::outputs(const std::string& function) const {

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/exec/Program.h"
 #include "runtime/exec/ProgramExecutor.h"
 
@@ -32,6 +33,15 @@ using KernelResolver = std::function<void*(const std::string& symbol)>;
 struct ExecutorOptions {
   int threads = 0;  // OpenMP and OpenBLAS threads; 0 keeps the OpenMP/OpenBLAS defaults
   bool profile = false;  // time every step (see stepSeconds)
+};
+
+/// What the executor's collective steps did so far (all functions, all runs).
+struct CollectiveCounters {
+  int64_t collectives = 0;   // all-reduces issued (buckets started with group > 1)
+  int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start
+  double startSeconds = 0;   // wall time in start steps (packing the bucket, issuing)
+  double waitSeconds = 0;    // wall time in wait steps (blocked on the network + unpacking):
+                             // the communication the compute did not hide
 };
 
 /// The CPU implementation of ProgramExecutor (see the promise above). OutputView data point
@@ -60,7 +70,15 @@ class Executor final : public ProgramExecutor {
 
   /// Copies `bytes` bytes into input `index` of `function`; the size must match exactly.
   void setInput(const std::string& function, size_t index, const void* data, size_t bytes) override;
-  /// Executes the function's steps in order.
+  /// The communicator collective steps with group > 1 are issued through (not owned; must
+  /// outlive the runs). A bucket of group 1 needs none: its all-reduce is the identity.
+  /// run() throws std::runtime_error if a collective's group differs from the
+  /// communicator's world size, or if it needs one and none was set.
+  void setCommunicator(Communicator* comm) { comm_ = comm; }
+  const CollectiveCounters& collectiveCounters() const { return counters_; }
+
+  /// Executes the function's steps in order. A collective start packs its bucket and issues
+  /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks.
   void run(const std::string& function) override;
   /// The function's outputs, in result order.
   std::vector<OutputView> outputs(const std::string& function) const override;
@@ -85,6 +103,7 @@ class Executor final : public ProgramExecutor {
   struct Prepared;
   struct PreparedFunction;
   const PreparedFunction& prepared(const std::string& function) const;
+  void collective(const PreparedFunction& pf, const Prepared& p);
 
   Program program_;
   std::unique_ptr<std::byte, void (*)(void*)> persistent_;
@@ -100,6 +119,8 @@ class Executor final : public ProgramExecutor {
   bool isBF16(int buffer) const;
   void gemmThroughF32(const Prepared& p);
   ExecutorOptions options_;
+  Communicator* comm_ = nullptr;
+  CollectiveCounters counters_;
   std::unordered_map<std::string, std::vector<double>> profile_;  // per function, per step
 };
 

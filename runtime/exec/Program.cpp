@@ -14,7 +14,10 @@
 //       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
 //        "location"? ""},
-//       {"op": "copy", "src", "dst"}]}]}
+//       {"op": "copy", "src", "dst"},
+//       {"op": "all_reduce_start"|"all_reduce_wait", "index", "bucket", "tensors": [ids],
+//        "names"? [], "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "",
+//        "anchor"? ""}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
 // default). Version 2 means kernels.cu exists and every kernel step has a launch. After
 // decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
@@ -127,11 +130,22 @@ ordered_json toJson(const Step& step) {
     for (auto [key, v] : {std::pair{"strideA", g->strideA}, {"strideB", g->strideB}, {"strideC", g->strideC}})
       j[key] = v;
     j["location"] = g->location;
-  } else {
-    const auto& c = std::get<CopyStep>(step);
+  } else if (auto* c = std::get_if<CopyStep>(&step)) {
     j["op"] = "copy";
-    j["src"] = c.src;
-    j["dst"] = c.dst;
+    j["src"] = c->src;
+    j["dst"] = c->dst;
+  } else {
+    const auto& col = std::get<CollectiveStep>(step);
+    j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
+    j["index"] = col.index;
+    j["bucket"] = col.bucket;
+    j["tensors"] = col.tensors;
+    j["names"] = col.names;
+    j["reduce"] = col.reduce;
+    j["axis"] = col.axis;
+    j["group"] = col.group;
+    j["location"] = col.location;
+    j["anchor"] = col.anchor;
   }
   return j;
 }
@@ -405,7 +419,26 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     r.object(j, field, {"op", "src", "dst"});
     return CopyStep{r.id(j, "src", field), r.id(j, "dst", field)};
   }
-  r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm or copy)", op));
+  if (op == "all_reduce_start" || op == "all_reduce_wait") {
+    r.object(j, field, {"op", "index", "bucket", "tensors", "names", "reduce", "axis", "group", "location",
+                        "anchor"});
+    CollectiveStep c;
+    c.kind = op == "all_reduce_start" ? CollectiveStep::Kind::AllReduceStart : CollectiveStep::Kind::AllReduceWait;
+    c.index = static_cast<int>(r.integer(j, "index", field));
+    c.bucket = r.id(j, "bucket", field);
+    c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    if (j.contains("names"))
+      c.names = r.list<std::string>(j, "names", field,
+                                    [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.reduce = r.string(j, "reduce", field, "avg");
+    c.axis = r.string(j, "axis", field, "dp");
+    c.group = r.integer(j, "group", field, 1);
+    c.location = r.string(j, "location", field, "");
+    c.anchor = r.string(j, "anchor", field, "");
+    return c;
+  }
+  r.fail(field + ".op",
+         fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start or all_reduce_wait)", op));
 }
 
 Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {

@@ -87,7 +87,28 @@ struct CopyStep {
   bool operator==(const CopyStep&) const = default;
 };
 
-using Step = std::variant<KernelStep, GemmStep, CopyStep>;
+/// One half of an asynchronous all-reduce of a bucket of tensors over a replica group
+/// (runtime/comm/Communicator.h). Start: packs `tensors` in order into the flat f32 `bucket`
+/// buffer and issues the all-reduce, which runs while later steps compute. Wait: blocks
+/// until it is complete and unpacks the bucket into `tensors` (the reduced values). The
+/// start and the wait of one bucket share `index` and `bucket`; a start precedes its wait.
+/// Payload: the bucket's bytes, once per start.
+struct CollectiveStep {
+  enum class Kind { AllReduceStart, AllReduceWait };
+  Kind kind = Kind::AllReduceStart;
+  int index = 0;             // the bucket's number, in issue order within the function
+  int bucket = -1;           // the flat f32 buffer (a Temp of sum-of-tensors elements)
+  std::vector<int> tensors;  // start: the inputs packed; wait: the outputs unpacked
+  std::vector<std::string> names;  // start: the parameter each input is the gradient of
+  std::string reduce = "avg";      // "sum" or "avg" (the sum divided by group)
+  std::string axis = "dp";         // the mesh axis of the replica group
+  int64_t group = 1;               // ranks in the replica group
+  std::string location;            // the collective op's location
+  std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
+  bool operator==(const CollectiveStep&) const = default;
+};
+
+using Step = std::variant<KernelStep, GemmStep, CopyStep, CollectiveStep>;
 
 /// One callable function (forward, train_step).
 struct Function {

@@ -116,6 +116,7 @@ class Checker {
   void checkFunction(const Function& fn, const std::string& field) {
     if (fn.arenaBytes < 0) fail(field + ".arenaBytes", fmt::format("negative ({})", fn.arenaBytes));
     std::vector<std::pair<int, std::string>> used;  // (buffer, field), for the arena check
+    std::map<int, const CollectiveStep*> open;       // started, not yet waited buckets
     std::unordered_set<int> seen;
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
       std::string f = fmt::format("{}.inputs[{}]", field, i);
@@ -138,13 +139,20 @@ class Checker {
       } else if (auto* g = std::get_if<GemmStep>(&fn.steps[s])) {
         checkGemm(*g, f);
         for (auto [id, name] : {std::pair{g->a, ".a"}, {g->b, ".b"}, {g->c, ".c"}}) used.emplace_back(id, f + name);
+      } else if (auto* c = std::get_if<CopyStep>(&fn.steps[s])) {
+        checkCopy(*c, f);
+        used.emplace_back(c->src, f + ".src");
+        used.emplace_back(c->dst, f + ".dst");
       } else {
-        const auto& c = std::get<CopyStep>(fn.steps[s]);
-        checkCopy(c, f);
-        used.emplace_back(c.src, f + ".src");
-        used.emplace_back(c.dst, f + ".dst");
+        const auto& col = std::get<CollectiveStep>(fn.steps[s]);
+        checkCollective(col, f, open);
+        used.emplace_back(col.bucket, f + ".bucket");
+        for (size_t i = 0; i < col.tensors.size(); ++i)
+          used.emplace_back(col.tensors[i], fmt::format("{}.tensors[{}]", f, i));
       }
     }
+    if (!open.empty())
+      fail(field + ".steps", fmt::format("bucket {} is started but never waited for", open.begin()->first));
     for (const auto& [id, f] : used) {
       const Buffer& b = p_.buffers[static_cast<size_t>(id)];
       if (b.kind == BufferKind::Temp && b.offset + b.bytes() > fn.arenaBytes)
@@ -239,6 +247,46 @@ class Checker {
     if (g.batch > 1 && g.strideC > 0 && g.strideC < g.m * g.n)
       fail(field + ".strideC", fmt::format("stride {} makes the {}x{} output batches overlap{}", g.strideC, g.m,
                                            g.n, at(g.location)));
+  }
+
+  /// A bucket: an f32 buffer holding exactly its f32 tensors; a start opens it, the wait
+  /// with the same index, bucket buffer and tensor sizes closes it.
+  void checkCollective(const CollectiveStep& c, const std::string& field,
+                       std::map<int, const CollectiveStep*>& open) const {
+    const Buffer& bucket = buffer(c.bucket, field + ".bucket");
+    if (bucket.dtype != DType::F32) fail(field + ".bucket", fmt::format("{} is not f32", describe(c.bucket)));
+    if (c.reduce != "sum" && c.reduce != "avg")
+      fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
+    if (c.group < 1) fail(field + ".group", fmt::format("{} ranks", c.group));
+    if (c.tensors.empty()) fail(field + ".tensors", "empty bucket");
+    int64_t total = 0;
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      const Buffer& t = buffer(c.tensors[i], fmt::format("{}.tensors[{}]", field, i));
+      if (t.dtype != DType::F32) fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} is not f32", describe(c.tensors[i])));
+      if (overlaps(c.tensors[i], c.bucket))
+        fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} overlaps the bucket", describe(c.tensors[i])));
+      total += t.numel();
+    }
+    if (total != bucket.numel())
+      fail(field + ".bucket", fmt::format("{} holds {} elements but its tensors {}", describe(c.bucket),
+                                          bucket.numel(), total));
+    if (c.kind == CollectiveStep::Kind::AllReduceStart) {
+      if (c.names.size() != c.tensors.size() && !c.names.empty())
+        fail(field + ".names", fmt::format("{} names for {} tensors", c.names.size(), c.tensors.size()));
+      if (!open.emplace(c.index, &c).second) fail(field + ".index", fmt::format("bucket {} started twice", c.index));
+      return;
+    }
+    auto it = open.find(c.index);
+    if (it == open.end()) fail(field + ".index", fmt::format("wait for bucket {}, which is not started", c.index));
+    const CollectiveStep& start = *it->second;
+    bool sameSizes = start.tensors.size() == c.tensors.size();
+    for (size_t i = 0; sameSizes && i < c.tensors.size(); ++i)
+      sameSizes = p_.buffers[static_cast<size_t>(start.tensors[i])].numel() ==
+                  p_.buffers[static_cast<size_t>(c.tensors[i])].numel();
+    if (start.bucket != c.bucket || !sameSizes || start.reduce != c.reduce || start.group != c.group)
+      fail(field, fmt::format("the wait for bucket {} does not match its start (bucket buffer, tensor sizes, "
+                              "reduce or group)", c.index));
+    open.erase(it);
   }
 
   void checkCopy(const CopyStep& c, const std::string& field) const {

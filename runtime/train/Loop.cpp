@@ -57,6 +57,14 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
   return names;
 }
 
+/// The mean of `value` over the ranks of `comm` (itself without one).
+static double meanOverRanks(rt::Communicator* comm, double value) {
+  if (!comm || comm->worldSize() == 1) return value;
+  float v = static_cast<float>(value);
+  comm->allReduce(&v, 1, rt::DType::F32, rt::ReduceOp::Avg, "loss")->wait();
+  return v;
+}
+
 double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed) {
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i) {
@@ -72,7 +80,10 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   const std::vector<std::string> names = hyperParameterNames(ex.program());
   size_t firstHyper = ex.program().function("forward")->inputs.size();
   std::ofstream log;
-  if (!o.logJson.empty()) {
+  if (o.microsteps > 1 && !ex.program().function("accumulate_step"))
+    throw std::runtime_error(fmt::format("{} microsteps need an @accumulate_step (compile with the plan's "
+                                         "grad_accumulation)", o.microsteps));
+  if (!o.logJson.empty() && (!o.comm || o.comm->rank() == 0)) {
     log.open(o.logJson);
     if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
   }
@@ -86,6 +97,12 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     StepStats s;
     s.step = step;
     s.lr = learningRate(o, step);
+    double microLosses = 0;
+    for (int64_t m = 1; m < o.microsteps; ++m) {
+      trainBatch(ex, "accumulate_step");
+      ex.run("accumulate_step");
+      microLosses += ex.outputs("accumulate_step").at(0).value();
+    }
     trainBatch(ex, "train_step");
     for (size_t h = 0; h < names.size(); ++h) {
       const std::string& n = names[h];
@@ -103,21 +120,22 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     }
     ex.run("train_step");
     auto out = ex.outputs("train_step");
-    s.loss = out.at(0).value();
+    s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
     s.gradNorm = out.at(1).value();
     auto t1 = std::chrono::steady_clock::now();
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
     s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
     bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
-    if (evaluated) s.valLoss = evaluate(ex, o.evalBatches, valBatch);
+    if (evaluated) s.valLoss = meanOverRanks(o.comm, evaluate(ex, o.evalBatches, valBatch));
+    const bool print = !o.comm || o.comm->rank() == 0;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
-    fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
+    if (print) fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
                step, o.steps, s.loss,
                evaluated ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
                s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
     std::fflush(stdout);
-    if (log) {
+    if (log && print) {
       nlohmann::json j{{"step", step},         {"loss", s.loss},
                        {"lr", s.lr},           {"grad_norm", s.gradNorm},
                        {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};

@@ -37,12 +37,21 @@ struct TrainOptions {
   std::string logJson;               // one JSON object per step
   int64_t tokensPerStep = 0;         // items per step, for the throughput column
   std::string throughputUnit = "tok/s";  // what the progress line calls those items per second
+  /// Gradient accumulation: per step, microsteps - 1 runs of @accumulate_step, then
+  /// @train_step, each fed its own microbatch; the loss reported is their mean.
+  int64_t microsteps = 1;
+  /// Data parallelism: the ranks' communicator (not owned; null for one rank). The loss
+  /// and validation loss printed are averaged over the ranks (the global batch mean); only
+  /// rank 0 prints progress and writes the JSON log.
+  rt::Communicator* comm = nullptr;
 };
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.
 double learningRate(const TrainOptions& o, int64_t step);
 
 /// Feeds one batch: fills the model inputs of `function` on the executor (indices 0..k-1).
+/// With microsteps k > 1 it is called k times per step (k - 1 times for "accumulate_step",
+/// then for "train_step"), once per microbatch, in order.
 using BatchFeeder = std::function<void(rt::ProgramExecutor& ex, const std::string& function)>;
 
 /// What one step reported.

@@ -770,3 +770,100 @@ func.func @reduce_sum_i32(%x: tensor<4xi32>) {
   %y = tessel.reduce_sum %x [0] : tensor<4xi32> -> tensor<i32>
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// collectives
+//===----------------------------------------------------------------------===//
+
+func.func @all_reduce_bad_reduce(%x: tensor<4xf32>) {
+  // expected-error @+1 {{reduce must be "sum" or "avg", got "max"}}
+  %f = tessel.all_reduce_start %x reduce "max" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %r = tessel.all_reduce_wait %f : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_empty_axis(%x: tensor<4xf32>) {
+  // expected-error @+1 {{axis must not be empty}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_group_zero(%x: tensor<4xf32>) {
+  // expected-error @+1 {{group must be >= 1, got 0}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 0 bucket 0 params ["x"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_negative_bucket(%x: tensor<4xf32>) {
+  // expected-error @+1 {{bucket must be >= 0, got -1}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket -1 params ["x"] : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_params_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{names 1 params for 2 inputs}}
+  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_no_inputs() {
+  // expected-error @+1 {{needs at least one input}}
+  "tessel.all_reduce_start"() <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = [], reduce = "avg"}> : () -> ()
+  return
+}
+
+// -----
+
+func.func @all_reduce_in_flight_used(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{in-flight result used by 'func.return'; only tessel.all_reduce_wait may use it}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  return %f : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_two_waits(%x: tensor<4xf32>) {
+  // expected-error @+1 {{in-flight results go to more than one tessel.all_reduce_wait}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %r = tessel.all_reduce_wait %f : tensor<4xf32>
+  %s = tessel.all_reduce_wait %f : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_partial_wait(%x: tensor<4xf32>, %y: tensor<8xf32>) {
+  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 5 params ["x", "y"] : tensor<4xf32>, tensor<8xf32>
+  // expected-error @+1 {{waits for 1 of the 2 tensors of bucket 5; it must wait for all of them}}
+  %r = tessel.all_reduce_wait %f#0 : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_wait_order(%x: tensor<4xf32>, %y: tensor<4xf32>) {
+  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 0 params ["x", "y"] : tensor<4xf32>, tensor<4xf32>
+  // expected-error @+1 {{operand #0 is not result #0 of the same tessel.all_reduce_start}}
+  %r:2 = tessel.all_reduce_wait %f#1, %f#0 : tensor<4xf32>, tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_wait_not_start(%x: tensor<4xf32>) {
+  // expected-error @+1 {{operand #0 is not a result of tessel.all_reduce_start}}
+  %r = tessel.all_reduce_wait %x : tensor<4xf32>
+  return
+}

@@ -558,3 +558,33 @@ func.func @generic_input(%x: tensor<4x32x64xf32>, %w: tensor<192x64xf32>) -> ten
   %l = "tessel.layer_norm"(%s#0, %g, %g) <{epsilon = 1.250000e-01 : f64}> : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
   return %l : tensor<4x32x64xf32>
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// collectives (TesselCommOps.td)
+//===----------------------------------------------------------------------===//
+
+// A bucket of two gradients: start (in-flight values of the inputs' types), then the wait.
+// CHECK-LABEL: func.func @all_reduce_bucket
+// CHECK: %[[F:.*]]:2 = tessel.all_reduce_start %{{.*}}, %{{.*}} reduce "avg" axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+// CHECK-NEXT: %[[R:.*]]:2 = tessel.all_reduce_wait %[[F]]#0, %[[F]]#1 : tensor<64xf32>, tensor<256x64xf32>
+// CHECK-NEXT: return %[[R]]#0, %[[R]]#1
+// GENERIC-LABEL: "func.func"() <{function_type = (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>), sym_name = "all_reduce_bucket"}>
+// GENERIC: "tessel.all_reduce_start"(%{{.*}}, %{{.*}}) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["ln_f.bias", "wte.weight"], reduce = "avg"}> : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
+// GENERIC: "tessel.all_reduce_wait"(%{{.*}}#0, %{{.*}}#1) : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
+func.func @all_reduce_bucket(%b: tensor<64xf32>, %w: tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>) {
+  %f:2 = tessel.all_reduce_start %b, %w reduce "avg" axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+  %r:2 = tessel.all_reduce_wait %f#0, %f#1 : tensor<64xf32>, tensor<256x64xf32>
+  return %r#0, %r#1 : tensor<64xf32>, tensor<256x64xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @all_reduce_sum
+// CHECK: tessel.all_reduce_start %{{.*}} reduce "sum" axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+func.func @all_reduce_sum(%x: tensor<f32>) -> tensor<f32> {
+  %f = tessel.all_reduce_start %x reduce "sum" axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+  %r = tessel.all_reduce_wait %f : tensor<f32>
+  return %r : tensor<f32>
+}

@@ -1,0 +1,112 @@
+// Collective schedule reports and checks; see Collectives.h.
+#include "runtime/exec/Collectives.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace tessel::rt {
+namespace {
+
+const CollectiveStep* asCollective(const Step& s) { return std::get_if<CollectiveStep>(&s); }
+
+std::string mib(int64_t bytes) { return fmt::format("{:.3f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+}  // namespace
+
+CollectiveBytes collectiveBytes(const Program& program, const std::string& function) {
+  CollectiveBytes out;
+  const Function* f = program.function(function);
+  if (!f) return out;
+  for (const Step& s : f->steps) {
+    const CollectiveStep* c = asCollective(s);
+    if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
+    int64_t bytes = program.buffers.at(static_cast<size_t>(c->bucket)).bytes();
+    ++out.buckets;
+    out.payloadBytes += bytes;
+    out.ringWireBytes += 2.0 * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
+                         static_cast<double>(bytes);
+  }
+  return out;
+}
+
+std::string explainCollectives(const Program& program, const std::string& function) {
+  const Function* f = program.function(function);
+  if (!f) return "";
+  std::string out;
+  int64_t group = 1;
+  for (size_t i = 0; i < f->steps.size(); ++i) {
+    const CollectiveStep* c = asCollective(f->steps[i]);
+    if (!c) continue;
+    group = c->group;
+    int64_t bytes = program.buffers.at(static_cast<size_t>(c->bucket)).bytes();
+    if (c->kind == CollectiveStep::Kind::AllReduceStart) {
+      out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->index,
+                         c->reduce, c->axis, c->group, c->tensors.size(), bytes, mib(bytes));
+      for (size_t t = 0; t < c->tensors.size(); ++t)
+        out += fmt::format("    {:<40} {:>10} bytes\n", t < c->names.size() ? c->names[t] : "?",
+                           program.buffers.at(static_cast<size_t>(c->tensors[t])).bytes());
+      out += fmt::format("  starts at step {}/{}, {}\n", i, f->steps.size(), c->anchor);
+    } else {
+      out += fmt::format("  bucket {} waits at step {}/{}, {}\n", c->index, i, f->steps.size(), c->anchor);
+    }
+  }
+  if (out.empty()) return out;
+  CollectiveBytes b = collectiveBytes(program, function);
+  return fmt::format("collectives of @{}: {} bucket{}\n", function, b.buckets, b.buckets == 1 ? "" : "s") + out +
+         fmt::format("per rank per step: payload {} bytes ({}); ring all-reduce wire bytes 2(N-1)/N x payload = "
+                     "{:.0f} bytes (N = {})\n",
+                     b.payloadBytes, mib(b.payloadBytes), b.ringWireBytes, group);
+}
+
+uint64_t collectiveScheduleHash(const Program& program) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= p[i];
+      h *= 1099511628211ull;
+    }
+  };
+  auto mixInt = [&](int64_t v) { mix(&v, sizeof v); };
+  for (const Function& f : program.functions) {
+    mix(f.name.data(), f.name.size());
+    for (const Step& s : f.steps) {
+      const CollectiveStep* c = asCollective(s);
+      if (!c) continue;
+      mixInt(static_cast<int64_t>(c->kind));
+      mixInt(c->index);
+      mix(c->reduce.data(), c->reduce.size());
+      mixInt(c->group);
+      for (int t : c->tensors) mixInt(program.buffers.at(static_cast<size_t>(t)).numel());
+    }
+  }
+  return h;
+}
+
+void checkCollectiveSchedule(const Program& program, Communicator& comm) {
+  const int world = comm.worldSize();
+  if (world == 1) return;
+  uint64_t mine = collectiveScheduleHash(program);
+  int32_t words[2];
+  static_assert(sizeof words == sizeof mine);
+  std::memcpy(words, &mine, sizeof mine);
+  std::vector<int32_t> all(static_cast<size_t>(2 * world));
+  comm.allGather(words, all.data(), 2 * world, DType::I32, "collective schedule hash")->wait();
+  std::vector<uint64_t> hashes(static_cast<size_t>(world));
+  std::memcpy(hashes.data(), all.data(), all.size() * sizeof(int32_t));
+  std::string differ;
+  for (int r = 1; r < world; ++r)
+    if (hashes[static_cast<size_t>(r)] != hashes[0])
+      differ += fmt::format("{}rank {} ({:016x})", differ.empty() ? "" : ", ", r, hashes[static_cast<size_t>(r)]);
+  if (!differ.empty())
+    throw std::runtime_error(fmt::format(
+        "--check-schedule: the collective schedule of {} differs from rank 0's ({:016x}); the ranks would issue "
+        "different collectives and hang or reduce the wrong buffers (were they built from the same model, flags "
+        "and plan?)",
+        differ, hashes[0]));
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,43 @@
+// What a program's collective steps do, for people and for the ranks: the --explain report
+// (buckets, where each all-reduce starts and waits, bytes per rank per step) and a hash of
+// the collective schedule that ranks compare before training (--check-schedule).
+//
+// Promise: both are computed from the rt::Program alone (no MLIR), so the JIT trainer and
+// tessel-run report the same thing for the same program.
+#pragma once
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/Program.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::rt {
+
+/// Bytes one step of `function` moves: payload = what each rank contributes (the bucket
+/// bytes, summed over its all-reduce starts); wire = what a ring all-reduce sends per rank,
+/// 2 (N - 1) / N x payload (reduce-scatter then all-gather, each N - 1 chunks of payload / N;
+/// Patarasuk & Yuan 2009, the nccl-tests "busbw" factor).
+struct CollectiveBytes {
+  int64_t buckets = 0;
+  int64_t payloadBytes = 0;
+  double ringWireBytes = 0;
+};
+CollectiveBytes collectiveBytes(const Program& program, const std::string& function);
+
+/// The --explain report of `function`'s collectives: per bucket its parameters and bytes,
+/// the step it starts after and the step it waits before (with their ops' source
+/// locations), then the payload and ring wire bytes per rank per call. "" if it has none.
+std::string explainCollectives(const Program& program, const std::string& function);
+
+/// FNV-1a (64 bit) over every function's name and, per collective step in order, its kind,
+/// bucket index, reduce op, group and tensor element counts: equal on ranks that will issue
+/// the same collectives with the same sizes in the same order.
+uint64_t collectiveScheduleHash(const Program& program);
+
+/// All-gathers every rank's collectiveScheduleHash over `comm` and throws
+/// std::runtime_error naming the ranks whose schedule differs from rank 0's (their
+/// collectives would pair up wrongly or deadlock). A world of one always passes.
+void checkCollectiveSchedule(const Program& program, Communicator& comm);
+
+}  // namespace tessel::rt
