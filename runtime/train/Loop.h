@@ -8,6 +8,7 @@
 // and the AOT runner (tessel-run) share this loop and print the same lines.
 #pragma once
 
+#include "runtime/comm/Communicator.h"
 #include "runtime/exec/ProgramExecutor.h"
 
 #include <CLI/CLI.hpp>

@@ -76,7 +76,7 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
       RankResult& out = results[static_cast<size_t>(rank)];
       int64_t calls = 0;
       const int64_t k = plan.microsteps();
-      auto feed = [&](tessel::rt::Executor& e, const std::string& fn) {
+      auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
         if (fn == "forward") {  // validation: the first microbatch of step 1's batch
           auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, 0, k);
           auto t = globalBatch(1, false), y = globalBatch(1, true);
@@ -86,7 +86,7 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
         }
         int64_t step = calls / k, micro = calls % k;
         ++calls;
-        if (micro == 0) out.paramHashes.push_back(hashParameters(e));
+        if (micro == 0) out.paramHashes.push_back(hashParameters(ex));
         auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, micro, k);
         auto t = globalBatch(step, false), y = globalBatch(step, true);
         e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
