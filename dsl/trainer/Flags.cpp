@@ -1,6 +1,8 @@
 // The trainer front end; see Flags.h.
 #include "dsl/trainer/Flags.h"
 
+#include "runtime/comm/World.h"
+
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
 
@@ -50,6 +52,9 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                "bytes each rank sends per step");
   app.add_flag("--check-schedule", f.checkSchedule,
                "before training, compare every rank's collective schedule and fail fast on a mismatch");
+  app.add_flag("--check-replicas", f.checkReplicas,
+               "after every step, check that every rank holds bitwise the same parameters and "
+               "optimizer state (a hash per rank, all-gathered)");
   app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
       ->capture_default_str()->check(finiteNumber())->check(CLI::PositiveNumber);
 }
@@ -66,12 +71,6 @@ void requireSingleRankPlan(const Flags& f, const std::string& program) {
     throw std::runtime_error(fmt::format("{} runs on one rank without gradient accumulation so far; --plan {} "
                                          "--grad-accumulation {} needs tessel-gpt",
                                          program, f.plan, f.microsteps));
-}
-
-std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro, int64_t microsteps) {
-  auto [first, last] = rt::shardRange(batch, rank, world);
-  auto [a, b] = rt::shardRange(last - first, static_cast<int>(micro), static_cast<int>(microsteps));
-  return {first + a, first + b};
 }
 
 void addTransformerFlags(CLI::App& app, Flags& f) {
@@ -122,6 +121,10 @@ int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
   }
   try {
     return body();
+  } catch (const rt::CommError& e) {
+    // A collective failed (a dead or late rank, a timeout): every surviving rank ends here,
+    // naming the collective, its size, the step and the missing ranks.
+    rt::abortJob(rt::detectWorld().rank, e.what());
   } catch (const ModelError& e) {
     std::cerr << e.what() << "\n";
   } catch (const std::bad_alloc&) {

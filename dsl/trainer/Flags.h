@@ -4,6 +4,7 @@
 
 #include "dsl/tessel.h"
 #include "runtime/train/Loop.h"  // finiteNumber
+#include "runtime/train/TextBatches.h"  // microbatchRows, the text feeders
 
 #include <CLI/CLI.hpp>
 
@@ -32,6 +33,7 @@ struct Flags {
   bool overlap = true;          // --no-overlap turns it off
   bool explain = false;         // --explain: print the plan's buckets and collectives
   bool checkSchedule = false;   // --check-schedule: compare the ranks' collective schedules
+  bool checkReplicas = false;   // --check-replicas: compare the ranks' parameters every step
   double commTimeout = 300.0;   // --comm-timeout: seconds before a collective fails
 
   /// --precision as the DSL's compile option.
@@ -45,13 +47,6 @@ Plan planFromFlags(const Flags& flags);
 /// For trainers without data parallelism yet: throws std::runtime_error naming `program`
 /// unless --plan is dp=1 and --grad-accumulation 1 (so the flags are never silently ignored).
 void requireSingleRankPlan(const Flags& flags, const std::string& program);
-
-/// Rows [first, last) of the global batch `batch` that rank `rank` of `world` feeds at
-/// microstep `micro` of `microsteps`: rank r holds shardRange(batch, r, world), split again
-/// into microsteps equal pieces. Every rank draws the same global batch from the same seed,
-/// so together the ranks and microsteps cover it exactly once.
-std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro,
-                                           int64_t microsteps);
 
 /// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`
 /// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest
@@ -79,7 +74,8 @@ int64_t parameterCount(const Program& program);
 
 /// Runs `body`, turning every error a user can cause (ModelError, data and I/O errors,
 /// interpreter errors, CLI errors) into a message on stderr and exit code 1 (CLI11's own
-/// codes for --help and flag errors). Returns the process exit code.
+/// codes for --help and flag errors). Returns the process exit code. A CommError ends the
+/// process through rt::abortJob, without destructors: keep the rt::World outside `body`.
 int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
 
 }  // namespace tessel::trainer

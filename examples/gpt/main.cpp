@@ -13,6 +13,7 @@
 #include "dsl/trainer/Sampling.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/exec/Collectives.h"
@@ -68,6 +69,9 @@ int main(int argc, char** argv) {
   bool graphs = false;
   app.add_flag("--cuda-graphs", graphs, "on the GPU: capture a training step into a CUDA graph and replay it");
 
+  // The ranks' world outlives runMain's error handlers: a failed collective ends the job
+  // there (rt::abortJob) without the world's orderly shutdown, which would wait for peers.
+  std::optional<tessel::rt::World> ranks;
   return tessel::trainer::runMain(app, argc, argv, [&] {
     // Emitting needs no device: --device cuda only asks for CUDA kernels in the bundle.
     const std::string device = emitBundle.empty()
@@ -75,11 +79,13 @@ int main(int argc, char** argv) {
                                    : flags.device;
     gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, vocab};
 
-    // The ranks: one until the MPI world (runtime/comm) is wired in; the plan is checked
-    // against it at startup, so `--plan dp=4` in a plain run is an error naming the flag.
+    // The ranks: the launcher's world (mpirun/srun; a plain run is one rank without MPI).
+    // The plan is checked against it at startup, so `--plan dp=4` in a plain run is an
+    // error naming the flag.
     const tessel::Plan plan = tessel::trainer::planFromFlags(flags);
-    const int rank = 0, world = 1;
-    tessel::rt::Communicator* comm = nullptr;
+    ranks = tessel::rt::makeWorld({.timeoutSeconds = flags.commTimeout});
+    const int rank = ranks->info.rank, world = ranks->comm->worldSize();
+    tessel::rt::Communicator* comm = ranks->comm.get();
     // --explain of a plan for more ranks than this process has only compiles and reports,
     // so a plan can be inspected on one machine before launching it.
     const bool explainOnly = flags.explain && plan.mesh().size() != world;
@@ -128,6 +134,9 @@ int main(int argc, char** argv) {
     }
     tessel::TextDataset data(flags.data);
     data.requireSequenceLength(flags.seq);
+    if (device == "cuda" && world > 1)
+      throw std::runtime_error("data parallelism on GPUs needs the NCCL communicator, which is "
+                               "not built yet; run the ranks with --device cpu");
 
     // The CPU program (also the sampler's source of parameters), or the GPU executor.
     std::optional<tessel::NativeProgram> cpu;
@@ -140,40 +149,33 @@ int main(int argc, char** argv) {
       gpu->initParameters(flags.seed);
     } else {
       cpu = program.native(native);
+      cpu->executor().setCommunicator(comm);
+      if (flags.checkSchedule) tessel::rt::checkCollectiveSchedule(cpu->program(), *comm);
     }
     tessel::rt::ProgramExecutor& ex = gpu ? static_cast<tessel::rt::ProgramExecutor&>(*gpu) : cpu->executor();
-    fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
+    if (rank == 0)
+      fmt::print("tessel-gpt: L={} C={} NH={} T={} B={}, {} parameters, arena {:.1f} MiB, data "
                "'{}' ({} bytes){}\n",
                cfg.layers, cfg.channels, cfg.heads, cfg.seq, flags.batch,
                tessel::trainer::parameterCount(program),
                static_cast<double>(ex.arenaBytes()) / (1 << 20), data.path(), data.size(),
                gpu ? ", device " + gpu->deviceName() : std::string());
 
-    std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
-    // Every rank draws the same global batch from the same seed and feeds its own rows
-    // (microbatchRows), one microbatch per call; validation uses microbatch 0 of each draw.
-    auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-      auto micro = std::make_shared<int64_t>(0);
-      auto global = std::make_shared<tessel::TokenBatch>();
-      return [&, split, micro, global](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
-        if (*micro == 0 || fn == "forward") *global = data.sample(split, flags.batch, flags.seq, r);
-        auto [first, last] = tessel::trainer::microbatchRows(flags.batch, rank, world,
-                                                             fn == "forward" ? 0 : *micro, microsteps);
-        size_t offset = static_cast<size_t>(first * flags.seq), bytes = static_cast<size_t>((last - first) * flags.seq) * sizeof(int32_t);
-        ex.setInput(fn, 0, global->tokens.data() + offset, bytes);
-        ex.setInput(fn, 1, global->targets.data() + offset, bytes);
-        if (fn != "forward") *micro = (*micro + 1) % microsteps;
-      };
-    };
+    std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);  // text generation at the end
+    const tessel::trainer::TextBatchOptions batches{&data,  flags.batch, flags.seq, rank,
+                                                    world,  microsteps,  flags.seed};
     train.microsteps = microsteps;
     train.comm = comm;
+    train.checkReplicas = flags.checkReplicas;
     train.steps = flags.steps;
     train.tokensPerStep = flags.batch * flags.seq;
     if (gpu)
-      tessel::trainer::train(*gpu, train, feeder(tessel::Split::Train, rng), feeder(tessel::Split::Val, valRng));
+      tessel::trainer::train(*gpu, train, tessel::trainer::textTrainFeeder(batches),
+                             tessel::trainer::textValFeeder(batches));
     else
-      tessel::trainer::train(*cpu, program, train, feeder(tessel::Split::Train, rng),
-                             feeder(tessel::Split::Val, valRng));
+      tessel::trainer::train(*cpu, program, train, tessel::trainer::textTrainFeeder(batches),
+                             tessel::trainer::textValFeeder(batches));
+    if (rank != 0) return 0;  // rank 0 reports memory and samples
     if (profile && cpu) tessel::trainer::printProfile(*cpu, "train_step", flags.steps);
     fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
                static_cast<double>(ex.arenaBytes()) / (1 << 20),

@@ -15,6 +15,7 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/Loop.h"
+#include "runtime/train/TextBatches.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -82,20 +83,13 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
              static_cast<double>(ex->arenaBytes()) / (1 << 20), data.path(), data.size(),
              ex->deviceName(), gpu ? (gpu->usingGraphs() ? ", CUDA graphs" : ", eager launches") : "");
 
-  // The same batches as tessel-gpt: one generator per split, seeded from --seed.
-  std::mt19937_64 rng(seed), valRng(seed + 1);
-  auto feeder = [&](tessel::Split split, std::mt19937_64& r) {
-    return [&, split](tessel::rt::ProgramExecutor& e, const std::string& fn) {
-      tessel::TokenBatch b = data.sample(split, batch, seq, r);
-      e.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
-      e.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
-    };
-  };
+  // The same batches as tessel-gpt (runtime/train/TextBatches.h), from --seed.
+  const tessel::trainer::TextBatchOptions batches{&data, batch, seq, 0, 1, 1, seed};
   train.steps = steps;
   train.tokensPerStep = batch * seq;
   train.optimizer = bundle.info.optimizer;
-  tessel::trainer::train(*ex, train, feeder(tessel::Split::Train, rng),
-                         feeder(tessel::Split::Val, valRng));
+  tessel::trainer::train(*ex, train, tessel::trainer::textTrainFeeder(batches),
+                         tessel::trainer::textValFeeder(batches));
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex->arenaBytes()) / (1 << 20),
              static_cast<double>(ex->highWaterBytes()) / (1 << 20));

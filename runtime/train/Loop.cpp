@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,37 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
     names.push_back(std::move(n));
   }
   return names;
+}
+
+/// FNV-1a over the bytes of every parameter and optimizer-state buffer.
+static uint64_t replicaHash(rt::ProgramExecutor& ex) {
+  uint64_t h = 1469598103934665603ull;
+  std::vector<unsigned char> bytes;
+  const rt::Program& p = ex.program();
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    if (p.buffers[i].kind != rt::BufferKind::Parameter && p.buffers[i].kind != rt::BufferKind::State)
+      continue;
+    bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
+    ex.readBuffer(static_cast<int>(i), bytes.data());
+    for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+  }
+  return h;
+}
+
+/// Throws std::runtime_error naming the ranks whose parameters and optimizer state differ
+/// from rank 0's after `step` (replicas must be bitwise identical).
+static void checkReplicas(rt::ProgramExecutor& ex, rt::Communicator& comm, int64_t step) {
+  uint64_t mine = replicaHash(ex);
+  std::vector<uint64_t> all(static_cast<size_t>(comm.worldSize()));
+  comm.allGather(&mine, all.data(), 2 * static_cast<int64_t>(all.size()), rt::DType::I32,
+                 "replica_hash")->wait();
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
+  if (!differ.empty())
+    throw std::runtime_error(fmt::format("replicas diverged after step {}: the parameters or optimizer "
+                                         "state of rank(s) {} differ from rank 0's",
+                                         step, fmt::join(differ, ", ")));
 }
 
 /// The mean of `value` over the ranks of `comm` (itself without one).
@@ -119,6 +151,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       setScalar(ex, "train_step", firstHyper + h, v);
     }
     ex.run("train_step");
+    if (o.checkReplicas && o.comm && o.comm->worldSize() > 1) checkReplicas(ex, *o.comm, step);
     auto out = ex.outputs("train_step");
     s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
     s.gradNorm = out.at(1).value();

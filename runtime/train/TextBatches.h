@@ -1,0 +1,47 @@
+// Text batches for the training loop, shared by the JIT trainers (dsl/trainer, examples) and
+// tessel-run, so a bundle trains on the same batches as the JIT run. MLIR-free.
+//
+// Promise:
+// - Training batches come from the DistributedSampler (runtime/data/DistributedSampler.h)
+//   over the train split's windows of seq+1 bytes: global step s is the sampler's global
+//   batch s (a pure function of the seed, the epoch and the position, independent of the
+//   world size; the epoch's shuffle changes without any call; the last partial global batch
+//   of an epoch is dropped). Rank r of N feeds rows microbatchRows(B, r, N, m, k) of it at
+//   microstep m of k, so the ranks and microsteps of a step cover its global batch exactly
+//   once.
+// - Validation batches: every rank draws the same global batch of random windows of the
+//   validation split from its own generator (seeded from seed + 1) and feeds rows
+//   microbatchRows(B, r, N, 0, k) of it; the loop averages the ranks' losses.
+#pragma once
+
+#include "runtime/data/TextDataset.h"
+#include "runtime/train/Loop.h"
+
+#include <cstdint>
+#include <utility>
+
+namespace tessel::trainer {
+
+/// Rows [first, last) of a global batch of `batch` rows that rank `rank` of `world` feeds at
+/// microstep `micro` of `microsteps`: rank r holds shardRange(batch, r, world), split again
+/// into `microsteps` pieces with shardRange.
+std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, int64_t micro,
+                                           int64_t microsteps);
+
+/// What the feeders need to know. `data` must outlive the feeders.
+struct TextBatchOptions {
+  const TextDataset* data = nullptr;
+  int64_t batch = 1;       // global batch B (divisible by world * microsteps)
+  int64_t seq = 1;         // T
+  int rank = 0, world = 1;
+  int64_t microsteps = 1;  // k: calls per training step (accumulate_step k-1 times, then train_step)
+  uint64_t seed = 1337;
+};
+
+/// The training feeder: one call per microstep, in order (see the promise). Throws
+/// DataError when the train split has fewer windows than one global batch.
+BatchFeeder textTrainFeeder(const TextBatchOptions& o);
+/// The validation feeder (see the promise).
+BatchFeeder textValFeeder(const TextBatchOptions& o);
+
+}  // namespace tessel::trainer
