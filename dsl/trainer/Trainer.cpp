@@ -1,6 +1,8 @@
 // The training loop; see Trainer.h.
 #include "dsl/trainer/Trainer.h"
 
+#include "runtime/exec/Collectives.h"
+
 #include "dsl/trainer/Flags.h"
 
 #include <algorithm>
@@ -61,6 +63,16 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
     fmt::print("  {:7.3f} ms {:5.1f}%  {:<36} {}\n", 1e3 * t[order[i]] / static_cast<double>(runs),
                100.0 * t[order[i]] / total, what, where.substr(0, 90));
   }
+}
+
+void printCommunication(NativeProgram& native, int64_t steps, int world) {
+  const rt::CollectiveCounters& c = native.executor().collectiveCounters();
+  if (c.collectives == 0 || steps <= 0) return;
+  const double n = static_cast<double>(steps);
+  rt::CollectiveBytes b = rt::collectiveBytes(native.program(), "train_step");
+  fmt::print("communication: {:.1f} all-reduces/step, payload {} bytes/step, ring wire {:.0f} "
+             "bytes/step (N = {}), starts {:.3f} ms/step, exposed (waits) {:.3f} ms/step\n",
+             static_cast<double>(c.collectives) / n, c.payloadBytes / steps, b.ringWireBytes, world, 1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n);
 }
 
 }  // namespace tessel::trainer

@@ -175,7 +175,8 @@ int main(int argc, char** argv) {
     else
       tessel::trainer::train(*cpu, program, train, tessel::trainer::textTrainFeeder(batches),
                              tessel::trainer::textValFeeder(batches));
-    if (rank != 0) return 0;  // rank 0 reports memory and samples
+    if (rank != 0) return 0;  // rank 0 reports communication, memory and samples
+    if (cpu) tessel::trainer::printCommunication(*cpu, flags.steps, world);
     if (profile && cpu) tessel::trainer::printProfile(*cpu, "train_step", flags.steps);
     fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
                static_cast<double>(ex.arenaBytes()) / (1 << 20),
