@@ -11,6 +11,8 @@
 #include "runtime/comm/SigtermReport.h"
 
 #include <fmt/format.h>
+
+#include <algorithm>
 #include <fmt/ranges.h>
 
 namespace tessel::rt {
@@ -257,6 +259,7 @@ bool MpiCommunicator::Impl::advanceFront() {
         return true;
       }
       op->roundPosted = true;
+      updateStatus();  // a SIGTERM report names the peers this round waits for
     }
     std::string err;
     int state = test(front, err);
@@ -297,6 +300,18 @@ bool MpiCommunicator::Impl::advanceP2p() {
   return progressed;
 }
 
+/// The peers whose data the current round of `op` still waits for: "waiting for data from
+/// rank(s) 1" (in a ring, a rank that died mid-exchange stalls its neighbour first).
+static std::string pendingPeers(const Op& op) {
+  std::vector<int> peers;
+  if (op.roundPosted && op.nextRound < op.rounds.size())
+    for (const Transfer& t : op.rounds[op.nextRound].transfers)
+      if (!t.isSend && std::find(peers.begin(), peers.end(), t.peer) == peers.end())
+        peers.push_back(t.peer);
+  return peers.empty() ? std::string("no receive pending")
+                       : "waiting for data from rank(s) " + rankList(peers);
+}
+
 void MpiCommunicator::Impl::checkDeadlines() {
   auto now = Op::Clock::now();
   if (!fifo.empty() && fifo.front()->started && now > fifo.front()->deadline) {
@@ -306,8 +321,8 @@ void MpiCommunicator::Impl::checkDeadlines() {
       if (!peerArrived[p] && announced[p].empty()) missing.push_back(p);
     std::string who =
         missing.empty()
-            ? std::string("every rank arrived, but the data exchange did not finish (a rank may "
-                          "have died during it)")
+            ? "every rank arrived, but the data exchange did not finish (a rank may have died "
+              "during it); " + pendingPeers(op)
             : "rank(s) that did not arrive: " + rankList(missing);
     fail(fifo.front(), fmt::format("{} timed out after {} s on rank {} of {}; {}", describe(op),
                                    op.timeout, rank, world, who));
@@ -346,7 +361,7 @@ void MpiCommunicator::Impl::updateStatus() {
     for (int p = 0; p < world; ++p)
       if (!peerArrived[p] && announced[p].empty()) missing.push_back(p);
     what = fmt::format("while waiting for {}; {}", describe(*fifo.front()),
-                       missing.empty() ? std::string("every rank had arrived")
+                       missing.empty() ? "every rank had arrived; " + pendingPeers(*fifo.front())
                                        : "rank(s) that did not arrive: " + rankList(missing));
   } else if (!p2p.empty()) {
     what = fmt::format("while waiting for {}", describe(*p2p.front().op));
