@@ -129,6 +129,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     StepStats s;
     s.step = step;
     s.lr = learningRate(o, step);
+    if (o.comm) o.comm->setStep(step);
+    if (o.deviceComm) o.deviceComm->setStep(step);
     double microLosses = 0;
     for (int64_t m = 1; m < o.microsteps; ++m) {
       trainBatch(ex, "accumulate_step");
