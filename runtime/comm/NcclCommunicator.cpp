@@ -93,19 +93,23 @@ struct NcclCommunicator::Impl {
       watchdog.join();
     }
     inflight.clear();
-    if (comm && !aborted) nc->ncclCommDestroy(comm);
+    if (comm && !aborted && !failed) nc->ncclCommDestroy(comm);  // a failed run is exiting
     if (commStream) cu->cuStreamDestroy(commStream);
     if (ctx) cu->cuDevicePrimaryCtxRelease(dev);
   }
 
-  /// Records the first failure and aborts NCCL (its kernels stop, so the streams drain).
-  /// `culprit` gets `message`; every other pending collective "did not complete".
+  /// Records the first failure and, with hostWait, aborts NCCL (its kernels stop, so the
+  /// streams drain and the thrown CommError can be handled). Without hostWait the process is
+  /// about to end (the watchdog's abortJob, or runMain for a CommError at issue), which tears
+  /// down the context and NCCL's kernels; ncclCommAbort is skipped there because it can
+  /// itself block when a kernel waits for a dead peer. `culprit` gets `message`; every other
+  /// pending collective "did not complete".
   void failLocked(const std::string& message, NcclOp* culprit = nullptr) {
     if (!failed) {
       failed = true;
       firstError = message;
     }
-    if (!aborted && comm) {
+    if (!aborted && comm && options.hostWait) {
       aborted = true;
       nc->ncclCommAbort(comm);
     }

@@ -32,11 +32,14 @@
 // - Timeouts (setTimeout, default 300 s from the issue) and asynchronous NCCL errors: a
 //   watchdog thread polls every in-flight collective (cuEventQuery on `done`,
 //   ncclCommGetAsyncError) every 50 ms; a host wait() polls the same way. On expiry or error
-//   the communicator calls ncclCommAbort (so the GPU kernels stop) and is failed: every later
-//   collective throws CommError with the first message. With hostWait, wait() throws it.
-//   Without hostWait nobody is blocked where it could be thrown, so the watchdog ends the
-//   process: "tessel: rank R: <message>" on stderr and exit status 1 (rt::abortJob), on every
-//   surviving rank (each one's own collective times out or fails). The message has the MPI
+//   the communicator is failed: every later collective throws CommError with the first
+//   message. With hostWait it calls ncclCommAbort (so the GPU kernels stop) and wait() throws.
+//   Without hostWait nobody is blocked where it could be thrown (the host may be inside a
+//   stream synchronisation that waits for the collective), so the watchdog ends the process:
+//   "tessel: rank R: <message>" on stderr and exit status 1 (rt::abortJob), on every surviving
+//   rank (each one's own collective times out or fails); the process exit tears down NCCL's
+//   kernels, and ncclCommAbort, which can block on a kernel waiting for a dead peer, is not
+//   called. The message has the MPI
 //   backend's format: the collective, its bytes, the step and "rank(s) that did not arrive:
 //   unknown (NCCL does not report which rank is missing)".
 // - Payload counters as Communicator.h defines them.
