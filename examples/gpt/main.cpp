@@ -13,6 +13,7 @@
 #include "dsl/trainer/Sampling.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/data/TextDataset.h"
@@ -73,10 +74,15 @@ int main(int argc, char** argv) {
   // there (rt::abortJob) without the world's orderly shutdown, which would wait for peers.
   std::optional<tessel::rt::World> ranks;
   return tessel::trainer::runMain(app, argc, argv, [&] {
-    // Emitting needs no device: --device cuda only asks for CUDA kernels in the bundle.
-    const std::string device = emitBundle.empty()
-                                   ? tessel::trainer::resolveDeviceFlag(flags, app.get_name(), /*cudaReady=*/true)
-                                   : flags.device;
+    // Emitting needs no device: --device cuda only asks for CUDA kernels in the bundle. Ranks
+    // launched onto GPUs learn together whether every rank can use its GPU (the NCCL
+    // bootstrap below), so one rank without a GPU makes every rank exit with the reasons.
+    const tessel::rt::WorldInfo launch = tessel::rt::detectWorld();
+    const bool gpuRanks = flags.device == "cuda" && launch.launched() && launch.size != 1;
+    const std::string device =
+        !emitBundle.empty() ? flags.device
+        : gpuRanks          ? std::string("cuda")
+                            : tessel::trainer::resolveDeviceFlag(flags, app.get_name(), /*cudaReady=*/true);
     gpt::Config cfg{flags.layers, flags.channels, flags.heads, flags.seq, vocab};
 
     // The ranks: the launcher's world (mpirun/srun; a plain run is one rank without MPI).
@@ -91,6 +97,14 @@ int main(int argc, char** argv) {
     const bool explainOnly = flags.explain && plan.mesh().size() != world;
     plan.check_world_size(explainOnly ? plan.mesh().size() : world);
     const int64_t microsteps = plan.microsteps();
+    // Ranks on GPUs all-reduce gradients with NCCL, bootstrapped over the MPI world (which
+    // keeps the host-side collectives: loss averages, schedule and replica checks); each rank
+    // uses the GPU of its local rank. Collective: if a rank cannot start, every rank throws,
+    // naming the ranks and causes. Declared before the executor, which holds its in-flight work.
+    std::unique_ptr<tessel::rt::NcclCommunicator> nccl;
+    if (device == "cuda" && world > 1 && emitBundle.empty() && !explainOnly)
+      nccl = std::make_unique<tessel::rt::NcclCommunicator>(
+          *comm, tessel::rt::NcclOptions{.timeoutSeconds = flags.commTimeout, .hostWait = false});
     if (!emitBundle.empty() && plan.dp() * microsteps > 1)
       throw std::runtime_error("--emit-bundle: bundles of data-parallel or accumulating plans are not supported "
                                "yet; use --plan dp=1 --grad-accumulation 1");
@@ -134,9 +148,6 @@ int main(int argc, char** argv) {
     }
     tessel::TextDataset data(flags.data);
     data.requireSequenceLength(flags.seq);
-    if (device == "cuda" && world > 1)
-      throw std::runtime_error("data parallelism on GPUs needs the NCCL communicator, which is "
-                               "not built yet; run the ranks with --device cpu");
 
     // The CPU program (also the sampler's source of parameters), or the GPU executor.
     std::optional<tessel::NativeProgram> cpu;
@@ -146,7 +157,9 @@ int main(int argc, char** argv) {
       tessel::rt::CudaBinary binary = compileForGpu(lowered, cudaArch);
       gpu = std::make_unique<tessel::rt::CudaExecutor>(std::move(lowered), binary,
                                                        tessel::rt::CudaExecutorOptions{-1, graphs});
+      gpu->setCommunicator(nccl.get());
       gpu->initParameters(flags.seed);
+      if (flags.checkSchedule) tessel::rt::checkCollectiveSchedule(gpu->program(), *comm);
     } else {
       cpu = program.native(native);
       cpu->executor().setCommunicator(comm);
@@ -166,6 +179,7 @@ int main(int argc, char** argv) {
                                                     world,  microsteps,  flags.seed};
     train.microsteps = microsteps;
     train.comm = comm;
+    train.deviceComm = nccl.get();
     train.checkReplicas = flags.checkReplicas;
     train.steps = flags.steps;
     train.tokensPerStep = flags.batch * flags.seq;

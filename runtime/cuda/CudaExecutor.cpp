@@ -3,6 +3,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/Init.h"
+#include "runtime/comm/StreamCommunicator.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
 #include "runtime/cuda/CudaPlan.h"
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -56,7 +58,7 @@ struct CudaExecutor::State {
   CudaImage image = CudaImage::Cubin;
 
   struct Step {
-    enum Kind { Kernel, Gemm, Copy } kind = Kernel;
+    enum Kind { Kernel, Gemm, Copy, Collective } kind = Kernel;
     CUfunction function = nullptr;
     LaunchConfig launch;
     std::vector<CUdeviceptr> args;  // kernel argument values (device pointers)
@@ -66,6 +68,10 @@ struct CudaExecutor::State {
     size_t bytes = 0;
     int64_t tempEnd = 0;
     std::string what;  // for errors: "step 3 (kernel k3_add at model.h:45:3)"
+    // Collective: the step, the bucket, each tensor's pointer and bytes, the issue name.
+    const CollectiveStep* collective = nullptr;
+    std::vector<std::pair<CUdeviceptr, size_t>> tensors;
+    std::string name;
   };
   struct Fn {
     const Function* function = nullptr;
@@ -73,6 +79,8 @@ struct CudaExecutor::State {
     int64_t outputsTempEnd = 0;
     CUgraphExec graph = nullptr;
     double milliseconds = 0;
+    bool capturable = true;  // no collective of group > 1
+    std::vector<std::unique_ptr<Work>> inFlight;  // per bucket index, start to wait
   };
   std::vector<Fn> functions;
   std::unordered_map<std::string, size_t> index;
@@ -85,6 +93,8 @@ struct CudaExecutor::State {
   std::vector<Timing> pending;
   std::vector<std::pair<CUevent, CUevent>> pool;
   std::vector<std::vector<std::byte>> hostOutputs;  // outputs() copies
+  Communicator* comm = nullptr;
+  CollectiveCounters counters;
 
   // Releases what the constructor acquired, also when it threw halfway.
   ~State() {
@@ -114,7 +124,41 @@ struct CudaExecutor::State {
     return functions[it->second];
   }
 
-  void enqueue(const Fn& f) {
+  /// A collective step (see the header): device copies into or out of the bucket on the
+  /// stream, and the communicator's all-reduce between them.
+  void collective(Fn& f, const Step& s) {
+    const CollectiveStep& c = *s.collective;
+    std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.index)];
+    auto t0 = std::chrono::steady_clock::now();
+    const bool start = c.kind == CollectiveStep::Kind::AllReduceStart;
+    if (!start && work) {
+      work->wait();  // the stream waits for the collective; CommError if it already failed
+      work.reset();
+    }
+    CUdeviceptr at = s.src;
+    for (auto [ptr, bytes] : s.tensors) {
+      if (bytes > 0)
+        ck(start ? api->cuMemcpyDtoDAsync(at, ptr, bytes, stream) : api->cuMemcpyDtoDAsync(ptr, at, bytes, stream),
+           "cuMemcpyDtoDAsync of " + s.what);
+      at += bytes;
+    }
+    if (start && c.group > 1) {
+      if (!comm)
+        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks ({}), but no communicator "
+                                             "was set", s.name, c.group, c.axis));
+      if (comm->worldSize() != c.group)
+        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks but the communicator has {}",
+                                             s.name, c.group, comm->worldSize()));
+      work = comm->allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
+                             DType::F32, c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, s.name);
+      ++counters.collectives;
+      counters.payloadBytes += static_cast<int64_t>(s.bytes);
+    }
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (start ? counters.startSeconds : counters.waitSeconds) += seconds;
+  }
+
+  void enqueue(Fn& f) {
     for (const Step& s : f.steps) {
       switch (s.kind) {
         case Step::Kernel:
@@ -128,6 +172,9 @@ struct CudaExecutor::State {
           break;
         case Step::Copy:
           ck(api->cuMemcpyDtoDAsync(s.dst, s.src, s.bytes, stream), "cuMemcpyDtoDAsync of " + s.what);
+          break;
+        case Step::Collective:
+          collective(f, s);
           break;
       }
       if (syncEachStep)
@@ -290,6 +337,22 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
         st.gemm = std::make_unique<cuda::LtGemm>(*s.lt, s.handle, *g, ptr(g->a), dt(g->a), ptr(g->b), dt(g->b),
                                                  ptr(g->c), dt(g->c), workspace, static_cast<size_t>(m.workspace));
         st.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
+      } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
+        st.kind = State::Step::Collective;
+        st.collective = col;
+        st.name = fmt::format("bucket {} of @{}", col->index, f.name);
+        st.what = fmt::format("step {} ({} {})", si,
+                              col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
+        st.src = s.pointers[static_cast<size_t>(col->bucket)];  // the bucket
+        st.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col->bucket)].bytes());
+        st.tempEnd = tempEnd(col->bucket);
+        for (int id : col->tensors) {
+          st.tensors.emplace_back(s.pointers[static_cast<size_t>(id)],
+                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
+          st.tempEnd = std::max(st.tempEnd, tempEnd(id));
+        }
+        if (col->group > 1) fn.capturable = false;
+        if (fn.inFlight.size() <= static_cast<size_t>(col->index)) fn.inFlight.resize(static_cast<size_t>(col->index) + 1);
       } else {
         const auto& c = std::get<CopyStep>(step);
         st.kind = State::Step::Copy;
@@ -304,6 +367,9 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
     // kernelParams point into each step's own args, which no longer move.
     for (State::Step& st : fn.steps)
       for (CUdeviceptr& a : st.args) st.params.push_back(&a);
+    if (s.graphs && !fn.capturable)
+      std::fprintf(stderr, "tessel: @%s all-reduces across ranks, so it runs eagerly (not as a CUDA graph)\n",
+                   f.name.c_str());
     s.index.emplace(f.name, s.functions.size());
     s.functions.push_back(std::move(fn));
   }
@@ -360,7 +426,8 @@ void CudaExecutor::run(const std::string& function) {
   s.lastRun = function;
   for (const State::Step& st : f.steps) highWater_ = std::max(highWater_, st.tempEnd);
   highWater_ = std::max(highWater_, f.outputsTempEnd);
-  if (s.graphs && !f.graph) s.capture(f);
+  const bool graph = s.graphs && f.capturable;
+  if (graph && !f.graph) s.capture(f);
   if (s.pool.empty()) {
     CUevent a = nullptr, b = nullptr;
     s.ck(s.api->cuEventCreate(&a, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -371,7 +438,7 @@ void CudaExecutor::run(const std::string& function) {
   s.pool.pop_back();
   s.pending.push_back({s.index.at(function), start, stop});
   s.ck(s.api->cuEventRecord(start, s.stream), "cuEventRecord");
-  if (s.graphs && f.graph)
+  if (graph && s.graphs && f.graph)
     s.ck(s.api->cuGraphLaunch(f.graph, s.stream), fmt::format("cuGraphLaunch of @{}", function));
   else
     s.enqueue(f);
@@ -426,5 +493,23 @@ CudaMemoryReport CudaExecutor::memory() const {
 }
 
 bool CudaExecutor::usingGraphs() const { return state_->graphs; }
+
+void CudaExecutor::setCommunicator(Communicator* comm) {
+  State& s = *state_;
+  if (comm && comm->worldSize() > 1) {
+    auto* device = dynamic_cast<StreamCommunicator*>(comm);
+    if (!device)
+      throw std::runtime_error("CudaExecutor: the communicator of a GPU run must take device memory (NCCL); a host "
+                               "communicator (MPI) cannot read the GPU's buffers");
+    if (device->device() != s.ordinal)
+      throw std::runtime_error(fmt::format("CudaExecutor: the communicator uses cuda:{} but this executor runs on "
+                                           "cuda:{}; both must use the device of the local rank",
+                                           device->device(), s.ordinal));
+    device->setComputeStream(s.stream);
+  }
+  s.comm = comm;
+}
+
+const CollectiveCounters& CudaExecutor::collectiveCounters() const { return state_->counters; }
 
 }  // namespace tessel::rt

@@ -26,10 +26,21 @@
 //   reused as soon as it returns: the driver stages pageable memory).
 // - initParameters(): the CPU executor's values (runtime/Init.h), computed on the host and
 //   uploaded (bf16 buffers rounded to nearest even); optimizer state zero.
+// - Collective steps (data parallelism): a start packs the bucket's gradients into the flat
+//   bucket buffer with device-to-device copies on the stream, then issues the all-reduce
+//   through the communicator (setCommunicator: a StreamCommunicator such as NCCL, whose
+//   communication stream is ordered after this stream by an event); its wait makes this
+//   stream wait for the collective (no host block) and unpacks with device copies. A bucket
+//   of group 1 is only packed and unpacked. Functions with collectives of group > 1 are never
+//   captured into CUDA graphs (they run eagerly, with a note on stderr when graphs were
+//   asked for): the collective is issued by the host through the communicator, which a
+//   captured graph would not replay.
 // Not thread-safe. One executor per process and device is the intended use.
 #pragma once
 
 #include "runtime/bundle/Bundle.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/Executor.h"
 #include "runtime/exec/ProgramExecutor.h"
 
 #include <cstdint>
@@ -84,6 +95,15 @@ class CudaExecutor final : public ProgramExecutor {
   double deviceMilliseconds(const std::string& function) const;
   /// Device memory (synchronises first).
   CudaMemoryReport memory() const;
+  /// The communicator of collective steps with group > 1 (not owned; must outlive the runs):
+  /// a StreamCommunicator (runtime/comm/StreamCommunicator.h, e.g. NCCL) on this executor's
+  /// device, whose compute stream becomes this executor's stream. Throws std::runtime_error
+  /// for one on another device, or for a host communicator (MPI), whose collectives cannot
+  /// read device memory. nullptr: none (a group > 1 collective then fails in run()).
+  void setCommunicator(Communicator* comm);
+  /// What the collective steps did (CollectiveCounters, runtime/exec/Executor.h); the seconds
+  /// are host time spent issuing (start) and enqueuing the stream wait (wait), not device time.
+  const CollectiveCounters& collectiveCounters() const;
   /// Whether runs replay CUDA graphs (false after a capture failed and the executor fell
   /// back to eager launches, which it reports on stderr).
   bool usingGraphs() const;

@@ -24,5 +24,10 @@ void CudaExecutor::synchronize() const {}
 double CudaExecutor::deviceMilliseconds(const std::string&) const { return 0; }
 CudaMemoryReport CudaExecutor::memory() const { return {}; }
 bool CudaExecutor::usingGraphs() const { return false; }
+void CudaExecutor::setCommunicator(Communicator*) {}
+const CollectiveCounters& CudaExecutor::collectiveCounters() const {
+  static const CollectiveCounters none;
+  return none;
+}
 
 }  // namespace tessel::rt

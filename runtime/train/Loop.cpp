@@ -128,8 +128,9 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     auto t0 = std::chrono::steady_clock::now();
     StepStats s;
     s.step = step;
-    if (o.comm) o.comm->setStep(step);  // named by a collective's timeout message
     s.lr = learningRate(o, step);
+    if (o.comm) o.comm->setStep(step);  // named by a collective's timeout message
+    if (o.deviceComm) o.deviceComm->setStep(step);
     double microLosses = 0;
     for (int64_t m = 1; m < o.microsteps; ++m) {
       trainBatch(ex, "accumulate_step");

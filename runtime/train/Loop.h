@@ -45,6 +45,9 @@ struct TrainOptions {
   /// and validation loss printed are averaged over the ranks (the global batch mean); only
   /// rank 0 prints progress and writes the JSON log.
   rt::Communicator* comm = nullptr;
+  /// The communicator the executor's collective steps use when it is not `comm` (NCCL on
+  /// GPUs; not owned). Both are told the step (Communicator::setStep) for their errors.
+  rt::Communicator* deviceComm = nullptr;
   /// After every step, all-gather a hash of each rank's parameters and optimizer state and
   /// fail (std::runtime_error naming the step and the ranks) unless all equal rank 0's.
   bool checkReplicas = false;
