@@ -145,8 +145,8 @@ def FuseClassifier : Pass<"tessel-fuse-classifier", "mlir::func::FuncOp"> {
     1. For each `cross_entropy` of the function, find the `cross_entropy_grad` ops on the
        same logits and targets in the same block; fuse only when there is exactly one.
     2. The grad's `dloss` must not depend on the loss: no op of its backward slice is the
-       `cross_entropy` (autodiff's seed is the constant 1.0; gradient accumulation and
-       loss scaling give scales of it). Otherwise the pair is left alone.
+       `cross_entropy` (autodiff's seed is the constant 1.0; a loss scaled before it is
+       returned gives a scale of it). Otherwise the pair is left alone.
     3. The ops of that slice placed after the `cross_entropy` (after the first of the two
        ops, in general) must be free of memory effects; they move, in order, to right
        before it, so `dloss` is defined there.
