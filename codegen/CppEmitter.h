@@ -17,7 +17,7 @@
 //   reproducible, so replicated tensors stay identical on every rank).
 // - Elementwise kernels may run in place (an output buffer equal to an input buffer); partly
 //   overlapping buffers are not supported.
-// - An out-of-range index (embedding, cross_entropy, their grads) makes the affected row
+// - An out-of-range index (embedding, cross_entropy, their grads, fused_classifier) makes the affected row
 //   NaN in the forward kernels and is skipped by embedding_grad; it never reads out of bounds.
 //
 // A kernel file is cppKernelPreamble() followed by any number of kernels; compile it with

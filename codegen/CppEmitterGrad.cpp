@@ -1,5 +1,6 @@
 // C++ kernels of the backward ops with a row structure: softmax_grad, layer_norm_grad,
-// embedding_grad, cross_entropy_grad (gelu_grad and relu_grad are elementwise). Sums across
+// embedding_grad, cross_entropy_grad, fused_classifier (the loss and cross_entropy_grad in
+// one pass; gelu_grad and relu_grad are elementwise). Sums across
 // rows (dgamma, dbeta, the embedding scatter-add) are deterministic: every output element is
 // accumulated by one thread in a fixed order, whatever the number of threads.
 #include "codegen/CppEmitterInternal.h"
@@ -197,6 +198,57 @@ for (int64_t n = 0; n < N; ++n) {
   for (int64_t i = 0; i < V; ++i) dx[i] = factor * (tessel_exp(x[i] - mx) / sum);
   dx[t] = factor * (tessel_exp(x[t] - mx) / sum - 1.0f);
 }
+)cpp",
+         {{"PAR", parallelFor(tokens * v * 8, tokens)}});
+}
+
+void emitFusedClassifier(KernelWriter& w) {
+  auto op = mlir::cast<FusedClassifierOp>(w.op());
+  std::vector<int64_t> shape = shapeOf(op.getLogits());
+  Letters letters = rowLetters(shape.size(), "V");
+  int64_t v = shape.back(), tokens = numel(shapeOf(op.getTargets()));
+  // The operations of emitCrossEntropy and emitCrossEntropyGrad, in their order, on one
+  // pass per row: the row's max and sum serve both the loss and the gradient, and each
+  // probability is recomputed where dlogits is written rather than stored.
+  w.describe("loss = mean over tokens n of logsumexp(logits[n, :]) - logits[n, targets[n]];");
+  w.describe("dlogits = dloss * (softmax(logits) - onehot(targets)) / N, N = tokens.");
+  w.describe("Per row: max, sum of exp(x - max) once, then dlogits; per-token losses in f32,");
+  w.describe("their mean in double, in token order. A target outside [0, V) makes the loss NaN");
+  w.describe("and its row of dlogits NaN.");
+  w.output("loss", op.getLoss(), {});
+  w.output("dlogits", op.getDlogits(), letters);
+  w.input("logits", op.getLogits(), letters);
+  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
+  w.input("dloss", op.getDloss(), {});
+  w.constant("N", tokens, "tokens");
+  w.constant("V", v);
+  w.code(R"cpp(const float factor = dloss[0] / static_cast<float>(N);
+std::unique_ptr<float[]> rowLoss(new float[N > 0 ? N : 1]);
+$PAR
+for (int64_t n = 0; n < N; ++n) {
+  const auto* x = logits + n * V;
+  auto* dx = dlogits + n * V;
+  const int32_t t = targets[n];
+  if (t < 0 || t >= V) {
+    rowLoss[n] = NAN;
+    for (int64_t i = 0; i < V; ++i) dx[i] = NAN;
+    continue;
+  }
+  float mx = -INFINITY;
+  #pragma omp simd reduction(max : mx)
+  for (int64_t i = 0; i < V; ++i) mx = x[i] > mx ? x[i] : mx;
+  float sum = 0.0f;
+  #pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < V; ++i) sum += tessel_exp(x[i] - mx);
+  rowLoss[n] = (mx - x[t]) + std::log(sum);
+  // exp again rather than storing probabilities: a bf16 dx rounds once.
+  #pragma omp simd
+  for (int64_t i = 0; i < V; ++i) dx[i] = factor * (tessel_exp(x[i] - mx) / sum);
+  dx[t] = factor * (tessel_exp(x[t] - mx) / sum - 1.0f);
+}
+double total = 0.0;  // a fixed order: the same bits for any thread count
+for (int64_t n = 0; n < N; ++n) total += rowLoss[n];
+loss[0] = static_cast<float>(total / N);
 )cpp",
          {{"PAR", parallelFor(tokens * v * 8, tokens)}});
 }

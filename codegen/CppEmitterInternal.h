@@ -118,6 +118,7 @@ void emitSoftmaxGrad(KernelWriter& w);
 void emitLayerNormGrad(KernelWriter& w);
 void emitEmbeddingGrad(KernelWriter& w);
 void emitCrossEntropyGrad(KernelWriter& w);
+void emitFusedClassifier(KernelWriter& w);
 // CppEmitterLayout.cpp
 void emitTranspose(KernelWriter& w);
 void emitSplit(KernelWriter& w);

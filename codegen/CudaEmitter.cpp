@@ -357,6 +357,8 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitEmbeddingGrad;
     case KernelKind::CrossEntropyGrad:
       return &emitCrossEntropyGrad;
+    case KernelKind::FusedClassifier:
+      return &emitFusedClassifier;
     case KernelKind::Transpose:
       return &emitTranspose;
     case KernelKind::Split:

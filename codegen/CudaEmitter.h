@@ -21,14 +21,15 @@
 //   (Compiled by NVRTC, a*b+c may contract to an FMA; compiled as host C++ it does not.)
 // - Deterministic: no float atomics. Every value is summed by one thread, or by a fixed tree
 //   (warp shuffles, then one partial per warp in shared memory) whose shape depends only on
-//   the block size. Sums across blocks (layer_norm_grad's dgamma/dbeta, cross_entropy's mean,
+//   the block size. Sums across blocks (layer_norm_grad's dgamma/dbeta, cross_entropy's and
+//   fused_classifier's mean,
 //   global_norm, reduce_sum/mean with few outputs) are two-level: partial sums of chunks that
 //   the shapes fix, then the chunks in order, by the block that finishes last.
 // - Elementwise kernels may run in place (an output buffer equal to an input buffer).
 //   128-bit (float4) accesses are used when the sizes allow and every pointer is 16-byte
 //   aligned (checked at run time; otherwise a scalar loop does the same work).
-// - Out-of-range indices behave as in the C++ kernels: NaN rows in embedding, cross_entropy
-//   and its grad, skipped by embedding_grad; nothing is read out of bounds.
+// - Out-of-range indices behave as in the C++ kernels: NaN rows in embedding, cross_entropy,
+//   its grad and fused_classifier, skipped by embedding_grad; nothing is read out of bounds.
 // - Not reentrant: a two-level sum keeps its chunk sums and a block counter in module-scope
 //   __device__ variables named after its symbol (`<symbol>_partial`, `<symbol>_done`; its
 //   description says so), so two launches of one such symbol must not overlap (kernels of

@@ -152,6 +152,7 @@ void emitSoftmax(CudaWriter& w);
 void emitSoftmaxGrad(CudaWriter& w);
 void emitCrossEntropy(CudaWriter& w);
 void emitCrossEntropyGrad(CudaWriter& w);
+void emitFusedClassifier(CudaWriter& w);
 void emitLayerNormGrad(CudaWriter& w);
 // CudaEmitterLayout.cpp
 void emitTranspose(CudaWriter& w);

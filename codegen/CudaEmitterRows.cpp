@@ -1,6 +1,7 @@
 // CUDA kernels of the row-wise ops: layer_norm, softmax, softmax_grad, cross_entropy_grad
 // (one block per row, grid-stride over rows), cross_entropy (one block, one warp per row,
-// the mean in double) and layer_norm_grad (one block per chunk of rows, dgamma/dbeta by a
+// the mean in double), fused_classifier (the loss and cross_entropy_grad: one block per row,
+// the mean in double over chunks of rows) and layer_norm_grad (one block per chunk of rows, dgamma/dbeta by a
 // fixed two-level sum). Threads stride over a row (coalesced), re-reading it from cache in
 // each pass rather than holding it in registers, so no row length makes them spill. Row
 // sums are block reductions (blockReduce: warp shuffles, then one partial per warp in shared
@@ -202,6 +203,80 @@ void emitCrossEntropy(CudaWriter& w) {
 $TOTAL$STORE}
 $COMBINE)cuda",
       {{"TOTAL", indent(blockReduce("total", "dsum"), 2)},
+       {"STORE",
+        chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
+                    : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol())},
+       {"COMBINE",
+        chunks == 1 ? "" : lastBlockCombine(w, "double", chunks, R"cuda(if (threadIdx.x == 0) {
+  double total = 0.0;
+  #pragma unroll 4  // a trip count that grows with the shapes: bounded registers
+  for (idx_t ch = 0; ch < CHUNKS; ++ch) total += partial[ch];
+  loss[0] = static_cast<float>(total / N);
+}
+)cuda")}});
+}
+
+void emitFusedClassifier(CudaWriter& w) {
+  auto op = mlir::cast<FusedClassifierOp>(w.op());
+  std::vector<int64_t> shape = shapeOf(op.getLogits());
+  Letters letters = rowLetters(shape.size(), "V");
+  int64_t v = shape.back(), tokens = numel(shapeOf(op.getTargets()));
+  // One block per row, as cross_entropy_grad, for rows of any length; the rows go in chunks
+  // of CHUNK consecutive tokens, one chunk per block at a time, so that thread 0 sums its
+  // chunk's losses in double in token order and the chunk sums are added in chunk order
+  // (lastBlockCombine): deterministic, no float atomics. CHUNK is the fewest tokens per
+  // chunk that leave at most one chunk per resident block (a function of the shapes only),
+  // so the second level adds at most that many values.
+  unsigned threads = rowThreads(v);
+  int64_t maxBlocks = kResidentThreads / threads;
+  int64_t chunkRows = std::max<int64_t>((tokens + maxBlocks - 1) / maxBlocks, 1);
+  int64_t chunks = std::max<int64_t>((tokens + chunkRows - 1) / chunkRows, 1);
+  w.describe("loss = mean over tokens n of logsumexp(logits[n, :]) - logits[n, targets[n]];");
+  w.describe("dlogits = dloss * (softmax(logits) - onehot(targets)) / N, N = tokens.");
+  w.describe("One block per row: max and sum of exp(x - max) once, then dlogits (exp again, no");
+  w.describe("stored probabilities). Per-token losses in f32, their mean in double (per chunk of");
+  w.describe("CHUNK tokens in order, then the chunks in order). A target outside [0, V) makes the");
+  w.describe("loss NaN and its row of dlogits NaN.");
+  w.output("loss", op.getLoss(), {});
+  w.output("dlogits", op.getDlogits(), letters);
+  w.input("logits", op.getLogits(), letters);
+  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
+  w.input("dloss", op.getDloss(), {});
+  w.constant("N", tokens, "tokens");
+  w.constant("V", v);
+  w.constant("CHUNK", chunkRows, "tokens per chunk of the loss sum");
+  w.constant("CHUNKS", chunks);
+  w.launch(static_cast<unsigned>(chunks), threads,
+           "one block per row, a chunk of CHUNK rows per block (grid-stride over chunks)");
+  w.kind(CudaKernelKind::Row);
+  w.useBlockReductions(true);
+  w.code(
+      R"cuda(const float factor = dloss[0] / static_cast<float>(N);
+for (idx_t ch = blockIdx.x; ch < CHUNKS; ch += gridDim.x) {
+  const idx_t n1 = (ch + 1) * CHUNK < N ? (ch + 1) * CHUNK : N;
+  double total = 0.0;  // thread 0's sum of the chunk's token losses, in token order
+  for (idx_t n = ch * CHUNK; n < n1; ++n) {
+    const auto* x = logits + n * V;
+    auto* dx = dlogits + n * V;
+    const int32_t t = targets[n];
+    if (t < 0 || t >= V) {  // the same for the whole block: no barrier is skipped by some only
+      for (idx_t i = threadIdx.x; i < V; i += THREADS) dx[i] = NAN;
+      total += NAN;
+      continue;
+    }
+    float mx = -INFINITY;
+    for (idx_t i = threadIdx.x; i < V; i += THREADS) mx = x[i] > mx ? x[i] : mx;
+$MAX    float sum = 0.0f;
+    for (idx_t i = threadIdx.x; i < V; i += THREADS) sum += tessel_exp(x[i] - mx);
+$SUM    if (threadIdx.x == 0) total += static_cast<double>((mx - x[t]) + logf(sum));
+    for (idx_t i = threadIdx.x; i < V; i += THREADS)
+      dx[i] = i == t ? factor * (tessel_exp(x[i] - mx) / sum - 1.0f)  // exp again: a bf16 dx
+                     : factor * (tessel_exp(x[i] - mx) / sum);       // rounds once
+  }
+$STORE}
+$COMBINE)cuda",
+      {{"MAX", indent(blockReduce("mx", "max"), 4)},
+       {"SUM", indent(blockReduce("sum", "sum"), 4)},
        {"STORE",
         chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
                     : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol())},

@@ -22,6 +22,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](LayerNormGradOp) { return KernelKind::LayerNormGrad; })
       .Case([](EmbeddingGradOp) { return KernelKind::EmbeddingGrad; })
       .Case([](CrossEntropyGradOp) { return KernelKind::CrossEntropyGrad; })
+      .Case([](FusedClassifierOp) { return KernelKind::FusedClassifier; })
       .Case([](TransposeOp) { return KernelKind::Transpose; })
       .Case([](SplitOp) { return KernelKind::Split; })
       .Case([](ConcatOp) { return KernelKind::Concat; })

@@ -23,6 +23,7 @@ enum class KernelKind {
   LayerNormGrad,
   EmbeddingGrad,
   CrossEntropyGrad,
+  FusedClassifier,   // cross_entropy + cross_entropy_grad in one pass
   Transpose,
   Split,
   Concat,

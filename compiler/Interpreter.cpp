@@ -90,6 +90,10 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](CrossEntropyGradOp) {
         return one(ref::crossEntropyBackward(*in[0], *in[1], *in[2]));
       })
+      .Case([&](FusedClassifierOp) {
+        return std::vector<ref::Tensor>{ref::crossEntropy(*in[0], *in[1]),
+                                        ref::crossEntropyBackward(*in[0], *in[1], *in[2])};
+      })
       // ---- optimizer ops (scalar hyper-parameters are tensor<f32> operands) ----
       .Case([&](AdamWOp o) {
         ref::Tensor p = *in[0], m = *in[2], v = *in[3];

@@ -78,6 +78,9 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                          createOverlapCollectives(OverlapCollectivesOptions{o.overlap}));
                    }});
     }
+    s.push_back({"fuse-classifier", [](mlir::OpPassManager& pm) {
+                   pm.addNestedPass<mlir::func::FuncOp>(createFuseClassifier());
+                 }});
   }
   s.push_back({"fuse", fuse});
   return s;

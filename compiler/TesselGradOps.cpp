@@ -66,6 +66,15 @@ LogicalResult CrossEntropyGradOp::verify() {
   return success();
 }
 
+LogicalResult FusedClassifierOp::verify() {
+  shapes::Result rule = shapes::crossEntropy(shapeOf(getLogits()), shapeOf(getTargets()));
+  if (!rule.ok()) return emitOpError() << rule.error;
+  if (getDlogits().getType() != getLogits().getType())
+    return emitOpError() << "dlogits type " << getDlogits().getType()
+                         << " must equal the logits type " << getLogits().getType();
+  return success();
+}
+
 LogicalResult AssignOp::verify() {
   auto func = (*this)->getParentOfType<func::FuncOp>();
   if (!func) return emitOpError() << "must be inside a function";

@@ -149,4 +149,33 @@ def Tessel_CrossEntropyGradOp : Tessel_Op<"cross_entropy_grad", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Tessel_FusedClassifierOp : Tessel_Op<"fused_classifier", [Pure]> {
+  let summary = "cross_entropy and cross_entropy_grad of the same logits in one pass";
+  let description = [{
+    The loss and its logits gradient together, as llm.c's `fused_classifier` kernel:
+    `loss = mean over i... of logsumexp(logits[i..., :]) - logits[i..., targets[i...]]`
+    (exactly `tessel.cross_entropy`) and
+    `dlogits = dloss * (softmax(logits) - onehot(targets)) / N`, N the number of tokens
+    (exactly `tessel.cross_entropy_grad`). Kernels read each row of logits once for its
+    statistics (max, sum of exponentials) and write each row of dlogits once, recomputing
+    the exponentials instead of storing probabilities. `dloss` must not depend on `loss`
+    (the `tessel-fuse-classifier` pass creates the op only then, e.g. for autodiff's seed
+    1.0). `logits`: `[..., V]`; `targets`: i32 `[...]`; `dloss`: f32 scalar; results: an
+    f32 scalar and the logits type. A target outside `[0, V)` makes the loss NaN and its
+    row of dlogits NaN.
+
+    Example:
+
+    ```mlir
+    %loss, %dlogits = tessel.fused_classifier %logits, %targets, %dloss
+        : (tensor<4x32x256xf32>, tensor<4x32xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>)
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$logits, Tessel_IndexTensor:$targets,
+                       Tessel_ScalarF32:$dloss);
+  let results = (outs Tessel_ScalarF32:$loss, Tessel_FloatTensor:$dlogits);
+  let assemblyFormat = "$logits `,` $targets `,` $dloss attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 #endif // TESSEL_GRAD_OPS_TD

@@ -133,6 +133,33 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def FuseClassifier : Pass<"tessel-fuse-classifier", "mlir::func::FuncOp"> {
+  let summary = "Merge a cross_entropy and its cross_entropy_grad into tessel.fused_classifier";
+  let description = [{
+    After autodiff a training step computes the loss (`tessel.cross_entropy`, a kernel
+    reading every row of logits for its max and sum of exponentials) and later its gradient
+    (`tessel.cross_entropy_grad`, reading every row again for the same statistics). One
+    `tessel.fused_classifier` computes both in one pass over the logits (llm.c's fused
+    classifier):
+
+    1. For each `cross_entropy` of the function, find the `cross_entropy_grad` ops on the
+       same logits and targets in the same block; fuse only when there is exactly one.
+    2. The grad's `dloss` must not depend on the loss: no op of its backward slice is the
+       `cross_entropy` (autodiff's seed is the constant 1.0; a loss scaled before it is
+       returned gives a scale of it). Otherwise the pair is left alone.
+    3. The ops of that slice placed after the `cross_entropy` (after the first of the two
+       ops, in general) must be free of memory effects; they move, in order, to right
+       before it, so `dloss` is defined there.
+    4. The fused op goes where the first of the two was (the `cross_entropy` in autodiff's
+       output), with the cross_entropy's location; its `loss`
+       replaces the cross_entropy's result everywhere and its `dlogits` the grad's result.
+       Both values are computed exactly as before (the op's semantics are the two ops').
+
+    It runs after autodiff (and the optimizer), before `tessel-fuse`.
+  }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 def ShardBatch : Pass<"tessel-shard-batch", "mlir::ModuleOp"> {
   let summary = "Data parallelism: give @forward the local batch of one rank";
   let description = [{

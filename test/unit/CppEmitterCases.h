@@ -88,6 +88,19 @@ inline Case crossEntropyGrad(const Shape& logits) {
                   {ty(logits)}, {{(v + 16) * kU, 8 * kU, kMax}});
 }
 
+inline Case fusedClassifier(const Shape& logits) {
+  int64_t v = logits.back();
+  Shape t(logits.begin(), logits.end() - 1);
+  // The loss as crossEntropy's and dlogits as crossEntropyGrad's: the same operations.
+  return makeCase(fmt::format("fused_classifier_{}", nameOf(logits)),
+                  {{logits, -5, 5}, {t, 0, static_cast<double>(v), true}, {{}, 0.5, 2}},
+                  fmt::format("%r:2 = tessel.fused_classifier %a0, %a1, %a2 : ({}, {}, "
+                              "tensor<f32>) -> (tensor<f32>, {})",
+                              ty(logits), ty(t, "i32"), ty(logits)),
+                  {"tensor<f32>", ty(logits)},
+                  {{0, (v + 48) * kU}, {(v + 16) * kU, 8 * kU, kMax}});
+}
+
 inline Case embedding(const Shape& table, const Shape& idx) {
   Shape out = idx;
   out.push_back(table[1]);

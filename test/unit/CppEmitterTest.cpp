@@ -58,6 +58,7 @@ std::vector<Case> allCases() {
   for (Shape s : {Shape{1, 1}, Shape{1, 7}, Shape{7, 33}, Shape{2, 7, 33}, Shape{64, 7, 256}}) {
     c.push_back(crossEntropy(s));
     c.push_back(crossEntropyGrad(s));
+    c.push_back(fusedClassifier(s));
   }
   c.push_back(embedding({7, 33}, {1}));
   c.push_back(embedding({33, 7}, {2, 7}));
@@ -162,6 +163,7 @@ TEST(CppEmitter, SoftmaxGrad) { checkOps({"softmax_grad"}); }
 TEST(CppEmitter, LayerNormGrad) { checkOps({"layer_norm_grad"}); }
 TEST(CppEmitter, EmbeddingGrad) { checkOps({"embedding_grad"}); }
 TEST(CppEmitter, CrossEntropyGrad) { checkOps({"cross_entropy_grad"}); }
+TEST(CppEmitter, FusedClassifier) { checkOps({"fused_classifier"}); }
 TEST(CppEmitter, Transpose) { checkOps({"transpose"}); }
 TEST(CppEmitter, SplitAndConcat) { checkOps({"split", "concat"}); }
 TEST(CppEmitter, Reductions) { checkOps({"reduce_sum", "reduce_mean"}); }
@@ -193,7 +195,7 @@ TEST(CppEmitter, EveryOpHasCases) {
        {"add", "sub", "mul", "scale", "gelu", "relu", "layer_norm", "softmax", "embedding",
         "cross_entropy", "transpose", "split", "concat", "reduce_sum", "reduce_mean", "constant",
         "broadcast", "gelu_grad", "relu_grad", "softmax_grad", "layer_norm_grad",
-        "embedding_grad", "cross_entropy_grad", "adamw", "sgd", "global_norm",
+        "embedding_grad", "cross_entropy_grad", "fused_classifier", "adamw", "sgd", "global_norm",
         "clip_coefficient"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
@@ -216,7 +218,8 @@ TEST(CppEmitter, ResultsDoNotDependOnTheThreadCount) {
                            "reduce_sum_64x64x33_01", "reduce_mean_300x129_1",
                            "reduce_mean_4x512x33_1",
                            "global_norm_300x129_64x33_7", "embedding_grad_8x64_256x64",
-                           "cross_entropy_64x7x256", "softmax_causal_4x4x64x64"}) {
+                           "cross_entropy_64x7x256", "fused_classifier_64x7x256",
+                           "softmax_causal_4x4x64x64"}) {
     SCOPED_TRACE(name);
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });
@@ -263,6 +266,17 @@ TEST(CppEmitter, OutOfRangeIndicesAreVisibleNotFatal) {
   targets.data[2] = 40;
   std::vector<Buffer> l = runKernel(suite(), find("cross_entropy_7x33"), {logits, targets});
   EXPECT_TRUE(std::isnan(l[0].f[0]));
+  // The fused classifier: a NaN loss, a NaN row 2 of dlogits, every other row finite
+  // (uniform logits: 1/33 off the target, minus 1 on it, times 1/7).
+  std::vector<Buffer> fc = runKernel(suite(), find("fused_classifier_7x33"),
+                                     {logits, targets, ref::Tensor::filled({}, 1.0)});
+  EXPECT_TRUE(std::isnan(fc[0].f[0]));
+  for (int64_t n = 0; n < 7; ++n) {
+    EXPECT_EQ(std::isnan(fc[1].f[n * 33 + 5]), n == 2) << n;
+    if (n != 2) {
+      EXPECT_FLOAT_EQ(fc[1].f[n * 33 + 5], 1.0f / 33 / 7) << n;
+    }
+  }
 }
 
 TEST(CppEmitter, KernelTextNamesTheOpItsLocationAndShapes) {

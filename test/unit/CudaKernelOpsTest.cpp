@@ -111,6 +111,7 @@ std::vector<cpptest::Case> cases() {
   for (Shape s : {Shape{1, 7}, Shape{2, 7, 33}, Shape{40, 300}, Shape{2, 50257}}) {
     c.push_back(crossEntropy(s));
     c.push_back(crossEntropyGrad(s));
+    c.push_back(fusedClassifier(s));
   }
   c.push_back(embedding({50, 33}, {2, 7}));
   c.push_back(embedding({50, 64}, {9}));
@@ -210,6 +211,7 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.layer_norm_grad",
                          "tessel.embedding_grad",
                          "tessel.cross_entropy_grad",
+                         "tessel.fused_classifier",
                          "tessel.transpose",
                          "tessel.split",
                          "tessel.concat",

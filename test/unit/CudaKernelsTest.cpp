@@ -16,6 +16,8 @@
 #include "examples/gpt/model.h"
 #include "examples/mlp/model.h"
 
+#include <set>
+
 namespace tessel::cudatest {
 namespace {
 
@@ -87,6 +89,21 @@ TEST(CudaKernels, Gpt2SizedKernelsCompileWithoutSpills) {
   bf16.precision = DType::BF16;
   compileAndReport(collectKernels(modules.parse(gb.compile(bf16).ir(true)), "gpt2bf16_"),
                    "tessel_cuda_kernels_gpt2_bf16_nvrtc");
+}
+
+// passes/FuseClassifier.cpp: every training program computes its loss and the logits
+// gradient with one fused_classifier kernel, so the whole-program checks here (and in
+// SimtExecutorTest, NativeTest) run it; @forward keeps its cross_entropy.
+TEST(CudaKernels, TrainingProgramsUseTheFusedClassifier) {
+  for (const auto* kernels : {&programs().gpt, &programs().gptBf16, &programs().mlp,
+                              &programs().mlpSgd, &programs().mlpBf16}) {
+    std::set<std::string> ops;
+    for (const Kernel& k : *kernels) ops.insert(k.op->getName().getStringRef().str());
+    SCOPED_TRACE(kernels->front().symbol);
+    EXPECT_TRUE(ops.count("tessel.fused_classifier"));
+    EXPECT_TRUE(ops.count("tessel.cross_entropy"));  // @forward's loss
+    EXPECT_FALSE(ops.count("tessel.cross_entropy_grad"));
+  }
 }
 
 TEST(CudaKernels, GptKernelsInSimtMatchTheCppKernels) { checkInSimt(programs().gpt); }

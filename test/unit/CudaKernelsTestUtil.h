@@ -243,7 +243,7 @@ struct Dist {
 inline std::optional<Dist> distFor(mlir::Operation* user, unsigned index) {
   if (mlir::isa<EmbeddingOp>(user) && index == 1)
     return Dist{0, double(dimOf(user->getOperand(0), 0))};
-  if (mlir::isa<CrossEntropyOp, CrossEntropyGradOp>(user)) {
+  if (mlir::isa<CrossEntropyOp, CrossEntropyGradOp, FusedClassifierOp>(user)) {
     if (index == 1) return Dist{0, double(dimOf(user->getOperand(0), -1))};
     if (index == 2) return Dist{1, 1};  // dloss
   }

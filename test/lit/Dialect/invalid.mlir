@@ -490,6 +490,51 @@ func.func @cross_entropy_bf16_result(%l: tensor<4x256xbf16>, %t: tensor<4xi32>) 
 // -----
 
 //===----------------------------------------------------------------------===//
+// fused_classifier
+//===----------------------------------------------------------------------===//
+
+func.func @fused_classifier_targets(%l: tensor<4x32x256xf32>, %t: tensor<4x31xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{targets 4x31 must match logits 4x32x256 without the class dimension V=256, i.e. 4x32}}
+  %loss, %dl = tessel.fused_classifier %l, %t, %d : (tensor<4x32x256xf32>, tensor<4x31xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_classifier_dlogits_shape(%l: tensor<4x256xf32>, %t: tensor<4xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{dlogits type 'tensor<4x255xf32>' must equal the logits type 'tensor<4x256xf32>'}}
+  %loss, %dl = tessel.fused_classifier %l, %t, %d : (tensor<4x256xf32>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x255xf32>)
+  return
+}
+
+// -----
+
+// dlogits has the logits' element type: bf16 logits, bf16 gradient.
+func.func @fused_classifier_dlogits_type(%l: tensor<4x256xbf16>, %t: tensor<4xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{dlogits type 'tensor<4x256xf32>' must equal the logits type 'tensor<4x256xbf16>'}}
+  %loss, %dl = tessel.fused_classifier %l, %t, %d : (tensor<4x256xbf16>, tensor<4xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x256xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_classifier_vector_dloss(%l: tensor<4x256xf32>, %t: tensor<4xi32>, %d: tensor<4xf32>) {
+  // expected-error @+1 {{operand #2 must be 0D tensor of 32-bit float values, but got 'tensor<4xf32>'}}
+  %loss, %dl = tessel.fused_classifier %l, %t, %d : (tensor<4x256xf32>, tensor<4xi32>, tensor<4xf32>) -> (tensor<f32>, tensor<4x256xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_classifier_bf16_loss(%l: tensor<4x256xbf16>, %t: tensor<4xi32>, %d: tensor<f32>) {
+  // expected-error @+1 {{result #0 must be 0D tensor of 32-bit float values, but got 'tensor<bf16>'}}
+  %loss, %dl = tessel.fused_classifier %l, %t, %d : (tensor<4x256xbf16>, tensor<4xi32>, tensor<f32>) -> (tensor<bf16>, tensor<4x256xbf16>)
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
 // causal_attention
 //===----------------------------------------------------------------------===//
 

@@ -362,6 +362,29 @@ func.func @cross_entropy_bf16(%logits: tensor<128x256xbf16>, %targets: tensor<12
 
 // -----
 
+// The loss and its logits gradient in one op: an f32 scalar and the logits type (bf16 too).
+// CHECK-LABEL: func.func @fused_classifier
+// CHECK-SAME: (%[[LOGITS:.*]]: tensor<4x32x256xf32>, %[[TARGETS:.*]]: tensor<4x32xi32>, %[[DLOSS:.*]]: tensor<f32>)
+// CHECK: %[[LOSS:[^,]*]], %[[DL:[^ ]*]] = tessel.fused_classifier %[[LOGITS]], %[[TARGETS]], %[[DLOSS]] : (tensor<4x32x256xf32>, tensor<4x32xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>)
+// CHECK: return %[[LOSS]], %[[DL]]
+// GENERIC-LABEL: sym_name = "fused_classifier"
+// GENERIC: "tessel.fused_classifier"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<4x32x256xf32>, tensor<4x32xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>)
+func.func @fused_classifier(%logits: tensor<4x32x256xf32>, %targets: tensor<4x32xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>) {
+  %loss, %dlogits = tessel.fused_classifier %logits, %targets, %dloss : (tensor<4x32x256xf32>, tensor<4x32xi32>, tensor<f32>) -> (tensor<f32>, tensor<4x32x256xf32>)
+  return %loss, %dlogits : tensor<f32>, tensor<4x32x256xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @fused_classifier_bf16
+// CHECK: tessel.fused_classifier %{{.*}}, %{{.*}}, %{{.*}} : (tensor<128x256xbf16>, tensor<128xi32>, tensor<f32>) -> (tensor<f32>, tensor<128x256xbf16>)
+func.func @fused_classifier_bf16(%logits: tensor<128x256xbf16>, %targets: tensor<128xi32>, %dloss: tensor<f32>) -> (tensor<f32>, tensor<128x256xbf16>) {
+  %loss, %dlogits = tessel.fused_classifier %logits, %targets, %dloss : (tensor<128x256xbf16>, tensor<128xi32>, tensor<f32>) -> (tensor<f32>, tensor<128x256xbf16>)
+  return %loss, %dlogits : tensor<f32>, tensor<128x256xbf16>
+}
+
+// -----
+
 //===----------------------------------------------------------------------===//
 // causal_attention
 //===----------------------------------------------------------------------===//
