@@ -1,6 +1,8 @@
 // The dlopen'd NCCL table; see NcclApi.h.
 #include "runtime/comm/NcclApi.h"
 
+#include "runtime/ToolkitLibrary.h"
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -18,35 +20,21 @@ std::string versionText(int code) {
 const NcclApi& ncclApi() {
   static const NcclApi api = [] {
     NcclApi a;
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("TESSEL_LIBNCCL"); env && *env) candidates.push_back(env);
-    candidates.push_back("libnccl.so.2");
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home)
-      candidates.push_back(std::string(home) + "/lib64/libnccl.so.2");
-    candidates.push_back("/usr/local/cuda/lib64/libnccl.so.2");
-    std::string tried;
-    for (const std::string& c : candidates) {
-      void* lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!lib) {
-        const char* err = dlerror();
-        tried += fmt::format("\n  {}: {}", c, err ? err : "cannot be loaded");
-        continue;
-      }
-      a.library = c;
+    ToolkitLibrary opened = openToolkitLibrary("NCCL", "libnccl.so.2", "TESSEL_LIBNCCL");
+    void* lib = opened.handle;
+    const std::string& c = opened.path;
+    a.library = c;
 #define TESSEL_NCCL_RESOLVE(name)                                                                       \
   a.name = reinterpret_cast<decltype(a.name)>(dlsym(lib, #name));                                      \
   if (!a.name) throw std::runtime_error(fmt::format("{} lacks the function {} (NCCL older than 2.10?)", c, #name));
-      TESSEL_NCCL_FUNCTIONS(TESSEL_NCCL_RESOLVE)
+    TESSEL_NCCL_FUNCTIONS(TESSEL_NCCL_RESOLVE)
 #undef TESSEL_NCCL_RESOLVE
-      if (a.ncclGetVersion(&a.version) != ncclSuccess)
-        throw std::runtime_error(fmt::format("{}: ncclGetVersion failed", c));
-      if (a.version < kMinVersion)
-        throw std::runtime_error(fmt::format("{} is NCCL {}; NCCL 2.10 or newer is needed (ncclAvg)", c,
-                                             versionText(a.version)));
-      return a;
-    }
-    throw std::runtime_error("NCCL (libnccl.so.2) cannot be loaded; tried:" + tried +
-                             "\nset TESSEL_LIBNCCL to the path of libnccl.so.2");
+    if (a.ncclGetVersion(&a.version) != ncclSuccess)
+      throw std::runtime_error(fmt::format("{}: ncclGetVersion failed", c));
+    if (a.version < kMinVersion)
+      throw std::runtime_error(fmt::format("{} is NCCL {}; NCCL 2.10 or newer is needed (ncclAvg)", c,
+                                           versionText(a.version)));
+    return a;
   }();
   return api;
 }

@@ -1,6 +1,8 @@
 // dlopen'd CUDA driver and cuBLASLt tables; see CudaApi.h.
 #include "runtime/cuda/CudaApi.h"
 
+#include "runtime/ToolkitLibrary.h"
+
 #include <dlfcn.h>
 #include <fmt/format.h>
 
@@ -44,26 +46,12 @@ const DriverApi& driverApi() {
 const BlasLtApi& blasLtApi() {
   static const BlasLtApi api = [] {
     BlasLtApi a;
-    std::vector<std::string> candidates;
-    if (const char* env = std::getenv("TESSEL_CUBLASLT"); env && *env) candidates.push_back(env);
-    candidates.push_back("libcublasLt.so.13");
-    if (const char* home = std::getenv("CUDA_HOME"); home && *home)
-      candidates.push_back(std::string(home) + "/lib64/libcublasLt.so.13");
-    candidates.push_back("/usr/local/cuda/lib64/libcublasLt.so.13");
-    std::string tried;
-    for (const std::string& c : candidates) {
-      void* lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (!lib) {
-        const char* err = dlerror();
-        tried += fmt::format("\n  {}: {}", c, err ? err : "cannot be loaded");
-        continue;
-      }
-      a.library = c;
-      TESSEL_CUBLASLT_FUNCTIONS(TESSEL_RESOLVE)
-      return a;
-    }
-    throw std::runtime_error("cuBLASLt (CUDA 13) cannot be loaded; tried:" + tried +
-                             "\nset TESSEL_CUBLASLT to the path of libcublasLt.so.13");
+    ToolkitLibrary opened = openToolkitLibrary("cuBLASLt (CUDA 13)", "libcublasLt.so.13", "TESSEL_CUBLASLT");
+    void* lib = opened.handle;
+    const std::string& c = opened.path;
+    a.library = c;
+    TESSEL_CUBLASLT_FUNCTIONS(TESSEL_RESOLVE)
+    return a;
   }();
   return api;
 #undef TESSEL_RESOLVE
