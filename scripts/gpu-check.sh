@@ -34,15 +34,12 @@ prepare() {
   [ -f "$data" ] || { echo "gpu-check prepare: no corpus (set TESSEL_GPU_CHECK_DATA to a text file)" >&2; exit 1; }
   cp "$data" "$tmp/data/corpus.txt"
 
-  local gpt=build/bin/tessel-gpt precision_flags=() precision=f32
-  if "$gpt" --help | grep -q -- '--precision'; then precision_flags=(--precision bf16); precision=bf16; fi
+  local gpt=build/bin/tessel-gpt precision=bf16
 
-  # Correctness: a small GPT, f32 (and bf16 when tessel-gpt has --precision), 10 CPU steps.
+  # Correctness: a small GPT in f32 and in bf16 mixed precision, 10 CPU steps each.
   local small=(--layers 2 --channels 64 --heads 4 --seq 64 --batch 8 --seed 5)
-  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" ${precision_flags:+--precision f32}
-  if [ "$precision" = bf16 ]; then
-    "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16
-  fi
+  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" --precision f32
+  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16
   for b in "$tmp"/bundles/small-*; do
     build/bin/tessel-run "$b" --device cpu --data "$tmp/data/corpus.txt" --seed 5 --steps 10 \
       --eval-batches 1 --log-json "$b.cpu.jsonl" > /dev/null
@@ -52,7 +49,7 @@ prepare() {
   # multiple of 128, as GPT-2 small's 50257 is padded to 50304), one bundle per micro-batch.
   for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
     "$gpt" --layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304 --batch "$mb" \
-      --device cuda "${precision_flags[@]}" --emit-bundle "$tmp/bundles/gpt2-b$mb"
+      --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb"
   done
 
   # The shared libraries tessel-run and the bundles' kernels.so load, except glibc's own
