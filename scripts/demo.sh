@@ -15,5 +15,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 # One OpenMP thread per rank on small machines: two ranks share the cores.
 threads=$(( $(nproc) / 2 )); [ "$threads" -ge 1 ] || threads=1
+# 1 MiB buckets: the default 25 MiB would hold the whole demo model in one bucket, which
+# cannot start before the backward pass ends; smaller ones overlap with it.
 exec mpirun "${mpi_flags[@]}" -np 2 "${TESSEL_BUILD_DIR:-build}/bin/tessel-gpt" --plan dp=2 \
-  --threads "$threads" "$@"
+  --bucket-mb 1 --threads "$threads" "$@"

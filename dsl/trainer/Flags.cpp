@@ -3,6 +3,8 @@
 
 #include "runtime/comm/World.h"
 
+#include <cstdio>
+
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
 
@@ -113,6 +115,25 @@ int64_t parameterCount(const Program& program) {
   return total;
 }
 
+namespace {
+
+/// Writes `message` and a newline to stderr in one write, so the lines of several ranks
+/// (forwarded by mpirun) never run into each other; under a launcher the line ends with
+/// " [rank R of N]" (the message itself keeps its "file:line:col: error:" start).
+void reportError(const std::string& message) {
+  std::string line = message;
+  try {
+    rt::WorldInfo w = rt::detectWorld();
+    if (w.size > 1) line += fmt::format(" [rank {} of {}]", w.rank, w.size);
+  } catch (const std::exception&) {  // malformed launcher variables: report without the rank
+  }
+  line += "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
 int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {
     app.parse(argc, argv);
@@ -126,13 +147,13 @@ int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& bo
     // naming the collective, its size, the step and the missing ranks.
     rt::abortJob(rt::detectWorld().rank, e.what());
   } catch (const ModelError& e) {
-    std::cerr << e.what() << "\n";
+    reportError(e.what());
   } catch (const std::bad_alloc&) {
-    std::cerr << app.get_name()
-              << ": error: out of memory: the model, batch or data set does not fit in this "
-                 "machine's memory; reduce the model size or --batch\n";
+    reportError(app.get_name() +
+                ": error: out of memory: the model, batch or data set does not fit in this "
+                "machine's memory; reduce the model size or --batch");
   } catch (const std::exception& e) {
-    std::cerr << app.get_name() << ": error: " << e.what() << "\n";
+    reportError(app.get_name() + ": error: " + e.what());
   }
   return 1;
 }

@@ -118,7 +118,8 @@ int main(int argc, char** argv) {
                        .plan = plan});
     tessel::NativeOptions native{.threads = threads, .seed = flags.seed, .profile = profile};
     if (flags.explain && rank == 0) {
-      fmt::print("plan: {} ({} ranks), global batch {}, {} rows per rank per microstep\n", plan.describe(), plan.mesh().size(),
+      fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
+                 plan.mesh().size(), plan.mesh().size() == 1 ? "" : "s",
                  flags.batch, flags.batch / (plan.dp() * microsteps));
       std::string report = tessel::rt::explainCollectives(program.lower(false), "train_step");
       fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
@@ -163,7 +164,10 @@ int main(int argc, char** argv) {
     } else {
       cpu = program.native(native);
       cpu->executor().setCommunicator(comm);
-      if (flags.checkSchedule) tessel::rt::checkCollectiveSchedule(cpu->program(), *comm);
+      if (flags.checkSchedule) {
+        tessel::rt::checkCollectiveSchedule(cpu->program(), *comm);
+        if (rank == 0) fmt::print("schedule check: the {} ranks' collective schedules agree\n", world);
+      }
     }
     tessel::rt::ProgramExecutor& ex = gpu ? static_cast<tessel::rt::ProgramExecutor&>(*gpu) : cpu->executor();
     if (rank == 0)

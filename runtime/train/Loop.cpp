@@ -161,7 +161,9 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
     s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
     bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
-    if (evaluated) s.valLoss = meanOverRanks(o.comm, evaluate(ex, o.evalBatches, valBatch));
+    // With k microsteps @forward takes one microbatch: k runs cover each validation batch.
+    if (evaluated)
+      s.valLoss = meanOverRanks(o.comm, evaluate(ex, o.evalBatches * o.microsteps, valBatch));
     const bool print = !o.comm || o.comm->rank() == 0;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);

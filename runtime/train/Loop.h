@@ -75,8 +75,8 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program);
 
 /// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
 /// feeds a batch, the hyper-parameters are set, train_step runs; every evalEvery steps and at
-/// the end, `valBatch` feeds evalBatches batches to @forward and the mean loss is the
-/// validation loss. Prints a progress line per step and writes the JSON log. Returns the
+/// the end, `valBatch` feeds evalBatches x microsteps (micro)batches to @forward and the mean
+/// loss (averaged over the ranks) is the validation loss. Prints a progress line per step and writes the JSON log. Returns the
 /// per-step stats.
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const BatchFeeder& valBatch);

@@ -48,9 +48,13 @@ BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
 
 BatchFeeder textValFeeder(const TextBatchOptions& o) {
   auto rng = std::make_shared<std::mt19937_64>(o.seed + 1);
-  return [o, rng](rt::ProgramExecutor& ex, const std::string& fn) {
-    TokenBatch b = o.data->sample(Split::Val, o.batch, o.seq, *rng);
-    feedRows(ex, fn, b, o.seq, microbatchRows(o.batch, o.rank, o.world, 0, o.microsteps));
+  auto call = std::make_shared<int64_t>(0);
+  auto global = std::make_shared<TokenBatch>();
+  return [o, rng, call, global](rt::ProgramExecutor& ex, const std::string& fn) {
+    const int64_t micro = *call % o.microsteps;
+    ++*call;
+    if (micro == 0) *global = o.data->sample(Split::Val, o.batch, o.seq, *rng);
+    feedRows(ex, fn, *global, o.seq, microbatchRows(o.batch, o.rank, o.world, micro, o.microsteps));
   };
 }
 

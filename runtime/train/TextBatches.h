@@ -10,8 +10,10 @@
 //   microstep m of k, so the ranks and microsteps of a step cover its global batch exactly
 //   once.
 // - Validation batches: every rank draws the same global batch of random windows of the
-//   validation split from its own generator (seeded from seed + 1) and feeds rows
-//   microbatchRows(B, r, N, 0, k) of it; the loop averages the ranks' losses.
+//   validation split from its own generator (seeded from seed + 1); with k microsteps the
+//   feeder is called k times per batch (the loop runs @forward once per microbatch) and
+//   feeds rows microbatchRows(B, r, N, m, k) at call m, so every row of the global batch is
+//   evaluated once and the loop's mean over calls and ranks is the global batch's mean.
 #pragma once
 
 #include "runtime/data/TextDataset.h"
