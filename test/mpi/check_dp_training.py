@@ -1,6 +1,6 @@
 """Acceptance: a plan never changes the math. tessel-gpt (L=2, C=64, NH=4, T=32, global batch
 B=8, AdamW with weight decay 0.1, 5 steps) under `mpirun --oversubscribe -np N --plan dp=N`
-gives per-step losses and gradient norms that match the one-rank run on the same global
+gives per-step losses, gradient norms and the final validation loss that match the one-rank run on the same global
 batches, with --check-replicas (every rank's parameters and optimizer state hashed and
 compared after every step: replicas bitwise identical) and --check-schedule:
   dp=2 and dp=4 vs dp=1;
@@ -51,6 +51,10 @@ def compare(name, got, want):
         print(f"  {name} step {g['step']}: loss {g['loss']:.7f} vs {w['loss']:.7f} (|d| {dl:.2e}), "
               f"norm {g['grad_norm']:.6f} vs {w['grad_norm']:.6f} (rel {dn:.2e})")
         bad += not (dl <= LOSS_TOL and dn <= NORM_REL_TOL)
+        if "val_loss" in w:  # the validation loss: every microbatch of each batch, every rank
+            dv = abs(g["val_loss"] - w["val_loss"])
+            print(f"  {name} step {g['step']}: val {g['val_loss']:.7f} vs {w['val_loss']:.7f} (|d| {dv:.2e})")
+            bad += not dv <= LOSS_TOL
     return bad
 
 
