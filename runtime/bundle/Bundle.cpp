@@ -59,8 +59,19 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
     throw std::runtime_error(fmt::format("'{}': the CUDA module needs a cubin and an arch sm_XY, got arch '{}' "
                                          "and {} bytes", dir, cuda->arch, cuda->cubin.size()));
   fs::path target = fs::absolute(fs::path(dir)).lexically_normal();
-  if (target.filename().empty()) target = target.parent_path();
+  if (target.filename().empty() || target.filename() == ".") target = target.parent_path();
   std::error_code ec;
+  // Only an earlier bundle (a folder with bundle.json) or an empty folder is replaced: any
+  // other file or folder at the path is the user's, and is never deleted.
+  if (fs::exists(fs::symlink_status(target)) || fs::is_symlink(target)) {
+    bool replaceable = fs::is_directory(fs::symlink_status(target)) &&
+                       (fs::is_empty(target, ec) || fs::is_regular_file(target / "bundle.json"));
+    if (!replaceable)
+      throw std::runtime_error(fmt::format(
+          "'{}' exists and is not a Tessel bundle; refusing to replace it (choose a new folder, "
+          "an empty one, or an earlier bundle)",
+          dir));
+  }
   fs::create_directories(target.parent_path(), ec);
   fs::path tmp = target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(),
                                                     ::getpid());
@@ -81,7 +92,12 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
            {"train_flags", {{"seq", info.seq}, {"batch", info.batch}}},
            {"optimizer", info.optimizer},
            {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum},
-                        {"cpu_flags", info.cpuFlags}}}};
+                        {"cpu_flags", info.cpuFlags}}},
+           // The step list is checked whole: an edited program.json (a kernel given the wrong
+           // arguments, a buffer swapped) could pass validation and still corrupt memory.
+           {"program", {{"file", "program.json"},
+                        {"checksum", kernelLibraryChecksum(readBytes(tmp / "program.json") +
+                                                           readBytes(tmp / "kernels.cpp"))}}}};
     if (cuda) {
       writeSynced(tmp / "kernels.cubin", cuda->cubin);
       writeSynced(tmp / "kernels.ptx", cuda->ptx);
@@ -155,6 +171,20 @@ Bundle readBundle(const std::string& dir) {
   }
   if (b.info.seq <= 0 || b.info.batch <= 0)
     throw std::runtime_error(fmt::format("'{}': train_flags seq and batch must be positive", file));
+  {
+    std::string want;
+    try {
+      want = field("program").at("checksum").get<std::string>();
+    } catch (const json::exception& e) {
+      throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
+    }
+    std::string got = kernelLibraryChecksum(readBytes(root / "program.json") + readBytes(root / "kernels.cpp"));
+    if (got != want)
+      throw std::runtime_error(fmt::format(
+          "'{}' and kernels.cpp: checksum {} does not match {} recorded in bundle.json (edited, "
+          "damaged or replaced)",
+          (root / "program.json").string(), got, want));
+  }
   b.program = loadProgram(dir);  // names program.json/kernels.cpp on any problem
   fs::path lib = root / "kernels.so";
   std::string sum = kernelLibraryChecksum(readBytes(lib));
