@@ -43,6 +43,12 @@ LogicalResult AllReduceStartOp::verify() {
         return emitOpError() << "in-flight results go to more than one tessel.all_reduce_wait";
       wait = user;
     }
+  // A collective that is never waited for would be left in flight (and its results unused):
+  // every rank must complete what it starts.
+  if (!wait)
+    return emitOpError() << "bucket " << getBucket()
+                         << " is never waited for: its in-flight results need a "
+                            "tessel.all_reduce_wait";
   return success();
 }
 

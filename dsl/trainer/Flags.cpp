@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <iostream>
 
 namespace tessel::trainer {
@@ -133,6 +134,27 @@ void reportError(const std::string& message) {
 }
 
 }  // namespace
+
+void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm) {
+  if (comm.worldSize() == 1) return;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the arguments, each with its NUL
+  for (int i = 1; i < argc; ++i)
+    for (const char* c = argv[i];; ++c) {
+      h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+      if (!*c) break;
+    }
+  std::vector<uint64_t> all(static_cast<size_t>(comm.worldSize()));
+  comm.allGather(&h, all.data(), 2 * static_cast<int64_t>(all.size()), rt::DType::I32,
+                 "command_line")->wait();
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
+  if (!differ.empty())
+    throw std::runtime_error(fmt::format(
+        "rank(s) {} were started with other arguments than rank 0; every rank of a "
+        "data-parallel job must run the same command",
+        fmt::join(differ, ", ")));
+}
 
 int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {

@@ -72,6 +72,12 @@ std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64
 /// Total element count of the program's parameters.
 int64_t parameterCount(const Program& program);
 
+/// Every rank of an SPMD job must run the same command: all-gathers a hash of argv[1..] and
+/// throws std::runtime_error naming the ranks whose arguments differ from rank 0's (e.g. a
+/// different --batch or --seed under mpirun's MPMD syntax, which would train on different
+/// batches or diverge silently). A world of one always passes.
+void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm);
+
 /// Runs `body`, turning every error a user can cause (ModelError, data and I/O errors,
 /// interpreter errors, CLI errors) into a message on stderr and exit code 1 (CLI11's own
 /// codes for --help and flag errors). Returns the process exit code. A CommError ends the

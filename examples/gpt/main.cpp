@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
     ranks = tessel::rt::makeWorld({.timeoutSeconds = flags.commTimeout});
     const int rank = ranks->info.rank, world = ranks->comm->worldSize();
     tessel::rt::Communicator* comm = ranks->comm.get();
+    tessel::trainer::checkSameCommandLine(argc, argv, *comm);
     // --explain of a plan for more ranks than this process has only compiles and reports,
     // so a plan can be inspected on one machine before launching it.
     const bool explainOnly = flags.explain && plan.mesh().size() != world;
@@ -149,6 +150,7 @@ int main(int argc, char** argv) {
     }
     tessel::TextDataset data(flags.data);
     data.requireSequenceLength(flags.seq);
+    tessel::trainer::requireLogIsNotData(train.logJson, data);
 
     // The CPU program (also the sampler's source of parameters), or the GPU executor.
     std::optional<tessel::NativeProgram> cpu;

@@ -58,6 +58,7 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
   const int64_t batch = bundle.info.batch, seq = bundle.info.seq;
   tessel::TextDataset data(dataPath);
   data.requireSequenceLength(seq);
+  tessel::trainer::requireLogIsNotData(train.logJson, data);
   tessel::KernelLibrary lib;
   tessel::rt::Program program = std::move(bundle.program);
   std::unique_ptr<tessel::rt::ProgramExecutor> ex;

@@ -172,12 +172,16 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                evaluated ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
                s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
     std::fflush(stdout);
-    if (log && print) {
+    if (log.is_open() && print) {
       nlohmann::json j{{"step", step},         {"loss", s.loss},
                        {"lr", s.lr},           {"grad_norm", s.gradNorm},
                        {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};
       if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
       log << j.dump() << "\n" << std::flush;
+      if (!log)
+        throw std::runtime_error(fmt::format("cannot write the JSON log '{}' (step {}): the disk may be "
+                                             "full or the file unwritable",
+                                             o.logJson, step));
     }
     if (!std::isfinite(s.loss))
       throw std::runtime_error(fmt::format(

@@ -831,6 +831,14 @@ func.func @all_reduce_bad_reduce(%x: tensor<4xf32>) {
 
 // -----
 
+func.func @all_reduce_never_waited(%x: tensor<4xf32>) {
+  // expected-error @+1 {{bucket 0 is never waited for: its in-flight results need a tessel.all_reduce_wait}}
+  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @all_reduce_empty_axis(%x: tensor<4xf32>) {
   // expected-error @+1 {{axis must not be empty}}
   %f = tessel.all_reduce_start %x reduce "avg" axis "" group 2 bucket 0 params ["x"] : tensor<4xf32>
