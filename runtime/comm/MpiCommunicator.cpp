@@ -8,6 +8,9 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <future>
+
 #include <cmath>
 
 namespace tessel::rt {
@@ -85,6 +88,19 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
   std::future<std::string> result = ready.get_future();
   Impl* impl = impl_.get();
   impl_->thread = std::thread([impl, &ready] { impl->run(ready); });
+  // MPI_Init has no timeout of its own: a rank that never joins (stopped, crashed before
+  // MPI_Init, not launched) would hang every other rank here.
+  if (result.wait_for(std::chrono::duration<double>(options.timeoutSeconds)) !=
+      std::future_status::ready) {
+    int rank = 0;
+    try {
+      rank = detectWorld().rank;
+    } catch (const std::exception&) {
+    }
+    abortJob(rank, fmt::format("MPI did not start within {} s (--comm-timeout): a rank did not "
+                               "join MPI_Init (stopped, crashed or not launched)",
+                               options.timeoutSeconds));
+  }
   std::string error = result.get();
   if (!error.empty()) {
     impl_->thread.join();
