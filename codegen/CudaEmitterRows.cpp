@@ -160,6 +160,24 @@ $SUM  for (idx_t i = threadIdx.x; i < V; i += THREADS)
           {"SUM", indent(blockReduce("sum", "sum"), 2)}});
 }
 
+/// The loss mean of cross_entropy and fused_classifier, deterministic: with one chunk, thread
+/// 0 writes total / N; with several, each block stores its chunk's double sum (`total`) and
+/// the last block to finish adds the chunk sums in chunk order (lastBlockCombine).
+static std::string lossMeanStore(CudaWriter& w, int64_t chunks) {
+  return chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
+                     : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol());
+}
+
+static std::string lossMeanCombine(CudaWriter& w, int64_t chunks) {
+  return chunks == 1 ? "" : lastBlockCombine(w, "double", chunks, R"cuda(if (threadIdx.x == 0) {
+  double total = 0.0;
+  #pragma unroll 4  // a trip count that grows with the shapes: bounded registers
+  for (idx_t ch = 0; ch < CHUNKS; ++ch) total += partial[ch];
+  loss[0] = static_cast<float>(total / N);
+}
+)cuda");
+}
+
 void emitCrossEntropy(CudaWriter& w) {
   auto op = mlir::cast<CrossEntropyOp>(w.op());
   std::vector<int64_t> shape = shapeOf(op.getLogits());
@@ -203,17 +221,8 @@ void emitCrossEntropy(CudaWriter& w) {
 $TOTAL$STORE}
 $COMBINE)cuda",
       {{"TOTAL", indent(blockReduce("total", "dsum"), 2)},
-       {"STORE",
-        chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
-                    : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol())},
-       {"COMBINE",
-        chunks == 1 ? "" : lastBlockCombine(w, "double", chunks, R"cuda(if (threadIdx.x == 0) {
-  double total = 0.0;
-  #pragma unroll 4  // a trip count that grows with the shapes: bounded registers
-  for (idx_t ch = 0; ch < CHUNKS; ++ch) total += partial[ch];
-  loss[0] = static_cast<float>(total / N);
-}
-)cuda")}});
+       {"STORE", lossMeanStore(w, chunks)},
+       {"COMBINE", lossMeanCombine(w, chunks)}});
 }
 
 void emitFusedClassifier(CudaWriter& w) {
@@ -277,17 +286,8 @@ $STORE}
 $COMBINE)cuda",
       {{"MAX", indent(blockReduce("mx", "max"), 4)},
        {"SUM", indent(blockReduce("sum", "sum"), 4)},
-       {"STORE",
-        chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
-                    : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol())},
-       {"COMBINE",
-        chunks == 1 ? "" : lastBlockCombine(w, "double", chunks, R"cuda(if (threadIdx.x == 0) {
-  double total = 0.0;
-  #pragma unroll 4  // a trip count that grows with the shapes: bounded registers
-  for (idx_t ch = 0; ch < CHUNKS; ++ch) total += partial[ch];
-  loss[0] = static_cast<float>(total / N);
-}
-)cuda")}});
+       {"STORE", lossMeanStore(w, chunks)},
+       {"COMBINE", lossMeanCombine(w, chunks)}});
 }
 
 void emitLayerNormGrad(CudaWriter& w) {
