@@ -171,12 +171,8 @@ void emitCrossEntropyGrad(KernelWriter& w) {
   int64_t v = shape.back(), tokens = numel(shapeOf(op.getTargets()));
   w.describe("dlogits = dloss * (softmax(logits) - onehot(targets)) / N, N = tokens;");
   w.describe("max-subtracted; a target outside [0, V) gives a NaN row");
-  w.output("dlogits", op.getResult(), letters);
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.input("dloss", op.getDloss(), {});
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, {}, op.getResult(), op.getLogits(), op.getTargets(),
+                                  op.getDloss(), letters, tokens, v);
   w.code(R"cpp(const float factor = dloss[0] / static_cast<float>(N);
 $PAR
 for (int64_t n = 0; n < N; ++n) {
@@ -215,13 +211,8 @@ void emitFusedClassifier(KernelWriter& w) {
   w.describe("Per row: max, sum of exp(x - max) once, then dlogits; per-token losses in f32,");
   w.describe("their mean in double, in token order. A target outside [0, V) makes the loss NaN");
   w.describe("and its row of dlogits NaN.");
-  w.output("loss", op.getLoss(), {});
-  w.output("dlogits", op.getDlogits(), letters);
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.input("dloss", op.getDloss(), {});
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, op.getLoss(), op.getDlogits(), op.getLogits(),
+                                  op.getTargets(), op.getDloss(), letters, tokens, v);
   w.code(R"cpp(const float factor = dloss[0] / static_cast<float>(N);
 std::unique_ptr<float[]> rowLoss(new float[N > 0 ? N : 1]);
 $PAR

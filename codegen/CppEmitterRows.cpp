@@ -99,11 +99,8 @@ void emitCrossEntropy(KernelWriter& w) {
   w.describe("loss = mean over tokens n of logsumexp(logits[n, :]) - logits[n, targets[n]];");
   w.describe("per-token losses in f32 (max-subtracted), their mean in double, in token order.");
   w.describe("A target outside [0, V) makes the loss NaN.");
-  w.output("loss", op.getResult(), {});
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, op.getResult(), {}, op.getLogits(), op.getTargets(), {},
+                                  letters, tokens, v);
   w.code(R"cpp(std::unique_ptr<float[]> rowLoss(new float[N > 0 ? N : 1]);
 $PAR
 for (int64_t n = 0; n < N; ++n) {

@@ -131,12 +131,8 @@ void emitCrossEntropyGrad(CudaWriter& w) {
   int64_t v = shape.back(), tokens = numel(shapeOf(op.getTargets()));
   w.describe("dlogits = dloss * (softmax(logits) - onehot(targets)) / N, N = tokens;");
   w.describe("max-subtracted; a target outside [0, V) gives a NaN row");
-  w.output("dlogits", op.getResult(), letters);
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.input("dloss", op.getDloss(), {});
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, {}, op.getResult(), op.getLogits(), op.getTargets(),
+                                  op.getDloss(), letters, tokens, v);
   rowLaunch(w, tokens, v);
   w.code(R"cuda(const float factor = dloss[0] / static_cast<float>(N);
 for (idx_t n = blockIdx.x; n < N; n += gridDim.x) {
@@ -193,11 +189,8 @@ void emitCrossEntropy(CudaWriter& w) {
   w.describe("per-token losses in f32 (max-subtracted, one warp per token), their mean in double");
   w.describe("(per chunk of NWARPS tokens, then the chunks in order). A target outside [0, V)");
   w.describe("makes the loss NaN.");
-  w.output("loss", op.getResult(), {});
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, op.getResult(), {}, op.getLogits(), op.getTargets(), {},
+                                  letters, tokens, v);
   w.constant("CHUNKS", chunks, "chunks of NWARPS tokens");
   w.launch(blocks, 32 * warps, "one warp per token, one block per chunk of tokens (grid-stride)");
   w.kind(CudaKernelKind::Row);
@@ -246,13 +239,8 @@ void emitFusedClassifier(CudaWriter& w) {
   w.describe("stored probabilities). Per-token losses in f32, their mean in double (per chunk of");
   w.describe("CHUNK tokens in order, then the chunks in order). A target outside [0, V) makes the");
   w.describe("loss NaN and its row of dlogits NaN.");
-  w.output("loss", op.getLoss(), {});
-  w.output("dlogits", op.getDlogits(), letters);
-  w.input("logits", op.getLogits(), letters);
-  w.input("targets", op.getTargets(), Letters(letters.begin(), letters.end() - 1));
-  w.input("dloss", op.getDloss(), {});
-  w.constant("N", tokens, "tokens");
-  w.constant("V", v);
+  kernelcommon::declareClassifier(w, op.getLoss(), op.getDlogits(), op.getLogits(),
+                                  op.getTargets(), op.getDloss(), letters, tokens, v);
   w.constant("CHUNK", chunkRows, "tokens per chunk of the loss sum");
   w.constant("CHUNKS", chunks);
   w.launch(static_cast<unsigned>(chunks), threads,

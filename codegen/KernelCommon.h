@@ -136,6 +136,26 @@ void declareLayerNormGrad(Writer& w, LayerNormGradOp op, const std::vector<std::
   w.constant("C", c);
 }
 
+// ---- classifier ops -------------------------------------------------------------------------
+
+/// The arguments and the N (tokens) and V constants of the classifier kernels, for either
+/// emitter's writer: outputs `loss` (f32 scalar) and `dlogits` (like logits), then inputs
+/// logits, targets and `dloss`; a null Value skips that argument (cross_entropy: loss only;
+/// cross_entropy_grad: dlogits and dloss; fused_classifier: all). `letters` name the logits'
+/// dimensions, the last one V.
+template <class Writer>
+void declareClassifier(Writer& w, mlir::Value loss, mlir::Value dlogits, mlir::Value logits,
+                       mlir::Value targets, mlir::Value dloss,
+                       const std::vector<std::string>& letters, int64_t tokens, int64_t v) {
+  if (loss) w.output("loss", loss, {});
+  if (dlogits) w.output("dlogits", dlogits, letters);
+  w.input("logits", logits, letters);
+  w.input("targets", targets, std::vector<std::string>(letters.begin(), letters.end() - 1));
+  if (dloss) w.input("dloss", dloss, {});
+  w.constant("N", tokens, "tokens");
+  w.constant("V", v);
+}
+
 // ---- optimizer ops ---------------------------------------------------------------------------
 
 /// The shared description lines and the arguments (outputs, then inputs, in the op's order)
