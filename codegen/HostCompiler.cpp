@@ -1,5 +1,6 @@
 // The host-compiler driver; see HostCompiler.h.
 #include "codegen/HostCompiler.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -19,13 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 std::string quote(const std::string& s) {
   std::string out = "'";
@@ -56,7 +50,7 @@ std::optional<std::string> readFile(const fs::path& path) {
 /// "size hash" of a library, stored beside it: a cached object is loaded only if it still
 /// matches (a truncated or damaged .so would crash dlopen or the first call, not fail).
 std::string checksum(const std::string& bytes) {
-  return fmt::format("{} {:016x}\n", bytes.size(), fnv1a(14695981039346656037ull, bytes));
+  return fmt::format("{} {:016x}\n", bytes.size(), numeric::fnv1a(numeric::kFnv1aOffsetBasis, bytes));
 }
 
 
@@ -154,8 +148,9 @@ void* KernelLibrary::symbol(const std::string& name) const {
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options) {
   std::string flags;
   for (const std::string& f : options.flags) flags += " " + f;
-  uint64_t key = fnv1a(fnv1a(fnv1a(14695981039346656037ull, options.compiler), flags), source);
-  if (flags.find("native") != std::string::npos) key = fnv1a(key, hostCpuFlags());
+  uint64_t key = numeric::fnv1a(numeric::kFnv1aOffsetBasis, options.compiler);
+  key = numeric::fnv1a(numeric::fnv1a(key, flags), source);
+  if (flags.find("native") != std::string::npos) key = numeric::fnv1a(key, hostCpuFlags());
   fs::path dir = kernelCacheDir(options);
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -235,7 +230,7 @@ KernelLibrary loadKernelLibrary(const std::string& path) {
 }
 
 std::string kernelLibraryChecksum(const std::string& bytes) {
-  return fmt::format("fnv1a64:{:016x}:{}", fnv1a(14695981039346656037ull, bytes), bytes.size());
+  return fmt::format("fnv1a64:{:016x}:{}", numeric::fnv1a(numeric::kFnv1aOffsetBasis, bytes), bytes.size());
 }
 
 }  // namespace tessel

@@ -11,6 +11,7 @@
 //   ptxas info    : Used 12 registers, used 1 barriers, 128 bytes smem
 // (-Xptxas=-v is accepted too). Errors read "tessel_kernels.cu(7): error: ...".
 #include "codegen/Nvrtc.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include "codegen/HostCompiler.h"
 
@@ -142,15 +143,6 @@ struct ProgramGuard {
 };
 
 // ---- helpers --------------------------------------------------------------
-uint64_t fnv1a(uint64_t h, const std::string& s) {
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  // A separator, so ("ab", "c") and ("a", "bc") hash differently.
-  h ^= 0xff;
-  return h * 1099511628211ull;
-}
 
 bool readFile(const fs::path& path, std::string& out) {
   std::ifstream f(path, std::ios::binary);
@@ -286,9 +278,9 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
   args.insert(args.end(), options.flags.begin(), options.flags.end());
 
   const std::string version = nvrtcVersion();
-  uint64_t key = fnv1a(14695981039346656037ull, "nvrtc " + version);
-  for (const std::string& a : args) key = fnv1a(key, a);
-  key = fnv1a(key, source);
+  uint64_t key = numeric::fnv1a(numeric::kFnv1aOffsetBasis, "nvrtc " + version);
+  for (const std::string& a : args) key = numeric::fnv1a(key, a);
+  key = numeric::fnv1a(key, source);
 
   fs::path dir = cubinCacheDir(options);
   std::error_code ec;

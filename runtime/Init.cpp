@@ -14,6 +14,7 @@
 // sin in double and are rounded to float, so they agree across C libraries to within a float
 // ulp or so, and bitwise on the same library.
 #include "runtime/Init.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include <cmath>
 #include <random>
@@ -22,15 +23,6 @@
 
 namespace tessel {
 namespace {
-
-uint64_t fnv1a64(std::string_view bytes) {
-  uint64_t h = 14695981039346656037ull;  // FNV offset basis
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;  // FNV prime
-  }
-  return h;
-}
 
 /// splitmix64's output function (Steele, Lea, Flood 2014), one step from state x.
 uint64_t splitmix64(uint64_t x) {
@@ -68,7 +60,7 @@ void initParameter(float* out, int64_t n, InitKind kind, double stddev, uint64_t
     throw std::invalid_argument("initParameter: standard deviation " + std::to_string(stddev) +
                                 " for parameter '" + std::string(name) +
                                 "' is not a finite non-negative number");
-  std::mt19937_64 rng(splitmix64(fnv1a64(name) ^ splitmix64(seed)));
+  std::mt19937_64 rng(splitmix64(numeric::fnv1a(numeric::kFnv1aOffsetBasis, name) ^ splitmix64(seed)));
   constexpr double kTwoPi = 6.283185307179586476925286766559;
   for (int64_t i = 0; i < n; i += 2) {
     const double u1 = uniform53(rng);

@@ -2,8 +2,10 @@
 #include "dsl/trainer/Flags.h"
 
 #include "runtime/comm/World.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include <cstdio>
+#include <cstring>
 
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
@@ -137,12 +139,8 @@ void reportError(const std::string& message) {
 
 void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm) {
   if (comm.worldSize() == 1) return;
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the arguments, each with its NUL
-  for (int i = 1; i < argc; ++i)
-    for (const char* c = argv[i];; ++c) {
-      h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-      if (!*c) break;
-    }
+  uint64_t h = numeric::kFnv1aOffsetBasis;  // over the arguments, each with its NUL
+  for (int i = 1; i < argc; ++i) h = numeric::fnv1a(h, argv[i], std::strlen(argv[i]) + 1);
   std::vector<uint64_t> all(static_cast<size_t>(comm.worldSize()));
   comm.allGather(&h, all.data(), 2 * static_cast<int64_t>(all.size()), rt::DType::I32,
                  "command_line")->wait();

@@ -1,6 +1,8 @@
 // Collective schedule reports and checks; see Collectives.h.
 #include "runtime/exec/Collectives.h"
 
+#include "runtime/numeric/Fnv1a.h"
+
 #include <fmt/format.h>
 
 #include <cstring>
@@ -62,14 +64,8 @@ std::string explainCollectives(const Program& program, const std::string& functi
 }
 
 uint64_t collectiveScheduleHash(const Program& program) {
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&](const void* data, size_t n) {
-    const auto* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= p[i];
-      h *= 1099511628211ull;
-    }
-  };
+  uint64_t h = numeric::kFnv1aOffsetBasis;
+  auto mix = [&](const void* data, size_t n) { h = numeric::fnv1a(h, data, n); };
   auto mixInt = [&](int64_t v) { mix(&v, sizeof v); };
   for (const Function& f : program.functions) {
     mix(f.name.data(), f.name.size());

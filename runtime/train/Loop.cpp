@@ -1,6 +1,8 @@
 // The training loop; see Loop.h.
 #include "runtime/train/Loop.h"
 
+#include "runtime/numeric/Fnv1a.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -60,7 +62,7 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
 
 /// FNV-1a over the bytes of every parameter and optimizer-state buffer.
 static uint64_t replicaHash(rt::ProgramExecutor& ex) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = numeric::kFnv1aOffsetBasis;
   std::vector<unsigned char> bytes;
   const rt::Program& p = ex.program();
   for (size_t i = 0; i < p.buffers.size(); ++i) {
@@ -68,7 +70,7 @@ static uint64_t replicaHash(rt::ProgramExecutor& ex) {
       continue;
     bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
     ex.readBuffer(static_cast<int>(i), bytes.data());
-    for (unsigned char b : bytes) h = (h ^ b) * 1099511628211ull;
+    h = numeric::fnv1a(h, bytes.data(), bytes.size());
   }
   return h;
 }
