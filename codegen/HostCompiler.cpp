@@ -1,8 +1,8 @@
 // The host-compiler driver; see HostCompiler.h.
 #include "codegen/HostCompiler.h"
+#include "codegen/KernelCache.h"
 #include "runtime/numeric/Fnv1a.h"
 
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -25,17 +25,6 @@ std::string quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return out + "'";
-}
-
-/// Runs a shell command, returning its exit status and combined output.
-int run(const std::string& command, std::string& output) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return -1;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) output.append(buf, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 /// The bytes of a file, or nullopt if it cannot be read.
@@ -69,16 +58,6 @@ bool writeAtomically(const fs::path& path, const std::string& bytes) {
 }
 
 }  // namespace
-
-std::string hostCpuFlags() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("flags", 0) == 0) {
-      size_t colon = line.find(':');
-      return colon == std::string::npos ? "" : line.substr(colon + 2);
-    }
-  return "";
-}
 
 std::string explainCompileLog(const std::string& source, const std::string& fileName,
                               const std::string& log) {
@@ -119,32 +98,6 @@ std::string kernelCacheDir(const HostCompileOptions& options) {
   return std::string(home && *home ? home : "/tmp") + "/.cache/tessel/kernels";
 }
 
-KernelLibrary::KernelLibrary(KernelLibrary&& o) noexcept
-    : handle_(o.handle_), path_(std::move(o.path_)), compiled_(o.compiled_) {
-  o.handle_ = nullptr;
-}
-
-KernelLibrary& KernelLibrary::operator=(KernelLibrary&& o) noexcept {
-  if (this != &o) {
-    if (handle_) dlclose(handle_);
-    handle_ = o.handle_;
-    path_ = std::move(o.path_);
-    compiled_ = o.compiled_;
-    o.handle_ = nullptr;
-  }
-  return *this;
-}
-
-KernelLibrary::~KernelLibrary() {
-  if (handle_) dlclose(handle_);
-}
-
-void* KernelLibrary::symbol(const std::string& name) const {
-  void* p = handle_ ? dlsym(handle_, name.c_str()) : nullptr;
-  if (!p) throw HostCompileError(fmt::format("kernel '{}' is missing from '{}'", name, path_));
-  return p;
-}
-
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options) {
   std::string flags;
   for (const std::string& f : options.flags) flags += " " + f;
@@ -157,9 +110,10 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   if (ec)
     throw HostCompileError(fmt::format("cannot create kernel cache '{}': {}", dir.string(),
                                        ec.message()));
+  sweepStaleBuildFolders(dir.string());
   fs::path lib = dir / fmt::format("k{:016x}.so", key);
   fs::path sum = dir / fmt::format("k{:016x}.sum", key);
-  KernelLibrary out;
+  bool compiled = false;
   if (fs::exists(lib)) {
     std::optional<std::string> bytes = readFile(lib), expected = readFile(sum);
     if (!bytes || !expected || checksum(*bytes) != *expected) {
@@ -170,67 +124,58 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   if (!fs::exists(lib)) {
     // Each builder works in a private folder (concurrent processes, e.g. MPI ranks or test
     // shards, never clash) on a file named after the key alone, so every builder of a key
-    // produces the same bytes and the same checksum, whoever renames last.
-    fs::path work = dir / fmt::format("build.{:016x}.{}", key, getpid());
+    // produces the same bytes and the same checksum, whoever renames last. The folder is
+    // removed on every way out of this block: success, any failure (a full disk), or an
+    // interrupt while the compiler runs (runCompilerIn).
+    fs::path work = dir / buildFolderName(key);
+    struct RemoveOnExit {
+      fs::path path;
+      ~RemoveOnExit() {
+        std::error_code ignored;
+        fs::remove_all(path, ignored);
+      }
+    } cleanup{work};
     fs::create_directories(work, ec);
+    if (ec)
+      throw HostCompileError(fmt::format("cannot create '{}': {}", work.string(), ec.message()));
     fs::path src = work / fmt::format("k{:016x}.cpp", key), tmp = work / fmt::format("k{:016x}.so", key);
     {
       std::ofstream f(src);
       f << source;
+      f.flush();
       if (!f.good())
-        throw HostCompileError(fmt::format("cannot write '{}'", src.string()));
+        throw HostCompileError(fmt::format("cannot write '{}' (disk full?)", src.string()));
     }
     std::string log;
-    int status = run(fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler,
-                                 flags, quote(src.filename().string()),
-                                 quote(tmp.filename().string())),
-                     log);
+    int status = runCompilerIn(work.string(),
+                               fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler,
+                                           flags, quote(src.filename().string()),
+                                           quote(tmp.filename().string())),
+                               log);
     if (status != 0) {
-      fs::remove(tmp, ec);
-      throw HostCompileError(fmt::format(
-          "the host compiler rejected generated kernels (source kept at '{}'):\n{}{}",
-          src.string(), log, explainCompileLog(source, src.filename().string(), log)));
+      // Kept beside the cache (not in the build folder, which goes), so the lines the
+      // message quotes can be read in full; swept after kStaleBuildAge.
+      fs::path kept = dir / fmt::format("k{:016x}.rejected.cpp", key);
+      std::string keptNote = writeAtomically(kept, source) ? fmt::format(" (source kept at '{}')", kept.string()) : "";
+      throw HostCompileError(fmt::format("the host compiler rejected generated kernels{}:\n{}{}", keptNote, log,
+                                         explainCompileLog(source, src.filename().string(), log)));
     }
-    fs::remove(src, ec);
     // The checksum goes first and the library is renamed last, both after fsync, so a crash
     // at any point leaves either no library or one that verifies.
     std::optional<std::string> built = readFile(tmp);
-    if (!built || !writeAtomically(sum, checksum(*built))) {
-      fs::remove(tmp, ec);
-      throw HostCompileError(fmt::format("cannot write the checksum '{}'", sum.string()));
-    }
+    if (!built || !writeAtomically(sum, checksum(*built)))
+      throw HostCompileError(fmt::format("cannot write the checksum '{}' (disk full?)", sum.string()));
     if (int fd = ::open(tmp.c_str(), O_RDONLY); fd >= 0) {
       ::fsync(fd);
       ::close(fd);
     }
     fs::rename(tmp, lib, ec);
-    std::error_code ignored;
-    fs::remove_all(work, ignored);
     if (ec)
       throw HostCompileError(fmt::format("cannot move '{}' into the cache: {}", tmp.string(),
                                          ec.message()));
-    out.compiled_ = true;
+    compiled = true;
   }
-  out.path_ = lib.string();
-  // RTLD_NODELETE: dlclose never unmaps the kernels or their OpenMP runtime. Without it,
-  // closing a library whose kernels ran parallel regions unloads libgomp under its idle
-  // worker threads, which then crash the process (seen at exit, ~always, on 2 cores).
-  out.handle_ = dlopen(out.path_.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!out.handle_)
-    throw HostCompileError(fmt::format("cannot load '{}': {}", out.path_, dlerror()));
-  return out;
-}
-
-KernelLibrary loadKernelLibrary(const std::string& path) {
-  KernelLibrary out;
-  out.path_ = path;
-  out.handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);  // as above
-  if (!out.handle_) throw HostCompileError(fmt::format("cannot load '{}': {}", path, dlerror()));
-  return out;
-}
-
-std::string kernelLibraryChecksum(const std::string& bytes) {
-  return fmt::format("fnv1a64:{:016x}:{}", numeric::fnv1a(numeric::kFnv1aOffsetBasis, bytes), bytes.size());
+  return loadKernelLibrary(lib.string(), compiled);
 }
 
 }  // namespace tessel

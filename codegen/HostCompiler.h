@@ -4,18 +4,24 @@
 // compiler, the flags and the source), the object is built once into the cache folder
 // (written to a temporary name and renamed, so a half-written library is never loaded), and
 // a second run recompiles nothing. A compiler failure is a HostCompileError whose message
-// holds the compiler's diagnostics with the offending generated lines. No MLIR here.
+// holds the compiler's diagnostics with the offending generated lines. Build folders never
+// outlive their build (codegen/KernelCache.h). Loading the built object is the runtime's
+// (runtime/exec/KernelLibrary.h: KernelLibrary, loadKernelLibrary, kernelLibraryChecksum,
+// hostCpuFlags). No MLIR here.
 #pragma once
 
-#include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "runtime/exec/KernelLibrary.h"
+
 namespace tessel {
 
-/// Thrown when the host compiler rejects generated code or a library cannot be loaded.
-struct HostCompileError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+/// Thrown when the host compiler rejects generated code or its library cannot be written to
+/// the cache. (A library that cannot be loaded, or lacks a symbol, is the base class
+/// KernelLibraryError.)
+struct HostCompileError : KernelLibraryError {
+  using KernelLibraryError::KernelLibraryError;
 };
 
 /// How to build kernels.
@@ -29,50 +35,16 @@ struct HostCompileOptions {
   std::string cacheDir;
 };
 
-/// A loaded kernel library. Movable, closes the library on destruction.
-class KernelLibrary {
- public:
-  KernelLibrary() = default;
-  KernelLibrary(KernelLibrary&& other) noexcept;
-  KernelLibrary& operator=(KernelLibrary&& other) noexcept;
-  ~KernelLibrary();
-
-  /// The address of an `extern "C"` symbol; throws HostCompileError naming it if missing.
-  void* symbol(const std::string& name) const;
-  /// The shared object's path in the cache.
-  const std::string& path() const { return path_; }
-  /// True if this load compiled the source (false: the cached object was reused).
-  bool compiled() const { return compiled_; }
-
- private:
-  friend KernelLibrary buildKernelLibrary(const std::string&, const HostCompileOptions&);
-  friend KernelLibrary loadKernelLibrary(const std::string&);
-  void* handle_ = nullptr;
-  std::string path_;
-  bool compiled_ = false;
-};
-
-/// Compiles `source` (or reuses the cached object for the same key) and loads it.
+/// Compiles `source` (or reuses the cached object for the same key) and loads it. Sweeps
+/// stale build folders of the cache first (sweepStaleBuildFolders). A rejected source is
+/// kept as "k<key>.rejected.cpp" in the cache folder, which the message names.
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options = {});
-
-/// Loads an already built kernel library (e.g. a bundle's kernels.so) from `path`; throws
-/// HostCompileError naming the file if it cannot be loaded. Does not verify its contents:
-/// check kernelLibraryChecksum first.
-KernelLibrary loadKernelLibrary(const std::string& path);
-
-/// "fnv1a64:<16 hex digits>:<size>" of a library's bytes, the checksum bundles record.
-std::string kernelLibraryChecksum(const std::string& bytes);
 
 /// For every "<fileName>:<line>: ... error" entry of a compiler log, the offending generated
 /// line and the kernel header comment above it ("tessel.add at loc(...)": the op and the
 /// user's source line). Used in HostCompileError messages.
 std::string explainCompileLog(const std::string& source, const std::string& fileName,
                               const std::string& log);
-
-/// This CPU's feature flags ("fpu sse2 avx2 ..."; /proc/cpuinfo). Objects built with
-/// -march=native are valid only on CPUs that have all of them: they are part of the cache
-/// key, and bundles record them.
-std::string hostCpuFlags();
 
 /// The cache folder `options` resolves to.
 std::string kernelCacheDir(const HostCompileOptions& options);

@@ -1,7 +1,7 @@
 // AOT bundles; see Bundle.h.
 #include "runtime/bundle/Bundle.h"
 
-#include "codegen/HostCompiler.h"
+#include "runtime/exec/KernelLibrary.h"
 
 #include <fcntl.h>
 #include <unistd.h>

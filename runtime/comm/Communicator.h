@@ -22,7 +22,7 @@
 //   sender counts the message). Every issued operation, recv included, counts as one.
 #pragma once
 
-#include "runtime/exec/Program.h"
+#include "runtime/numeric/DType.h"
 
 #include <cstdint>
 #include <memory>

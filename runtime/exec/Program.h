@@ -14,14 +14,9 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/numeric/DType.h"
+
 namespace tessel::rt {
-
-/// Element types of buffers. BF16 is bfloat16 (1 sign, 8 exponent, 7 mantissa bits: the upper
-/// half of an IEEE f32), stored as 16 bits and rounded from f32 to nearest even.
-enum class DType { F32, I32, BF16 };
-
-/// Bytes per element.
-inline int64_t dtypeBytes(DType d) { return d == DType::BF16 ? 2 : 4; }
 
 /// What a buffer holds and who owns it.
 enum class BufferKind {

@@ -8,11 +8,11 @@
 // cuda) on the GPU executor (runtime/cuda/CudaExecutor.h) instead, from its cubin; the same
 // bundle still runs on the CPU with --device cpu. --device auto picks the GPU when the bundle
 // has CUDA kernels and a driver with a device is present.
-#include "codegen/HostCompiler.h"
 #include "runtime/bundle/Bundle.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/Driver.h"
 #include "runtime/exec/Executor.h"
+#include "runtime/exec/KernelLibrary.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/TextBatches.h"

@@ -340,7 +340,7 @@ TEST(HostCompiler, SecondBuildOfTheSameSourceIsACacheHit) {
   EXPECT_FALSE(second.compiled());
   EXPECT_EQ(first.path(), second.path());
   EXPECT_EQ(reinterpret_cast<int (*)()>(second.symbol("tessel_answer"))(), 42);
-  EXPECT_THROW(second.symbol("no_such_kernel"), HostCompileError);
+  EXPECT_THROW(second.symbol("no_such_kernel"), KernelLibraryError);
   std::filesystem::remove_all(options.cacheDir);
 }
 
