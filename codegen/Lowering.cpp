@@ -7,7 +7,8 @@
 //   3. tessel.matmul -> a GemmStep (batch, strides from the shapes; a rank-2 rhs is shared).
 //   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
 //      reader of the old value, so that every read sees the value from before the call.
-//   5. every other op -> a KernelStep calling its generated C++ kernel; identical kernels
+//   5. every other op -> a KernelStep calling its generated C++ kernel, and the kernel's
+//      signature (each argument's dtype and element count) in Program::kernels; identical kernels
 //      (same source up to comments) share one symbol. For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
@@ -28,6 +29,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <fmt/format.h>
+#include <cassert>
 #include <map>
 #include <set>
 #include <sstream>
@@ -272,9 +274,9 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
           return start.emitOpError() << "only f32 tensors can be all-reduced";
         total += program_.buffers[id].numel();
       }
-      c.bucket = tempOf({total}, rt::DType::F32, locationString(op->getLoc()), step);
-      for (mlir::Value r : start.getInFlight()) buffer[r] = c.bucket;
-      c.index = static_cast<int>(start.getBucket());
+      c.buffer = tempOf({total}, rt::DType::F32, locationString(op->getLoc()), step);
+      for (mlir::Value r : start.getInFlight()) buffer[r] = c.buffer;
+      c.bucket = static_cast<int>(start.getBucket());
       c.tensors = in;
       for (mlir::Attribute a : start.getParams())
         c.names.push_back(mlir::cast<mlir::StringAttr>(a).str());
@@ -289,8 +291,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       auto start = wait.getInFlight()[0].getDefiningOp<AllReduceStartOp>();
       rt::CollectiveStep c;
       c.kind = rt::CollectiveStep::Kind::AllReduceWait;
-      c.index = static_cast<int>(start.getBucket());
-      c.bucket = buffer.at(wait.getInFlight()[0]);
+      c.bucket = static_cast<int>(start.getBucket());
+      c.buffer = buffer.at(wait.getInFlight()[0]);
       for (mlir::Value r : wait.getResults()) c.tensors.push_back(buffer[r] = temp(r, step));
       c.reduce = start.getReduce().str();
       c.axis = start.getAxis().str();
@@ -305,6 +307,13 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       k.location = locationString(op->getLoc());
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
+      // The signature the runtime checks every call against. Steps share a symbol only when
+      // their sources agree, and the source fixes every argument's element count and type.
+      std::vector<rt::KernelArg> signature;
+      for (int id : k.args) signature.push_back({program_.buffers[id].dtype, program_.buffers[id].numel()});
+      auto [known, fresh] = program_.kernels.emplace(k.symbol, signature);
+      assert((fresh || known->second == signature) && "one kernel symbol with two signatures");
+      (void)known, (void)fresh;
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()

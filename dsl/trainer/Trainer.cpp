@@ -55,7 +55,7 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
       where = g->location;
     } else if (auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       what = fmt::format("all_reduce_{} bucket {}",
-                         c->kind == rt::CollectiveStep::Kind::AllReduceStart ? "start" : "wait", c->index);
+                         c->kind == rt::CollectiveStep::Kind::AllReduceStart ? "start" : "wait", c->bucket);
       where = c->location;
     } else {
       what = "copy";

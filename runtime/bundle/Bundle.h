@@ -26,7 +26,7 @@
 namespace tessel::rt {
 
 /// The `format` field writeBundle writes and readBundle accepts.
-inline constexpr int kBundleFormatVersion = 2;
+inline constexpr int kBundleFormatVersion = 3;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";
 

@@ -128,7 +128,7 @@ struct CudaExecutor::State {
   /// stream, and the communicator's all-reduce between them.
   void collective(Fn& f, const Step& s) {
     const CollectiveStep& c = *s.collective;
-    std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.index)];
+    std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.bucket)];
     auto t0 = std::chrono::steady_clock::now();
     const bool start = c.kind == CollectiveStep::Kind::AllReduceStart;
     if (!start && work) {
@@ -340,19 +340,19 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
       } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
         st.kind = State::Step::Collective;
         st.collective = col;
-        st.name = fmt::format("bucket {} of @{}", col->index, f.name);
+        st.name = fmt::format("bucket {} of @{}", col->bucket, f.name);
         st.what = fmt::format("step {} ({} {})", si,
                               col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
-        st.src = s.pointers[static_cast<size_t>(col->bucket)];  // the bucket
-        st.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col->bucket)].bytes());
-        st.tempEnd = tempEnd(col->bucket);
+        st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket
+        st.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col->buffer)].bytes());
+        st.tempEnd = tempEnd(col->buffer);
         for (int id : col->tensors) {
           st.tensors.emplace_back(s.pointers[static_cast<size_t>(id)],
                                   static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           st.tempEnd = std::max(st.tempEnd, tempEnd(id));
         }
         if (col->group > 1) fn.capturable = false;
-        if (fn.inFlight.size() <= static_cast<size_t>(col->index)) fn.inFlight.resize(static_cast<size_t>(col->index) + 1);
+        if (fn.inFlight.size() <= static_cast<size_t>(col->bucket)) fn.inFlight.resize(static_cast<size_t>(col->bucket) + 1);
       } else {
         const auto& c = std::get<CopyStep>(step);
         st.kind = State::Step::Copy;

@@ -25,7 +25,7 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
   for (const Step& s : f->steps) {
     const CollectiveStep* c = asCollective(s);
     if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
-    int64_t bytes = program.buffers.at(static_cast<size_t>(c->bucket)).bytes();
+    int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
     ++out.buckets;
     out.payloadBytes += bytes;
     out.ringWireBytes += 2.0 * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
@@ -43,16 +43,16 @@ std::string explainCollectives(const Program& program, const std::string& functi
     const CollectiveStep* c = asCollective(f->steps[i]);
     if (!c) continue;
     group = c->group;
-    int64_t bytes = program.buffers.at(static_cast<size_t>(c->bucket)).bytes();
+    int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
     if (c->kind == CollectiveStep::Kind::AllReduceStart) {
-      out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->index,
+      out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->bucket,
                          c->reduce, c->axis, c->group, c->tensors.size(), bytes, mib(bytes));
       for (size_t t = 0; t < c->tensors.size(); ++t)
         out += fmt::format("    {:<40} {:>10} bytes\n", t < c->names.size() ? c->names[t] : "?",
                            program.buffers.at(static_cast<size_t>(c->tensors[t])).bytes());
       out += fmt::format("  starts at step {}/{}, {}\n", i, f->steps.size(), c->anchor);
     } else {
-      out += fmt::format("  bucket {} waits at step {}/{}, {}\n", c->index, i, f->steps.size(), c->anchor);
+      out += fmt::format("  bucket {} waits at step {}/{}, {}\n", c->bucket, i, f->steps.size(), c->anchor);
     }
   }
   if (out.empty()) return out;
@@ -73,7 +73,7 @@ uint64_t collectiveScheduleHash(const Program& program) {
       const CollectiveStep* c = asCollective(s);
       if (!c) continue;
       mixInt(static_cast<int64_t>(c->kind));
-      mixInt(c->index);
+      mixInt(c->bucket);
       mix(c->reduce.data(), c->reduce.size());
       mixInt(c->group);
       for (int t : c->tensors) mixInt(program.buffers.at(static_cast<size_t>(t)).numel());

@@ -180,16 +180,16 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         const auto& col = std::get<CollectiveStep>(step);
         p.kind = Prepared::Collective;
         p.collective = &col;
-        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(col.bucket)]);
-        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col.bucket)].bytes());
-        p.tempEnd = tempEnd(col.bucket);
+        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(col.buffer)]);
+        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col.buffer)].bytes());
+        p.tempEnd = tempEnd(col.buffer);
         for (int id : col.tensors) {
           p.tensors.emplace_back(pointers_[static_cast<size_t>(id)],
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
-        p.name = fmt::format("bucket {} of @{}", col.index, f.name);
-        if (pf.inFlight.size() <= static_cast<size_t>(col.index)) pf.inFlight.resize(static_cast<size_t>(col.index) + 1);
+        p.name = fmt::format("bucket {} of @{}", col.bucket, f.name);
+        if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
     }
@@ -349,7 +349,7 @@ void Executor::run(const std::string& function) {
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
-  std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.index)];
+  std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.bucket)];
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
     auto* at = reinterpret_cast<std::byte*>(p.bucket);

@@ -2,24 +2,25 @@
 // kernels, `kernels.cu` (see Program.h).
 //
 // program.json (written with keys in this order; `?` marks optional keys and their defaults):
-//   {"format": "tessel-program", "version": 1 (CPU only) or 2 (with CUDA kernels),
+//   {"format": "tessel-program", "version": 3 (CPU only) or 4 (with CUDA kernels),
 //    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
 //                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
 //                   "arenaBytes", "steps": [
 //       {"op": "kernel", "symbol", "args": [ids], "location"? "",
-//        "launch" (version 2 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
+//        "launch" (version 4 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
 //                                                         "shared": bytes}},
 //       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
 //        "location"? ""},
 //       {"op": "copy", "src", "dst"},
-//       {"op": "all_reduce_start"|"all_reduce_wait", "index", "bucket", "tensors": [ids],
-//        "names"? [], "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "",
-//        "anchor"? ""}]}]}
+//       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
+//        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
+//        "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "", "anchor"? ""}]}],
+//    "kernels": [{"symbol", "args": [{"dtype", "numel"}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
-// default). Version 2 means kernels.cu exists and every kernel step has a launch. After
+// default). Version 4 means kernels.cu exists and every kernel step has a launch. After
 // decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
 // kernels.cpp (and kernels.cu). Every error names the file and the field, e.g.
 // "out/program.json: functions[0].steps[3].m: ...".
@@ -137,8 +138,8 @@ ordered_json toJson(const Step& step) {
   } else {
     const auto& col = std::get<CollectiveStep>(step);
     j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
-    j["index"] = col.index;
     j["bucket"] = col.bucket;
+    j["buffer"] = col.buffer;
     j["tensors"] = col.tensors;
     j["names"] = col.names;
     j["reduce"] = col.reduce;
@@ -184,6 +185,13 @@ ordered_json toJson(const Program& p) {
     functions.push_back(std::move(j));
   }
   root["functions"] = std::move(functions);
+  ordered_json kernels = ordered_json::array();
+  for (const auto& [symbol, args] : p.kernels) {
+    ordered_json a = ordered_json::array();
+    for (const KernelArg& arg : args) a.push_back({{"dtype", dtypeName(arg.dtype)}, {"numel", arg.numel}});
+    kernels.push_back({{"symbol", symbol}, {"args", std::move(a)}});
+  }
+  root["kernels"] = std::move(kernels);
   return root;
 }
 
@@ -334,15 +342,30 @@ class Reader {
   std::string file_;
 };
 
+DType readDType(const Reader& r, const json& j, const std::string& field) {
+  std::string dtype = r.string(j, "dtype", field);
+  if (dtype == "f32") return DType::F32;
+  if (dtype == "i32") return DType::I32;
+  if (dtype == "bf16") return DType::BF16;
+  r.fail(field + ".dtype", fmt::format("unknown dtype '{}' (expected f32, i32 or bf16)", dtype));
+}
+
+/// One entry of "kernels": a symbol and its arguments.
+std::pair<std::string, std::vector<KernelArg>> readKernel(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"symbol", "args"});
+  std::string symbol = r.string(j, "symbol", field);
+  std::vector<KernelArg> args = r.list<KernelArg>(j, "args", field, [&](const json& v, const std::string& f) {
+    r.object(v, f, {"dtype", "numel"});
+    return KernelArg{readDType(r, v, f), r.integer(v, "numel", f)};
+  });
+  return {std::move(symbol), std::move(args)};
+}
+
 Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
   r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location"});
   Buffer b;
   b.name = r.string(j, "name", field);
-  std::string dtype = r.string(j, "dtype", field);
-  if (dtype == "f32") b.dtype = DType::F32;
-  else if (dtype == "i32") b.dtype = DType::I32;
-  else if (dtype == "bf16") b.dtype = DType::BF16;
-  else r.fail(field + ".dtype", fmt::format("unknown dtype '{}' (expected f32 or i32)", dtype));
+  b.dtype = readDType(r, j, field);
   b.shape = r.list<int64_t>(j, "shape", field, [&](const json& v, const std::string& f) { return r.integer(v, f); });
   std::string kind = r.string(j, "kind", field);
   if (kind == "parameter") b.kind = BufferKind::Parameter;
@@ -420,12 +443,14 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     return CopyStep{r.id(j, "src", field), r.id(j, "dst", field)};
   }
   if (op == "all_reduce_start" || op == "all_reduce_wait") {
-    r.object(j, field, {"op", "index", "bucket", "tensors", "names", "reduce", "axis", "group", "location",
+    r.object(j, field, {"op", "bucket", "buffer", "tensors", "names", "reduce", "axis", "group", "location",
                         "anchor"});
     CollectiveStep c;
     c.kind = op == "all_reduce_start" ? CollectiveStep::Kind::AllReduceStart : CollectiveStep::Kind::AllReduceWait;
-    c.index = static_cast<int>(r.integer(j, "index", field));
-    c.bucket = r.id(j, "bucket", field);
+    int64_t bucket = r.integer(j, "bucket", field);
+    if (bucket < 0 || bucket > INT_MAX) r.fail(field + ".bucket", fmt::format("bucket number {} is out of range", bucket));
+    c.bucket = static_cast<int>(bucket);
+    c.buffer = r.id(j, "buffer", field);
     c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
     if (j.contains("names"))
       c.names = r.list<std::string>(j, "names", field,
@@ -495,10 +520,13 @@ Program loadProgram(const std::string& dir) {
   } catch (const json::parse_error& e) {
     r.fail("(document)", fmt::format("invalid JSON: {}", e.what()));
   }
-  r.object(root, "(document)", {"format", "version", "buffers", "functions"});
+  r.object(root, "(document)", {"format", "version", "buffers", "functions", "kernels"});
   if (std::string format = r.string(root, "format", ""); format != kFormat)
     r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
   int64_t version = r.integer(root, "version", "");
+  if (version == 1 || version == 2)
+    r.fail("version", fmt::format("version {} was written by an older Tessel (no kernel signatures; a collective's "
+                                  "'bucket' was its buffer); compile the program again", version));
   if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu)
     r.fail("version", fmt::format("unsupported version {} (this build reads {} and {})", version,
                                   kProgramFormatVersionCpu, kProgramFormatVersion));
@@ -507,6 +535,13 @@ Program loadProgram(const std::string& dir) {
   p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
   p.functions = r.list<Function>(root, "functions", "",
                                  [&](const json& v, const std::string& f) { return readFunction(r, v, f, cuda); });
+  const json& kernels = r.array(root, "kernels", "");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string field = fmt::format("kernels[{}]", i);
+    auto [symbol, args] = readKernel(r, kernels[i], field);
+    if (!p.kernels.emplace(symbol, std::move(args)).second)
+      r.fail(field + ".symbol", fmt::format("kernel '{}' is listed twice", symbol));
+  }
   p.kernelSource = readFile(fs::path(dir) / "kernels.cpp");
   if (cuda) {
     p.cudaSource = readFile(fs::path(dir) / "kernels.cu");

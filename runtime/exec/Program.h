@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <variant>
@@ -52,6 +53,14 @@ struct LaunchConfig {
   bool operator==(const LaunchConfig&) const = default;
 };
 
+/// One argument of a generated kernel as the kernel sees it: its shapes are compile-time
+/// constants, so the buffer passed must have exactly this element type and element count.
+struct KernelArg {
+  DType dtype = DType::F32;
+  int64_t numel = 0;
+  bool operator==(const KernelArg&) const = default;
+};
+
 /// Call a generated kernel: `void symbol(void** args)` where args[i] is the base pointer of
 /// buffer `args[i]` (outputs first, then inputs, as the emitter documents per kernel). In a
 /// program with CUDA kernels (Program::cudaSource non-empty) the same symbol also names an
@@ -83,16 +92,16 @@ struct CopyStep {
 };
 
 /// One half of an asynchronous all-reduce of a bucket of tensors over a replica group
-/// (runtime/comm/Communicator.h). Start: packs `tensors` in order into the flat f32 `bucket`
-/// buffer and issues the all-reduce, which runs while later steps compute. Wait: blocks
-/// until it is complete and unpacks the bucket into `tensors` (the reduced values). The
-/// start and the wait of one bucket share `index` and `bucket`; a start precedes its wait.
-/// Payload: the bucket's bytes, once per start.
+/// (runtime/comm/Communicator.h). Start: packs `tensors` in order into the flat f32 buffer
+/// `buffer` and issues the all-reduce, which runs while later steps compute. Wait: blocks
+/// until it is complete and unpacks `buffer` into `tensors` (the reduced values). The start
+/// and the wait of one bucket share `bucket` and `buffer`; a start precedes its wait.
+/// Payload: the buffer's bytes, once per start.
 struct CollectiveStep {
   enum class Kind { AllReduceStart, AllReduceWait };
   Kind kind = Kind::AllReduceStart;
-  int index = 0;             // the bucket's number, in issue order within the function
-  int bucket = -1;           // the flat f32 buffer (a Temp of sum-of-tensors elements)
+  int bucket = 0;            // the bucket's number in [0, buckets of the function), in issue order
+  int buffer = -1;           // the bucket's flat f32 buffer (a Temp of sum-of-tensors elements)
   std::vector<int> tensors;  // start: the inputs packed; wait: the outputs unpacked
   std::vector<std::string> names;  // start: the parameter each input is the gradient of
   std::string reduce = "avg";      // "sum" or "avg" (the sum divided by group)
@@ -124,6 +133,9 @@ struct Program {
   /// CUDA C++ source of every KernelStep symbol (one translation unit: the emitter's
   /// preamble, then the kernels), or empty for a CPU-only program.
   std::string cudaSource;
+  /// The arguments of every kernel symbol, in order (outputs first, then inputs): what each
+  /// step calling it must pass. Recorded by codegen/Lowering from the op's types.
+  std::map<std::string, std::vector<KernelArg>> kernels;
 
   const Function* function(const std::string& name) const;
   int findBuffer(const std::string& name) const;  // -1 if absent
@@ -134,11 +146,12 @@ struct Program {
 };
 
 /// The `version` field saveProgram writes for a program with CUDA kernels (launch
-/// configurations on kernel steps, kernels.cu). A CPU-only program is written as version
-/// kProgramFormatVersionCpu, unchanged from before the CUDA target existed; loadProgram reads
-/// both.
-inline constexpr int kProgramFormatVersion = 2;
-inline constexpr int kProgramFormatVersionCpu = 1;
+/// configurations on kernel steps, kernels.cu), and for a CPU-only one; loadProgram reads
+/// both. Versions 1 (CPU) and 2 (CUDA), from before kernel signatures and before a
+/// collective's `bucket` meant the bucket number (its buffer was called `bucket` then), are
+/// refused with a message saying to recompile.
+inline constexpr int kProgramFormatVersion = 4;
+inline constexpr int kProgramFormatVersionCpu = 3;
 
 /// Checks every invariant loadProgram checks (ids in range, kinds, dtypes, positive shapes,
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,

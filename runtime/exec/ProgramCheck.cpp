@@ -1,7 +1,8 @@
 // validateProgram: every invariant a Program must satisfy before the Executor may run it.
 //
 // Promise: a program that passes never makes the executor read or write outside a buffer.
-// Checks, in order, each failing with "<context>: <field>: <problem>":
+// Checks, in order, each failing with "<context>: <field>: <problem>", followed inside a
+// function by "(function '<name>')":
 //  1. buffers: non-empty unique names; positive dims whose byte size fits in 2^48; Parameter
 //     buffers are f32 with init normal/zeros/ones and a finite stddev >= 0; only Parameters
 //     have an init; only Temps have an offset.
@@ -9,13 +10,19 @@
 //     functions of arenaBytes, because one Temp has one offset whichever function runs).
 //  3. functions: non-empty unique names, arenaBytes >= 0, inputs are distinct Input buffers,
 //     one output name per output, every referenced id in range.
-//  4. steps: kernel symbols are C identifiers; GEMM operands are f32, dims in [1, 2^31),
+//  4. steps: kernel symbols are C identifiers with a signature in Program::kernels, and
+//     every kernel step passes exactly its arguments (count, dtype and element count each:
+//     the kernel's shapes are constants, so a smaller buffer would be overrun); GEMM operands are f32, dims in [1, 2^31),
 //     strides >= 0, (batch-1)*stride + rows*cols <= numel for A, B and C, C aliases neither A
 //     nor B (by id or arena range), and a batched C either has disjoint batches or stride 0
 //     with accumulate (a reduction over the batch); copies join distinct, non-overlapping
-//     buffers of equal byte size.
+//     buffers of equal byte size; collectives: bucket numbers are 0 .. n-1 (each started once
+//     and then waited for once), the bucket buffer is an f32 Temp of exactly its tensors'
+//     elements, and a wait matches its start.
 //  5. every Temp a function uses (in a step or as an output) lies within that function's
-//     arenaBytes.
+//     arenaBytes, and no two Temps that are live at the same step (from the first step
+//     that names one to the last, function outputs to the end) share arena bytes: what the
+//     memory plan guarantees, so an edited offset cannot make one temp overwrite another.
 //  6. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
 //     without them none does; grid x in [1, 2^31), grid y and z in [1, 65535], a block of
 //     1 to 1024 threads with z <= 64, dynamic shared memory <= 227 KiB (sm_90's opt-in
@@ -55,13 +62,16 @@ class Checker {
       if (fn.name.empty()) fail(field + ".name", "empty function name");
       if (!names.insert(fn.name).second)
         fail(field + ".name", fmt::format("duplicate function name '{}'", fn.name));
+      function_ = fn.name;
       checkFunction(fn, field);
+      function_.clear();
     }
   }
 
  private:
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw std::runtime_error(fmt::format("{}: {}: {}", context_, field, problem));
+    throw std::runtime_error(fmt::format("{}: {}: {}{}", context_, field, problem,
+                                         function_.empty() ? "" : fmt::format(" (function '{}')", function_)));
   }
 
   std::string describe(int id) const {
@@ -117,6 +127,7 @@ class Checker {
     if (fn.arenaBytes < 0) fail(field + ".arenaBytes", fmt::format("negative ({})", fn.arenaBytes));
     std::vector<std::pair<int, std::string>> used;  // (buffer, field), for the arena check
     std::map<int, const CollectiveStep*> open;       // started, not yet waited buckets
+    int buckets = 0;                                 // starts seen
     std::unordered_set<int> seen;
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
       std::string f = fmt::format("{}.inputs[{}]", field, i);
@@ -146,18 +157,68 @@ class Checker {
       } else {
         const auto& col = std::get<CollectiveStep>(fn.steps[s]);
         checkCollective(col, f, open);
-        used.emplace_back(col.bucket, f + ".bucket");
+        buckets += col.kind == CollectiveStep::Kind::AllReduceStart;
+        used.emplace_back(col.buffer, f + ".buffer");
         for (size_t i = 0; i < col.tensors.size(); ++i)
           used.emplace_back(col.tensors[i], fmt::format("{}.tensors[{}]", f, i));
       }
     }
     if (!open.empty())
       fail(field + ".steps", fmt::format("bucket {} is started but never waited for", open.begin()->first));
+    // Numbers 0 .. n-1: starts are unique and all waited, so a number >= n leaves a gap.
+    for (size_t s = 0; s < fn.steps.size(); ++s)
+      if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]); c && c->bucket >= buckets)
+        fail(fmt::format("{}.steps[{}].bucket", field, s),
+             fmt::format("bucket number {} is not in [0, {}) (the function's bucket count)", c->bucket, buckets));
     for (const auto& [id, f] : used) {
       const Buffer& b = p_.buffers[static_cast<size_t>(id)];
       if (b.kind == BufferKind::Temp && b.offset + b.bytes() > fn.arenaBytes)
         fail(f, fmt::format("temp '{}' [{}, {}) lies past function '{}' arenaBytes {}", b.name, b.offset,
                             b.offset + b.bytes(), fn.name, fn.arenaBytes));
+    }
+    checkLiveTemps(fn);
+  }
+
+  /// The buffers a step names (all ids already checked to be in range).
+  static std::vector<int> stepBuffers(const Step& step) {
+    if (auto* k = std::get_if<KernelStep>(&step)) return k->args;
+    if (auto* g = std::get_if<GemmStep>(&step)) return {g->a, g->b, g->c};
+    if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
+    const auto& col = std::get<CollectiveStep>(step);
+    std::vector<int> ids = col.tensors;
+    ids.push_back(col.buffer);
+    return ids;
+  }
+
+  /// No two temps live at one step share arena bytes. A temp is live from the first step that
+  /// names it to the last (a function output: to the end). Sweep over the temps by first
+  /// step, keeping those still live: O(temps x live temps).
+  void checkLiveTemps(const Function& fn) const {
+    std::map<int, std::pair<size_t, size_t>> live;  // temp -> [first, last] step
+    auto touch = [&](int id, size_t step) {
+      if (p_.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
+      auto [it, fresh] = live.emplace(id, std::pair{step, step});
+      if (!fresh) it->second.second = std::max(it->second.second, step);
+    };
+    for (size_t s = 0; s < fn.steps.size(); ++s)
+      for (int id : stepBuffers(fn.steps[s])) touch(id, s);
+    for (int id : fn.outputs) touch(id, fn.steps.size());
+    std::vector<std::pair<std::pair<size_t, size_t>, int>> order;
+    for (const auto& [id, range] : live) order.push_back({range, id});
+    std::sort(order.begin(), order.end());
+    std::vector<std::pair<size_t, int>> active;  // (last step, temp)
+    for (const auto& [range, id] : order) {
+      std::erase_if(active, [&](const auto& a) { return a.first < range.first; });
+      for (const auto& [last, other] : active)
+        if (overlaps(id, other))
+          fail(fmt::format("buffers[{}].offset", id),
+               fmt::format("temps '{}' [{}, {}) and '{}' [{}, {}) share arena bytes while both are live at step {}",
+                           p_.buffers[static_cast<size_t>(id)].name, p_.buffers[static_cast<size_t>(id)].offset,
+                           p_.buffers[static_cast<size_t>(id)].offset + p_.buffers[static_cast<size_t>(id)].bytes(),
+                           p_.buffers[static_cast<size_t>(other)].name, p_.buffers[static_cast<size_t>(other)].offset,
+                           p_.buffers[static_cast<size_t>(other)].offset + p_.buffers[static_cast<size_t>(other)].bytes(),
+                           range.first));
+      active.emplace_back(range.second, id);
     }
   }
 
@@ -167,9 +228,21 @@ class Checker {
                              [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
     if (!ident) fail(field + ".symbol", fmt::format("'{}' is not a C identifier", k.symbol));
     checkLaunch(k, field);
+    auto signature = p_.kernels.find(k.symbol);
+    if (signature == p_.kernels.end())
+      fail(field + ".symbol", fmt::format("kernel '{}' has no signature in the program's kernel table{}", k.symbol,
+                                          at(k.location)));
+    const std::vector<KernelArg>& want = signature->second;
+    if (k.args.size() != want.size())
+      fail(field + ".args", fmt::format("kernel '{}' takes {} arguments but the step passes {}{}", k.symbol,
+                                        want.size(), k.args.size(), at(k.location)));
     for (size_t i = 0; i < k.args.size(); ++i) {
       std::string f = fmt::format("{}.args[{}]", field, i);
-      buffer(k.args[i], f);
+      const Buffer& b = buffer(k.args[i], f);
+      if (b.dtype != want[i].dtype || b.numel() != want[i].numel)
+        fail(f, fmt::format("kernel '{}' argument {} is {} elements of {} but {} has {} of {}{}", k.symbol, i,
+                            want[i].numel, dtypeLabel(want[i].dtype), describe(k.args[i]), b.numel(),
+                            dtypeLabel(b.dtype), at(k.location)));
       used.emplace_back(k.args[i], f);
     }
   }
@@ -210,6 +283,8 @@ class Checker {
                               "has {}{}", g.batch, rows, cols, stride, overflow ? "> 2^63" : std::to_string(need),
                               describe(id), b.numel(), at(g.location)));
   }
+
+  static const char* dtypeLabel(DType d) { return d == DType::F32 ? "f32" : d == DType::I32 ? "i32" : "bf16"; }
 
   static std::string at(const std::string& location) {
     return location.empty() ? "" : " (at " + location + ")";
@@ -253,8 +328,11 @@ class Checker {
   /// with the same index, bucket buffer and tensor sizes closes it.
   void checkCollective(const CollectiveStep& c, const std::string& field,
                        std::map<int, const CollectiveStep*>& open) const {
-    const Buffer& bucket = buffer(c.bucket, field + ".bucket");
-    if (bucket.dtype != DType::F32) fail(field + ".bucket", fmt::format("{} is not f32", describe(c.bucket)));
+    const Buffer& bucket = buffer(c.buffer, field + ".buffer");
+    if (bucket.dtype != DType::F32) fail(field + ".buffer", fmt::format("{} is not f32", describe(c.buffer)));
+    if (bucket.kind != BufferKind::Temp)
+      fail(field + ".buffer", fmt::format("{} is not a temp (a bucket lives in the arena)", describe(c.buffer)));
+    if (c.bucket < 0) fail(field + ".bucket", fmt::format("negative bucket number {}", c.bucket));
     if (c.reduce != "sum" && c.reduce != "avg")
       fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
     if (c.group < 1) fail(field + ".group", fmt::format("{} ranks", c.group));
@@ -263,29 +341,29 @@ class Checker {
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       const Buffer& t = buffer(c.tensors[i], fmt::format("{}.tensors[{}]", field, i));
       if (t.dtype != DType::F32) fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} is not f32", describe(c.tensors[i])));
-      if (overlaps(c.tensors[i], c.bucket))
+      if (overlaps(c.tensors[i], c.buffer))
         fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} overlaps the bucket", describe(c.tensors[i])));
       total += t.numel();
     }
     if (total != bucket.numel())
-      fail(field + ".bucket", fmt::format("{} holds {} elements but its tensors {}", describe(c.bucket),
+      fail(field + ".buffer", fmt::format("{} holds {} elements but its tensors {}", describe(c.buffer),
                                           bucket.numel(), total));
     if (c.kind == CollectiveStep::Kind::AllReduceStart) {
       if (c.names.size() != c.tensors.size() && !c.names.empty())
         fail(field + ".names", fmt::format("{} names for {} tensors", c.names.size(), c.tensors.size()));
-      if (!open.emplace(c.index, &c).second) fail(field + ".index", fmt::format("bucket {} started twice", c.index));
+      if (!open.emplace(c.bucket, &c).second) fail(field + ".bucket", fmt::format("bucket {} started twice", c.bucket));
       return;
     }
-    auto it = open.find(c.index);
-    if (it == open.end()) fail(field + ".index", fmt::format("wait for bucket {}, which is not started", c.index));
+    auto it = open.find(c.bucket);
+    if (it == open.end()) fail(field + ".bucket", fmt::format("wait for bucket {}, which is not started", c.bucket));
     const CollectiveStep& start = *it->second;
     bool sameSizes = start.tensors.size() == c.tensors.size();
     for (size_t i = 0; sameSizes && i < c.tensors.size(); ++i)
       sameSizes = p_.buffers[static_cast<size_t>(start.tensors[i])].numel() ==
                   p_.buffers[static_cast<size_t>(c.tensors[i])].numel();
-    if (start.bucket != c.bucket || !sameSizes || start.reduce != c.reduce || start.group != c.group)
-      fail(field, fmt::format("the wait for bucket {} does not match its start (bucket buffer, tensor sizes, "
-                              "reduce or group)", c.index));
+    if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group)
+      fail(field, fmt::format("the wait for bucket {} does not match its start (buffer, tensor sizes, "
+                              "reduce or group)", c.bucket));
     open.erase(it);
   }
 
@@ -304,6 +382,7 @@ class Checker {
   int64_t arena_ = 0;
   std::set<std::string> names_;
   std::map<std::string, LaunchConfig> launches_;
+  std::string function_;  // the function being checked, for messages
 };
 
 }  // namespace

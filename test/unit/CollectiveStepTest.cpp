@@ -31,7 +31,7 @@ Program bucketProgram(const std::string& reduce = "sum") {
                buf("%ra", 5, BufferKind::Temp, 64), buf("%rb", 3, BufferKind::Temp, 128)};
   CollectiveStep start;
   start.kind = CollectiveStep::Kind::AllReduceStart;
-  start.bucket = 2;
+  start.buffer = 2;
   start.tensors = {0, 1};
   start.names = {"a.weight", "b.bias"};
   start.reduce = reduce;

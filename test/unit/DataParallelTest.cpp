@@ -219,7 +219,7 @@ TEST(DataParallel, PayloadIsTheGradientBytesInPredictedBuckets) {
   std::vector<std::pair<int64_t, int64_t>> buckets;  // (bytes, last tensor bytes)
   for (const auto& step : p.function("train_step")->steps)
     if (auto* c = std::get_if<tessel::rt::CollectiveStep>(&step); c && c->kind == tessel::rt::CollectiveStep::Kind::AllReduceStart)
-      buckets.emplace_back(p.buffers[static_cast<size_t>(c->bucket)].bytes(),
+      buckets.emplace_back(p.buffers[static_cast<size_t>(c->buffer)].bytes(),
                            p.buffers[static_cast<size_t>(c->tensors.back())].bytes());
   EXPECT_EQ(static_cast<int64_t>(buckets.size()) * kSteps, ranks[0].counters.collectives);
   EXPECT_LE(static_cast<double>(buckets.size()), std::ceil(static_cast<double>(gradientBytes) / cap));

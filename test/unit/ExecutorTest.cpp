@@ -161,6 +161,7 @@ Program kernelProgram(const std::string& symbol) {
   p.functions = {Function{"forward", {0}, {2, 3}, {"out", "saved"},
                           {KernelStep{symbol, {2, 0, 1}, "model.cpp:3:7 [blocks.0.mlp]"}, CopyStep{2, 3}}, 256}};
   p.kernelSource = kKernelSource;
+  p.kernels = {{symbol, {{DType::F32, 37}, {DType::F32, 37}, {DType::F32, 37}}}};
   return p;
 }
 
@@ -214,6 +215,7 @@ Program smallProgram() {
   p.functions = {Function{"forward", {0, 5}, {3}, {"z"}, {g, KernelStep{"relu_4x16", {3, 2}, "model.cpp:13:5"}}, 512},
                  Function{"snapshot", {}, {4}, {"m"}, {CopyStep{1, 4}}, 0}};
   p.kernelSource = "extern \"C\" void relu_4x16(void** args) {}\n";
+  p.kernels = {{"relu_4x16", {{DType::F32, 64}, {DType::F32, 64}}}};
   return p;
 }
 
@@ -251,9 +253,10 @@ struct Corruption {
 
 TEST(ProgramTest, LoadRejectsCorruptPrograms) {
   std::vector<Corruption> cases = {
-      {"version", [](json& j) { j["version"] = 3; }, {"version", "unsupported version 3"}},
-      // Version 2 is a program with CUDA kernels: every kernel step then needs a launch.
-      {"cuda version", [](json& j) { j["version"] = 2; }, {"steps[1].launch", "missing"}},
+      {"version", [](json& j) { j["version"] = 5; }, {"version", "unsupported version 5"}},
+      {"old version", [](json& j) { j["version"] = 1; }, {"version", "older Tessel", "compile the program again"}},
+      // Version 4 is a program with CUDA kernels: every kernel step then needs a launch.
+      {"cuda version", [](json& j) { j["version"] = 4; }, {"steps[1].launch", "missing"}},
       {"gemm id", [](json& j) { j["functions"][0]["steps"][0]["a"] = 9; }, {"functions[0].steps[0].a", "out of range"}},
       {"kernel arg", [](json& j) { j["functions"][0]["steps"][1]["args"][1] = -1; },
        {"functions[0].steps[1].args[1]", "-1 out of range"}},
