@@ -18,11 +18,11 @@
 namespace tessel::trainer {
 
 namespace {
-/// A size flag: an integer in [1, max]. CLI11 reports a non-number as "could not convert"
-/// and an out-of-range value with the range, so no value wraps or saturates silently.
+/// A size flag: an integer in [min, max] (runtime/train/FlagChecks.h), so no value wraps or
+/// saturates silently.
 CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const std::string& help,
                       int64_t max, int64_t min = 1) {
-  return app.add_option(name, value, help)->capture_default_str()->check(CLI::Range(min, max));
+  return app.add_option(name, value, help)->capture_default_str()->check(integerIn(min, max));
 }
 }  // namespace
 
@@ -34,7 +34,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_option("--dump-ir", f.dumpIr, "write the IR after every pipeline stage into this folder")
       ->type_name("DIR");
   app.add_option("--seed", f.seed, "seed of parameter init and batch sampling")
-      ->capture_default_str()->check(CLI::Range(uint64_t{0}, uint64_t{1} << 62));
+      ->capture_default_str()->check(integerIn(0, int64_t{1} << 62));
   sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
   app.add_option("--device", f.device, "where to run: cpu, cuda, or auto (a GPU when usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
@@ -49,7 +49,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
            int64_t{1} << 20);
   app.add_option("--bucket-mb", f.bucketMb, "gradient all-reduce bucket capacity in MiB")
-      ->capture_default_str()->check(finiteNumber())->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positiveNumber());
   app.add_flag("--overlap,!--no-overlap", f.overlap,
                "start each bucket's all-reduce during the backward pass (default on)");
   app.add_flag("--explain", f.explain,
@@ -61,7 +61,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                "after every step, check that every rank holds bitwise the same parameters and "
                "optimizer state (a hash per rank, all-gathered)");
   app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
-      ->capture_default_str()->check(finiteNumber())->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(positiveNumber());
 }
 
 Plan planFromFlags(const Flags& f) {

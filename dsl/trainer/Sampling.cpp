@@ -11,11 +11,11 @@ namespace tessel::trainer {
 
 void addSampleFlags(CLI::App& app, SampleOptions& o) {
   app.add_option("--sample-bytes", o.bytes, "bytes to sample after training (0: none)")
-      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+      ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--temperature", o.temperature, "sampling temperature")
-      ->capture_default_str()->check(finiteNumber())->check(CLI::Range(1e-3, 100.0));
+      ->capture_default_str()->check(numberIn(1e-3, 100.0));
   app.add_option("--top-k", o.topK, "sample among the k most likely bytes (0: all)")
-      ->capture_default_str()->check(CLI::Range(int64_t{0}, int64_t{256}));
+      ->capture_default_str()->check(integerIn(0, 256));
 }
 
 std::string sampleBytes(NativeProgram& sampler, std::vector<int32_t> window,

@@ -50,13 +50,13 @@ int main(int argc, char** argv) {
   int64_t vocab = 256;
   app.add_option("--vocab", vocab, "vocabulary rows V: 256 bytes, padded up to N (rows past 256 are never "
                  "a token; e.g. 50304 for GPT-2 small's shapes)")
-      ->capture_default_str()->check(CLI::Range(int64_t{256}, int64_t{1} << 24));
+      ->capture_default_str()->check(tessel::trainer::integerIn(256, int64_t{1} << 24));
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train);
   tessel::trainer::SampleOptions sample;
   tessel::trainer::addSampleFlags(app, sample);
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
   bool profile = false;
   app.add_flag("--profile", profile, "time every step and print where a train step's time goes");
   std::string emitBundle;

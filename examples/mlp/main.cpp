@@ -40,12 +40,12 @@ int main(int argc, char** argv) {
                                   /*minSteps=*/0, "training steps (0: one epoch)");
   mlp::Config cfg;
   app.add_option("--hidden", cfg.hidden, "hidden width")->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+      ->check(tessel::trainer::integerIn(1, int64_t{1} << 16));
   tessel::trainer::TrainOptions train;
   train.schedule = "constant";
   tessel::trainer::addTrainFlags(app, train);
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
 
   return tessel::trainer::runMain(app, argc, argv, [&] {
     tessel::trainer::requireSingleRankPlan(flags, app.get_name());

@@ -120,19 +120,20 @@ int main(int argc, char** argv) {
   app.add_option("--data", data, "text: a file, or a folder whose text files are concatenated")
       ->capture_default_str();
   uint64_t seed = 1337;
-  app.add_option("--seed", seed, "parameter init and batch sampling")->capture_default_str();
+  app.add_option("--seed", seed, "parameter init and batch sampling")->capture_default_str()
+      ->check(tessel::trainer::integerIn(0, int64_t{1} << 62));
   int64_t steps = 300;
   app.add_option("--steps", steps, "number of training steps")->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(tessel::trainer::integerIn(1, int64_t{1} << 40));
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
   DeviceFlags dev;
   app.add_option("--device", dev.device, "where to run: cpu, cuda, or auto (the GPU when the bundle has CUDA "
                  "kernels and a GPU is usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_flag("--cuda-graphs", dev.graphs, "capture a training step into a CUDA graph and replay it");
   app.add_option("--cuda-device", dev.index, "CUDA device index (default: the local rank, else 0)")
-      ->check(CLI::Range(0, 1023));
+      ->check(tessel::trainer::integerIn(0, 1023));
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {

@@ -195,37 +195,23 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   return stats;
 }
 
-const CLI::Validator& finiteNumber() {
-  static const CLI::Validator check(
-      [](std::string& s) {
-        try {
-          return std::isfinite(std::stod(s)) ? std::string() : std::string("must be finite");
-        } catch (const std::exception&) {
-          return std::string("is not a number");
-        }
-      },
-      "FINITE");
-  return check;
-}
-
 void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
-  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(finiteNumber())
-      ->check(CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(positiveNumber());
   app.add_option("--warmup", o.warmup, "linear warmup steps")->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(integerIn(0, int64_t{1} << 40));
   app.add_option("--schedule", o.schedule, "after warmup: cosine (to 0.1 lr) or constant")
       ->capture_default_str()->check(CLI::IsMember({"cosine", "constant"}));
   if (optimizerFlag)
     app.add_option("--optimizer", o.optimizer, "adamw or sgd (with momentum 0.9)")
         ->capture_default_str()->check(CLI::IsMember({"adamw", "sgd"}));
   app.add_option("--weight-decay", o.weightDecay, "decoupled weight decay of matrices")
-      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(nonNegativeNumber());
   app.add_option("--grad-clip", o.gradClip, "global gradient-norm threshold (0: off)")
-      ->capture_default_str()->check(finiteNumber())->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(nonNegativeNumber());
   app.add_option("--eval-every", o.evalEvery, "validate every N steps (0: at the end)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(integerIn(0, int64_t{1} << 40));
   app.add_option("--eval-batches", o.evalBatches, "batches per validation")
-      ->capture_default_str()->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      ->capture_default_str()->check(integerIn(1, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE");
 }
 

@@ -10,6 +10,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/ProgramExecutor.h"
+#include "runtime/train/FlagChecks.h"  // the checks of every numeric flag
 
 #include <CLI/CLI.hpp>
 
@@ -83,9 +84,6 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
 
 /// Mean @forward loss over `batches` batches fed by `feed`.
 double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed);
-
-/// A CLI11 check that rejects NaN, infinities and non-numbers (CLI11's ranges let NaN through).
-const CLI::Validator& finiteNumber();
 
 /// Registers --lr, --warmup, --schedule, --weight-decay, --grad-clip, --optimizer,
 /// --eval-every, --eval-batches and --log-json (--optimizer only with `optimizerFlag`: a

@@ -75,13 +75,13 @@ int main(int argc, char** argv) {
   train.warmup = 0;
   train.weightDecay = 0.1;
   app.add_option("--lr", train.lr, "constant learning rate")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(tessel::trainer::positiveNumber());
   app.add_option("--weight-decay", train.weightDecay, "decoupled weight decay of matrices")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(tessel::trainer::nonNegativeNumber());
   app.add_option("--grad-clip", train.gradClip, "global gradient-norm threshold (0: off)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(tessel::trainer::nonNegativeNumber());
   int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(CLI::Range(0, 1024));
+  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
   std::string cacheDir;
   app.add_option("--cache-dir", cacheDir, "kernel cache folder (default: $TESSEL_CACHE_DIR or "
                  "~/.cache/tessel)")->type_name("DIR");

@@ -1,0 +1,85 @@
+// The checks of numeric command-line flags; see FlagChecks.h.
+#include "runtime/train/FlagChecks.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace tessel::trainer {
+namespace {
+
+/// The value of `s` if all of it is a finite number (strtod syntax), else nullopt.
+std::optional<double> finiteValue(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+
+/// "2^k" for powers of two from 2^20 up (also negated), else the decimal number.
+std::string bound(int64_t v) {
+  uint64_t magnitude = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  if (magnitude >= (uint64_t{1} << 20) && std::has_single_bit(magnitude))
+    return fmt::format("{}2^{}", v < 0 ? "-" : "", std::countr_zero(magnitude));
+  return std::to_string(v);
+}
+
+}  // namespace
+
+const CLI::Validator& finiteNumber() {
+  static const CLI::Validator check(
+      [](std::string& s) { return finiteValue(s) ? std::string() : s + " is not a finite number"; }, "FINITE");
+  return check;
+}
+
+const CLI::Validator& positiveNumber() {
+  static const CLI::Validator check(
+      [](std::string& s) {
+        std::optional<double> v = finiteValue(s);
+        return v && *v > 0 ? std::string() : s + " is not a positive number";
+      },
+      "POSITIVE");
+  return check;
+}
+
+const CLI::Validator& nonNegativeNumber() {
+  static const CLI::Validator check(
+      [](std::string& s) {
+        std::optional<double> v = finiteValue(s);
+        return v && *v >= 0 ? std::string() : s + " is not a number >= 0";
+      },
+      "NONNEGATIVE");
+  return check;
+}
+
+CLI::Validator integerIn(int64_t min, int64_t max) {
+  std::string range = fmt::format("[{}, {}]", bound(min), bound(max));
+  return CLI::Validator(
+      [min, max, range](std::string& s) {
+        const char* first = s.c_str() + (!s.empty() && s[0] == '+');
+        const char* last = s.c_str() + s.size();
+        int64_t v = 0;
+        auto [end, ec] = std::from_chars(first, last, v);
+        bool ok = ec == std::errc() && end == last && first != last && v >= min && v <= max;
+        return ok ? std::string() : fmt::format("{} is not an integer in {}", s, range);
+      },
+      "in " + range);
+}
+
+CLI::Validator numberIn(double min, double max) {
+  std::string range = fmt::format("[{:g}, {:g}]", min, max);
+  return CLI::Validator(
+      [min, max, range](std::string& s) {
+        std::optional<double> v = finiteValue(s);
+        return v && *v >= min && *v <= max ? std::string() : fmt::format("{} is not a number in {}", s, range);
+      },
+      "in " + range);
+}
+
+}  // namespace tessel::trainer

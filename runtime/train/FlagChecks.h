@@ -1,0 +1,34 @@
+// The checks of every numeric command-line flag of the Tessel binaries (tessel-gpt,
+// tessel-mlp, tessel-run): one set, so that every range error reads the same way.
+//
+// Promise: a value out of range is refused by CLI11 with one line that names the flag and
+// says the range in words ("--lr: 0 is not a positive number", "--layers: 0 is not an
+// integer in [1, 4096]"); bounds that are powers of two from 2^20 up are written 2^k, so no
+// message holds a long number the user did not type (CLI11's own PositiveNumber printed
+// DBL_MAX in full: 309 digits). NaN, infinities and non-numbers are refused by every check.
+// The checks run on the text before CLI11 converts it to the flag's type.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+
+namespace tessel::trainer {
+
+/// A finite number: refuses NaN, infinities, overflow ("1e999") and non-numbers.
+const CLI::Validator& finiteNumber();
+
+/// A finite number > 0: "0 is not a positive number".
+const CLI::Validator& positiveNumber();
+
+/// A finite number >= 0: "-1 is not a number >= 0".
+const CLI::Validator& nonNegativeNumber();
+
+/// A whole number in [min, max] (decimal digits with an optional sign): "0 is not an integer
+/// in [1, 4096]".
+CLI::Validator integerIn(int64_t min, int64_t max);
+
+/// A finite number in [min, max]: "0 is not a number in [0.001, 100]".
+CLI::Validator numberIn(double min, double max);
+
+}  // namespace tessel::trainer

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Runs every numeric flag of a Tessel binary at out-of-range values and checks the errors.
+
+Usage: check_flag_ranges.py BINARY [ARGS...]   (ARGS: what the binary needs besides the
+flag, e.g. tessel-run's BUNDLE positional; parsing fails before it is used.)
+
+The numeric flags are read from `BINARY --help` (CLI11 prints INT, UINT or FLOAT after a
+flag that takes a number). Each must have out-of-range values in OUT_OF_RANGE below: a
+flag missing from it fails the check, so a new flag cannot skip it. For every value the
+binary must exit non-zero, its first output line must name the flag, and no number in the
+output may be longer than MAX_DIGITS digits (CLI11's own range checks printed DBL_MAX in
+full: 309 digits). Prints one line per binary and exits 1 listing every problem.
+"""
+import re
+import subprocess
+import sys
+
+# Values outside every binary's range for the flag (ranges: runtime/train/FlagChecks.h and
+# the add_option calls of dsl/trainer, runtime/train/Loop.cpp, the examples and tessel-run).
+OUT_OF_RANGE = {
+    "--seed": ["-1", "4611686018427387905"],  # [0, 2^62]
+    "--steps": ["-1", "1099511627777", "2.5"],  # [0 or 1, 2^40]
+    "--batch": ["0", "16777217"],
+    "--grad-accumulation": ["0", "1048577"],
+    "--bucket-mb": ["0", "-1", "nan", "inf"],
+    "--comm-timeout": ["0", "nan"],
+    "--layers": ["0", "4097"],
+    "--channels": ["0", "65537"],
+    "--heads": ["0", "4097"],
+    "--seq": ["0", "1048577"],
+    "--vocab": ["255", "16777217"],
+    "--hidden": ["0", "65537"],
+    "--lr": ["0", "-1", "nan", "1e999"],
+    "--warmup": ["-1", "1.5"],
+    "--weight-decay": ["-1", "nan"],
+    "--grad-clip": ["-1", "inf"],
+    "--eval-every": ["-1"],
+    "--eval-batches": ["0", "1048577"],
+    "--sample-bytes": ["-1", "1048577"],
+    "--temperature": ["0", "101", "nan"],
+    "--top-k": ["-1", "257"],
+    "--threads": ["-1", "1025"],
+    "--cuda-device": ["-1", "1024"],
+}
+MAX_DIGITS = 20
+NUMERIC = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)(?:,[!\w-]+)*\s+(?:INT|UINT|FLOAT)\b")
+
+
+def numeric_flags(binary):
+    text = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60).stdout
+    return [m.group(1) for line in text.splitlines() if (m := NUMERIC.match(line))]
+
+
+def main(argv):
+    binary, extra = argv[1], argv[2:]
+    name = binary.rsplit("/", 1)[-1]
+    flags = numeric_flags(binary)
+    problems = []
+    if not flags:
+        problems.append(f"{name}: no numeric flag found in --help")
+    runs = 0
+    for flag in flags:
+        if flag not in OUT_OF_RANGE:
+            problems.append(f"{name}: {flag} takes a number but has no out-of-range values in OUT_OF_RANGE")
+            continue
+        for value in OUT_OF_RANGE[flag]:
+            runs += 1
+            r = subprocess.run([binary, f"{flag}={value}"] + extra, capture_output=True, text=True, timeout=60)
+            out = (r.stderr + r.stdout).strip()
+            first = out.splitlines()[0] if out else ""
+            longest = max((len(d) for d in re.findall(r"\d+", out)), default=0)
+            if r.returncode == 0:
+                problems.append(f"{name} {flag}={value}: accepted")
+            elif flag not in first:
+                problems.append(f"{name} {flag}={value}: the error does not name the flag: {first!r}")
+            elif longest > MAX_DIGITS:
+                problems.append(f"{name} {flag}={value}: a {longest}-digit number in: {first[:160]!r}")
+    for p in problems:
+        print(p)
+    print(f"{name}: {len(flags)} numeric flags, {runs} out-of-range values, {len(problems)} problems")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

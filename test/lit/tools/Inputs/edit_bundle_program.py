@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Edits a bundle's program.json the way a hostile or careless hand would, then recomputes
+the checksum bundle.json records for program.json + kernels.cpp, so that only the loader's
+validation (runtime/exec/ProgramCheck.cpp) stands between the edit and the executor.
+
+Usage: edit_bundle_program.py BUNDLE EDIT
+EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
+      temps-overlap     the output of the first kernel step that reads a temp placed on that temp
+      gemm-k            the first GEMM's k doubled
+      kernel-args       the first kernel step's last argument dropped
+      kernel-arg-size   the first kernel step's first argument swapped for a smaller buffer
+"""
+import json
+import os
+import sys
+
+
+def fnv1a64(data):
+    h = 14695981039346656037
+    for b in data:
+        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def steps(program, op):
+    return [s for f in program["functions"] for s in f["steps"] if s["op"] == op]
+
+
+def numel(buffer):
+    n = 1
+    for d in buffer["shape"]:
+        n *= d
+    return n
+
+
+def main(bundle, edit):
+    path = os.path.join(bundle, "program.json")
+    program = json.load(open(path))
+    buffers = program["buffers"]
+    arena = max(f["arenaBytes"] for f in program["functions"])
+    kernel = steps(program, "kernel")[0]
+    if edit == "temp-past-arena":
+        next(b for b in buffers if b["kind"] == "temp")["offset"] = arena
+    elif edit == "temps-overlap":
+        temp = lambda i: buffers[i]["kind"] == "temp"
+        step = next(k for k in steps(program, "kernel")
+                    if temp(k["args"][0]) and any(temp(i) and i != k["args"][0] for i in k["args"][1:]))
+        src = next(i for i in step["args"][1:] if temp(i) and i != step["args"][0])
+        buffers[step["args"][0]]["offset"] = buffers[src]["offset"]
+    elif edit == "gemm-k":
+        steps(program, "gemm")[0]["k"] *= 2
+    elif edit == "kernel-args":
+        kernel["args"].pop()
+    elif edit == "kernel-arg-size":
+        first = buffers[kernel["args"][0]]
+        kernel["args"][0] = min((i for i, b in enumerate(buffers) if b["dtype"] == first["dtype"]),
+                                key=lambda i: numel(buffers[i]))
+    else:
+        sys.exit(f"unknown edit '{edit}'")
+    with open(path, "w") as f:
+        json.dump(program, f, indent=1)
+    data = open(path, "rb").read() + open(os.path.join(bundle, "kernels.cpp"), "rb").read()
+    meta_path = os.path.join(bundle, "bundle.json")
+    meta = json.load(open(meta_path))
+    meta["program"]["checksum"] = f"fnv1a64:{fnv1a64(data):016x}:{len(data)}"
+    with open(meta_path, "w") as f:
+        json.dump(meta, f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
