@@ -25,7 +25,8 @@
 
 namespace tessel::rt {
 
-/// The `format` field writeBundle writes and readBundle accepts.
+/// The `format` field writeBundle writes and readBundle accepts. 3: program.json with kernel
+/// signatures and collective bucket numbers (runtime/exec/Program.h, program format 3 and 4).
 inline constexpr int kBundleFormatVersion = 3;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";

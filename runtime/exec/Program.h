@@ -155,9 +155,12 @@ inline constexpr int kProgramFormatVersionCpu = 3;
 
 /// Checks every invariant loadProgram checks (ids in range, kinds, dtypes, positive shapes,
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
-/// GEMM extents and aliasing, copy sizes, and with CUDA kernels a valid launch on every
-/// kernel step, the same launch for every step of one symbol) on an in-memory program; throws
-/// std::runtime_error "<context>: <field>: <problem>". The Executor calls it on construction.
+/// no two simultaneously live Temps sharing bytes, every kernel step's arguments against the
+/// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, and
+/// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
+/// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
+/// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a
+/// function). The Executor calls it on construction.
 void validateProgram(const Program& program, const std::string& context);
 
 /// Writes `dir/program.json`, `dir/kernels.cpp` and, with CUDA kernels, `dir/kernels.cu`

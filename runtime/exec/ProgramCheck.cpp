@@ -12,8 +12,8 @@
 //     one output name per output, every referenced id in range.
 //  4. steps: kernel symbols are C identifiers with a signature in Program::kernels, and
 //     every kernel step passes exactly its arguments (count, dtype and element count each:
-//     the kernel's shapes are constants, so a smaller buffer would be overrun); GEMM operands are f32, dims in [1, 2^31),
-//     strides >= 0, (batch-1)*stride + rows*cols <= numel for A, B and C, C aliases neither A
+//     the kernel's shapes are constants, so a smaller buffer would be overrun); GEMM
+//     operands are f32, dims in [1, 2^31), strides >= 0, (batch-1)*stride + rows*cols <= numel for A, B and C, C aliases neither A
 //     nor B (by id or arena range), and a batched C either has disjoint batches or stride 0
 //     with accumulate (a reduction over the batch); copies join distinct, non-overlapping
 //     buffers of equal byte size; collectives: bucket numbers are 0 .. n-1 (each started once

@@ -1,5 +1,5 @@
 // Programs and bundles for the CUDA target, checked without a GPU:
-// - the program format v2 (launches, kernels.cu) round trips and refuses inconsistent input;
+// - the program format v4 (launches, kernels.cu) round trips and refuses inconsistent input;
 // - NVRTC compiles the whole CUDA source of the GPT and MLP training programs to one sm_90
 //   cubin holding every kernel symbol the steps launch;
 // - CUDA bundles round trip (cubin, PTX, arch) and damaged ones are refused;
@@ -53,7 +53,7 @@ void expectError(F f, const std::vector<std::string>& parts) {
 
 void writeText(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-TEST(CudaProgram, FormatVersion2RoundTripsLaunchesAndKernelsCu) {
+TEST(CudaProgram, FormatVersion4RoundTripsLaunchesAndKernelsCu) {
   rt::Program p = gptProgram();
   std::string dir = freshDir("cuda_program_v2");
   rt::saveProgram(p, dir);
