@@ -35,6 +35,7 @@
 #include <climits>
 #include <cmath>
 #include <map>
+#include <queue>
 #include <set>
 #include <stdexcept>
 #include <unordered_set>
@@ -191,8 +192,10 @@ class Checker {
   }
 
   /// No two temps live at one step share arena bytes. A temp is live from the first step that
-  /// names it to the last (a function output: to the end). Sweep over the temps by first
-  /// step, keeping those still live: O(temps x live temps).
+  /// names one to the last (a function output: to the end). Sweep over the temps by first
+  /// step, keeping the live ones by offset: they are pairwise disjoint (each was checked when
+  /// it joined), so a new temp overlaps one of them iff it overlaps its neighbour below or
+  /// above in offset order. O(temps log temps), so it stays cheap for deep models.
   void checkLiveTemps(const Function& fn) const {
     std::map<int, std::pair<size_t, size_t>> live;  // temp -> [first, last] step
     auto touch = [&](int id, size_t step) {
@@ -206,20 +209,29 @@ class Checker {
     std::vector<std::pair<std::pair<size_t, size_t>, int>> order;
     for (const auto& [id, range] : live) order.push_back({range, id});
     std::sort(order.begin(), order.end());
-    std::vector<std::pair<size_t, int>> active;  // (last step, temp)
+    std::map<int64_t, int> byOffset;  // live temps: offset -> temp
+    std::priority_queue<std::pair<size_t, int>, std::vector<std::pair<size_t, int>>, std::greater<>> ends;
     for (const auto& [range, id] : order) {
-      std::erase_if(active, [&](const auto& a) { return a.first < range.first; });
-      for (const auto& [last, other] : active)
-        if (overlaps(id, other))
-          fail(fmt::format("buffers[{}].offset", id),
-               fmt::format("temps '{}' [{}, {}) and '{}' [{}, {}) share arena bytes while both are live at step {}",
-                           p_.buffers[static_cast<size_t>(id)].name, p_.buffers[static_cast<size_t>(id)].offset,
-                           p_.buffers[static_cast<size_t>(id)].offset + p_.buffers[static_cast<size_t>(id)].bytes(),
-                           p_.buffers[static_cast<size_t>(other)].name, p_.buffers[static_cast<size_t>(other)].offset,
-                           p_.buffers[static_cast<size_t>(other)].offset + p_.buffers[static_cast<size_t>(other)].bytes(),
-                           range.first));
-      active.emplace_back(range.second, id);
+      while (!ends.empty() && ends.top().first < range.first) {
+        byOffset.erase(p_.buffers[static_cast<size_t>(ends.top().second)].offset);
+        ends.pop();
+      }
+      const int64_t offset = p_.buffers[static_cast<size_t>(id)].offset;
+      auto above = byOffset.lower_bound(offset);
+      for (auto it : {above, above == byOffset.begin() ? byOffset.end() : std::prev(above)})
+        if (it != byOffset.end() && overlaps(id, it->second)) failShared(id, it->second, range.first);
+      byOffset.emplace(offset, id);
+      ends.emplace(range.second, id);
     }
+  }
+
+  [[noreturn]] void failShared(int id, int other, size_t step) const {
+    auto span = [&](int b) {
+      const Buffer& x = p_.buffers[static_cast<size_t>(b)];
+      return fmt::format("'{}' [{}, {})", x.name, x.offset, x.offset + x.bytes());
+    };
+    fail(fmt::format("buffers[{}].offset", id),
+         fmt::format("temps {} and {} share arena bytes while both are live at step {}", span(id), span(other), step));
   }
 
   void checkKernel(const KernelStep& k, const std::string& field, std::vector<std::pair<int, std::string>>& used) {
