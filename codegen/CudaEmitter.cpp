@@ -177,14 +177,6 @@ void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& i
 
 namespace {
 
-std::string shapeComment(std::string_view name, const std::vector<int64_t>& shape,
-                         const Letters& letters) {
-  if (shape.empty()) return fmt::format("// {} scalar", name);
-  std::string dims = fmt::format("[{}]", fmt::join(shape, ", "));
-  if (letters.size() != shape.size()) return fmt::format("// {} {}", name, dims);
-  return fmt::format("// {} [{}] = {}", name, fmt::join(letters, ", "), dims);
-}
-
 std::string fill(std::string_view text, const Subst& subst) {
   std::string filled;
   for (size_t i = 0; i < text.size();) {

@@ -23,6 +23,7 @@ namespace tessel::cudagen {
 using cppgen::floatLit;
 using cppgen::genericLetters;
 using kernelcommon::indent;
+using kernelcommon::shapeComment;
 using kernelcommon::sizeOf;
 using cppgen::Letters;
 using cppgen::numel;

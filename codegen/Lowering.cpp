@@ -8,7 +8,8 @@
 //   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
 //      reader of the old value, so that every read sees the value from before the call.
 //   5. every other op -> a KernelStep calling its generated C++ kernel; identical kernels
-//      (same source up to comments) share one symbol. For the CUDA target the op's CUDA
+//      (same source up to comments) share one symbol, k<n>_<op> (k<n>_fused_<ops> for a
+//      fused region: KernelCommon.h fusedKernelName). For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
@@ -20,6 +21,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
+#include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
@@ -133,8 +135,10 @@ class Lowerer {
     }
     auto it = symbols_.find(key);
     if (it != symbols_.end()) return it->second;
-    std::string symbol =
-        fmt::format("k{}_{}", symbols_.size(), op->getName().stripDialect().str());
+    // k<n>_<what it computes>: the op's name, or for a fused region the ops it fuses.
+    std::string symbol = fmt::format("k{}_{}", symbols_.size(),
+                                     fused ? kernelcommon::fusedKernelName(fused)
+                                           : op->getName().stripDialect().str());
     rename(src, symbol);
     kernels_ += src + "\n";
     if (options_.cuda) {
