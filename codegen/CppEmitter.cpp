@@ -321,6 +321,15 @@ std::string emitCppKernel(mlir::Operation* op, llvm::StringRef symbol) {
   return writer.finish();
 }
 
+std::string emitScratchResetCpp(llvm::StringRef symbol) {
+  return fmt::format(
+      "// The counter of a CUDA kernel's scratch, set to 0 (the C++ kernels use no scratch).\n"
+      "extern \"C\" void {}(void** args) {{\n"
+      "  std::memset(args[0], 0, sizeof(unsigned int));  // scratch: counter, then chunk sums\n"
+      "}}\n",
+      symbol.str());
+}
+
 std::string cppKernelPreamble() {
   return R"cpp(// Tessel generated kernels: C++ for the host compiler (codegen/CppEmitter.cpp).
 // Each kernel is `extern "C" void symbol(void** args)`, outputs first, then inputs.

@@ -12,6 +12,8 @@
 //      fused region: KernelCommon.h fusedKernelName). For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
+//      A CUDA kernel that sums across blocks also gets a scratch temp as its last argument,
+//      and a step before it that zeroes the scratch's counter (CudaEmitter.h).
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
 //      from the start to the wait (the gradients are copied in and out by the executor).
 //   7. Temporaries live from their defining step to their last use (function results to the
@@ -117,8 +119,11 @@ class Lowerer {
     size_t at = 0;
     while ((at = src.find("TESSEL_KERNEL", at)) != std::string::npos) src.replace(at, 13, symbol);
   }
-  /// The symbol of `op`'s kernel (and with options_.cuda, its launch in *launch).
-  std::string kernelSymbol(mlir::Operation* op, std::optional<rt::LaunchConfig>* launch) {
+  /// The symbol of `op`'s kernel (and with options_.cuda, its launch in *launch and the
+  /// bytes of scratch its CUDA kernel takes in *scratchBytes, else 0).
+  std::string kernelSymbol(mlir::Operation* op, std::optional<rt::LaunchConfig>* launch,
+                           int64_t* scratchBytes) {
+    *scratchBytes = 0;
     auto fused = mlir::dyn_cast<FusedOp>(op);
     std::string src = fused ? emitFusedCppKernel(fused, "TESSEL_KERNEL")
                             : emitCppKernel(op, "TESSEL_KERNEL");
@@ -127,8 +132,8 @@ class Lowerer {
     if (options_.cuda) {
       cuda = emitCudaKernel(op, "TESSEL_KERNEL");
       const CudaLaunch& l = cuda.launch;
-      *launch = rt::LaunchConfig{{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]},
-                                 l.sharedBytes};
+      *launch = launchOf(l);
+      *scratchBytes = cuda.scratchBytes;
       key += "\n// ---- cuda ----\n" + withoutComments(cuda.source) +
              fmt::format("// launch {} {} {} {} {} {} {}\n", l.grid[0], l.grid[1], l.grid[2],
                          l.block[0], l.block[1], l.block[2], l.sharedBytes);
@@ -149,8 +154,28 @@ class Lowerer {
     return symbol;
   }
 
+  static rt::LaunchConfig launchOf(const CudaLaunch& l) {
+    return {{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]}, l.sharedBytes};
+  }
+  /// The kernel step that zeroes the counter of `scratch` (one symbol for the program).
+  rt::KernelStep scratchReset(int scratch, const std::string& location) {
+    if (resetSymbol_.empty()) {
+      resetSymbol_ = fmt::format("k{}_reset_scratch", symbols_.size());
+      symbols_.emplace("// scratch reset", resetSymbol_);  // counts as a symbol, matches no kernel
+      kernels_ += emitScratchResetCpp(resetSymbol_) + "\n";
+      cudaKernels_ += emitScratchReset(resetSymbol_).source + "\n";
+    }
+    rt::KernelStep k;
+    k.symbol = resetSymbol_;
+    k.args = {scratch};
+    k.location = location;
+    k.launch = launchOf(emitScratchReset(resetSymbol_).launch);
+    return k;
+  }
+
   rt::Program& program_;
   LoweringOptions options_;
+  std::string resetSymbol_;
   std::string kernels_, cudaKernels_;
   std::map<std::string, std::string> symbols_;
   std::map<std::string, int> persistent_;  // parameter/state name -> buffer
@@ -303,12 +328,23 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.anchor = anchor(op, /*after=*/false);
       fn.steps.push_back(std::move(c));
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
-      std::vector<int> in = operandIds();
       rt::KernelStep k;
-      k.symbol = kernelSymbol(op, &k.launch);
+      int64_t scratchBytes = 0;
+      k.symbol = kernelSymbol(op, &k.launch, &scratchBytes);
       k.location = locationString(op->getLoc());
+      int scratch = -1;
+      if (scratchBytes > 0) {
+        // 5a. A CUDA two-level sum's scratch: an arena temp from a reset of its counter
+        //     (the step before) to the kernel, which takes it as its last argument.
+        scratch = tempOf({(scratchBytes + 3) / 4}, rt::DType::F32, k.location, step);
+        fn.steps.push_back(scratchReset(scratch, k.location));
+        step = fn.steps.size();
+        use(scratch, step);
+      }
+      std::vector<int> in = operandIds();
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
+      if (scratch >= 0) k.args.push_back(scratch);
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()
