@@ -19,6 +19,7 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
 #include "codegen/HostCompiler.h"
+#include "codegen/KernelCommon.h"
 #include "codegen/Nvrtc.h"
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
@@ -98,7 +99,8 @@ inline std::string replaceAll(std::string s, const std::string& from, const std:
   return s;
 }
 
-/// The kernels of every function of `module`, symbols "<prefix>k<n>_<op>".
+/// The kernels of every function of `module`, symbols "<prefix>k<n>_<op>" (for a fused
+/// region "<prefix>k<n>_fused_<ops>", as Lowering names them).
 inline std::vector<Kernel> collectKernels(mlir::ModuleOp module, const std::string& prefix) {
   std::vector<Kernel> kernels;
   std::map<std::string, size_t> seen;
@@ -113,10 +115,11 @@ inline std::vector<Kernel> collectKernels(mlir::ModuleOp module, const std::stri
         ++kernels[it->second].uses;
         continue;
       }
-      std::string symbol =
-          fmt::format("{}k{}_{}", prefix, kernels.size(), op.getName().stripDialect().str());
-      cuda.source = replaceAll(cuda.source, "TESSEL_KERNEL", symbol);
       auto fused = mlir::dyn_cast<FusedOp>(op);
+      std::string symbol = fmt::format("{}k{}_{}", prefix, kernels.size(),
+                                       fused ? kernelcommon::fusedKernelName(fused)
+                                             : op.getName().stripDialect().str());
+      cuda.source = replaceAll(cuda.source, "TESSEL_KERNEL", symbol);
       std::string cpp = fused ? emitFusedCppKernel(fused, symbol) : emitCppKernel(&op, symbol);
       seen.emplace(key, kernels.size());
       kernels.push_back({&op, symbol, std::move(cuda), std::move(cpp)});

@@ -12,7 +12,9 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Loop.h"
 
+#include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 
 namespace tessel::cudatest {
@@ -136,6 +138,33 @@ TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
     EXPECT_EQ(c, cpu.functions[f].steps.size());
   }
   rt::validateProgram(cuda, "test");
+}
+
+TEST(SimtExecutor, KernelSymbolsSayWhatTheyComputeAndAreShortCIdentifiers) {
+  // Fused kernels are named by the ops they fuse, each once in body order, at most four
+  // names and then the count of the others: a valid C identifier of bounded length.
+  rt::Program cuda = lowerGpt(true);
+  std::set<std::string> symbols, fused;
+  for (const rt::Function& f : cuda.functions)
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s)) symbols.insert(k->symbol);
+  const std::regex identifier("k[0-9]+_[a-z_]+(_and_[0-9]+_more)?");
+  for (const std::string& symbol : symbols) {
+    EXPECT_TRUE(std::regex_match(symbol, identifier)) << symbol;
+    EXPECT_LE(symbol.size(), 64u) << symbol;  // k<n>_fused_ + 4 op names + _and_<n>_more
+    if (symbol.find("_fused") == std::string::npos) continue;
+    fused.insert(symbol);
+    EXPECT_FALSE(std::regex_match(symbol, std::regex("k[0-9]+_fused"))) << "names no op";
+  }
+  // The GPT's residual add + layer norm and its bias + GELU are fused (tessel-fuse).
+  EXPECT_TRUE(std::any_of(fused.begin(), fused.end(), [](const std::string& s) {
+    return s.find("_fused_add_layer_norm") != std::string::npos;
+  })) << "fused kernels: " << fused.size();
+  // Identical kernels still share one symbol: far fewer symbols than kernel steps.
+  size_t steps = 0;
+  for (const rt::Function& f : cuda.functions)
+    for (const rt::Step& s : f.steps) steps += std::holds_alternative<rt::KernelStep>(s);
+  EXPECT_LT(symbols.size() * 2, steps);
 }
 
 TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
