@@ -447,8 +447,8 @@ CudaKernel emitCudaKernel(mlir::Operation* op, llvm::StringRef symbol) {
 
 CudaKernel emitScratchReset(llvm::StringRef symbol) {
   std::string source = fmt::format(
-      "// The counter of finished blocks of the next kernel's scratch, set to 0 before it runs\n"
-      "// (the arena's bytes are another buffer's before; the kernel leaves it 0 again).\n"
+      "// The counter of finished blocks in a scratch, set to 0 before the first kernel that\n"
+      "// uses it (the arena's bytes were another buffer's); each such kernel leaves it 0.\n"
       "extern \"C\" __global__ void __launch_bounds__(32, 32) {}(\n"
       "    unsigned char* scratch) {{                           // scratch: counter, then chunk sums\n"
       "  // launch: grid (1, 1, 1), block (32, 1, 1): one thread stores\n"

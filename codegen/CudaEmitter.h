@@ -33,9 +33,10 @@
 // - Reentrant: no kernel has module-scope state. A two-level sum keeps its chunk sums and
 //   its count of finished blocks in a scratch buffer passed as its last parameter
 //   (`unsigned char* scratch`, CudaKernel::scratchBytes bytes; Lowering gives it a temp in
-//   the arena). The counter, the first 4 bytes, must be 0 at launch (Lowering puts a
-//   emitScratchReset kernel before the launch) and is 0 again when the kernel ends (its last
-//   block resets it), so launches on different scratch may overlap (two streams, graphs).
+//   the arena). The counter, the first 4 bytes, must be 0 at launch and is 0 again when the
+//   kernel ends (its last block resets it), so one scratch serves any number of such
+//   kernels in turn after one emitScratchReset launch (Lowering: one per function), and
+//   launches on different scratch may overlap (two streams, graph replays).
 //
 // A CUDA kernel file is cudaKernelPreamble() followed by any number of kernels; it compiles
 // with NVRTC (codegen/Nvrtc.h) and, after `#include "test/simt/Simt.h"`, as host C++ for the
@@ -101,8 +102,8 @@ bool hasCudaKernel(mlir::Operation* op);
 CudaKernel emitCudaKernel(mlir::Operation* op, llvm::StringRef symbol);
 
 /// The kernel `symbol(unsigned char* scratch)` that sets a scratch's counter of finished
-/// blocks to 0 (one thread), launched right before a kernel with scratchBytes > 0, on the
-/// same stream. Its C++ twin is emitScratchResetCpp (CppEmitter.h).
+/// blocks to 0 (one thread), launched before the first kernel with scratchBytes > 0 that
+/// uses the scratch, on the same stream. Its C++ twin is emitScratchResetCpp (CppEmitter.h).
 CudaKernel emitScratchReset(llvm::StringRef symbol);
 
 /// The preamble every CUDA kernel file starts with: the NVRTC-only includes and typedefs

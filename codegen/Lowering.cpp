@@ -12,8 +12,9 @@
 //      fused region: KernelCommon.h fusedKernelName). For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
-//      A CUDA kernel that sums across blocks also gets a scratch temp as its last argument,
-//      and a step before it that zeroes the scratch's counter (CudaEmitter.h).
+//      A CUDA kernel that sums across blocks also gets the function's scratch temp as its
+//      last argument (CudaEmitter.h): one temp for all of them, live from a step that
+//      zeroes its counter, before the first, to the last; each leaves the counter 0.
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
 //      from the start to the wait (the gradients are copied in and out by the executor).
 //   7. Temporaries live from their defining step to their last use (function results to the
@@ -188,6 +189,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   fn.name = f.getSymName().str();
   live_.clear();
   temps_.clear();
+  int scratch = -1;        // the scratch of the CUDA two-level sums (5a), once needed
+  int64_t scratchMax = 0;  // bytes: the most any of them needs
   llvm::DenseMap<mlir::Value, int> buffer;
   mlir::Block& body = f.getBody().front();
 
@@ -332,19 +335,22 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       int64_t scratchBytes = 0;
       k.symbol = kernelSymbol(op, &k.launch, &scratchBytes);
       k.location = locationString(op->getLoc());
-      int scratch = -1;
       if (scratchBytes > 0) {
-        // 5a. A CUDA two-level sum's scratch: an arena temp from a reset of its counter
-        //     (the step before) to the kernel, which takes it as its last argument.
-        scratch = tempOf({(scratchBytes + 3) / 4}, rt::DType::F32, k.location, step);
-        fn.steps.push_back(scratchReset(scratch, k.location));
-        step = fn.steps.size();
+        // 5a. A CUDA two-level sum's scratch: the function's scratch temp, created with a
+        //     step that zeroes its counter before the first such kernel; each one leaves
+        //     the counter 0 again, so the next finds it ready. Sized for the largest.
+        if (scratch < 0) {
+          scratch = tempOf({1}, rt::DType::F32, k.location, step);
+          fn.steps.push_back(scratchReset(scratch, k.location));
+          step = fn.steps.size();
+        }
+        scratchMax = std::max(scratchMax, scratchBytes);
         use(scratch, step);
       }
       std::vector<int> in = operandIds();
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
-      if (scratch >= 0) k.args.push_back(scratch);
+      if (scratchBytes > 0) k.args.push_back(scratch);
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()
@@ -361,6 +367,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     }
   }
 
+  if (scratch >= 0) program_.buffers[scratch].shape = {(scratchMax + 3) / 4};
   std::vector<LiveBuffer> lives;
   for (int id : temps_)
     lives.push_back({program_.buffers[id].bytes(), live_[id].first, live_[id].second});

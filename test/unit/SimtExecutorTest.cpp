@@ -78,17 +78,23 @@ std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) {
 }
 
 TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
-  // The CUDA lowering is the CPU one plus, before each two-level sum, a step that resets its
-  // scratch (a temp that the sum then takes as its last argument): with those removed, the
-  // buffers (but for their arena offsets) and the steps are the same.
+  // The CUDA lowering is the CPU one plus, in a function with two-level sums, one scratch
+  // temp that each of them takes as its last argument, and a step before the first of them
+  // that resets the scratch: with those removed, the buffers (but for their arena offsets)
+  // and the steps are the same.
   rt::Program cpu = lowerGpt(false), cuda = lowerGpt(true);
   EXPECT_TRUE(cpu.cudaSource.empty());
   ASSERT_FALSE(cuda.cudaSource.empty());
   std::set<int> scratch;
-  for (const rt::Function& f : cuda.functions)
+  for (const rt::Function& f : cuda.functions) {
+    int resets = 0;
     for (const rt::Step& s : f.steps)
-      if (auto* k = std::get_if<rt::KernelStep>(&s); k && k->symbol.ends_with("_reset_scratch"))
+      if (auto* k = std::get_if<rt::KernelStep>(&s); k && k->symbol.ends_with("_reset_scratch")) {
         scratch.insert(k->args.at(0));
+        ++resets;
+      }
+    EXPECT_LE(resets, 1) << f.name << ": one scratch per function, reset once";
+  }
   EXPECT_FALSE(scratch.empty()) << "the GPT has two-level sums (layer_norm_grad, global_norm)";
   std::vector<int> toCpu(cuda.buffers.size(), -1);  // CUDA buffer id -> CPU buffer id
   int next = 0;
@@ -110,9 +116,9 @@ TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
   for (size_t f = 0; f < cpu.functions.size(); ++f) {
     const std::vector<rt::Step>& steps = cuda.functions[f].steps;
     size_t c = 0;
+    int reset = -1;  // the function's scratch, once reset
     for (size_t s = 0; s < steps.size(); ++s, ++c) {
       const auto* k = std::get_if<rt::KernelStep>(&steps[s]);
-      int reset = -1;
       if (k && k->symbol.ends_with("_reset_scratch")) {
         reset = k->args.at(0);
         ASSERT_LT(s + 1, steps.size());
@@ -126,7 +132,10 @@ TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
       if (k) {
         EXPECT_TRUE(k->launch.has_value()) << k->symbol;
         std::vector<int> args = k->args;
-        if (reset >= 0) args.pop_back();
+        if (scratch.count(args.back())) {
+          EXPECT_EQ(args.back(), reset) << k->symbol << " uses a scratch before its reset";
+          args.pop_back();
+        }
         EXPECT_EQ(mapped(args), std::get<rt::KernelStep>(a).args) << k->symbol;
         EXPECT_NE(cuda.cudaSource.find(" " + k->symbol + "("), std::string::npos) << k->symbol;
       } else if (auto* g = std::get_if<rt::GemmStep>(&steps[s])) {

@@ -28,12 +28,13 @@
 // CPP-NEXT: const int32_t* targets = static_cast<const int32_t*>(args[3]); // targets [B, T] = [4, 16]
 // CPP-NEXT: const float* dloss = static_cast<const float*>(args[4]); // dloss scalar
 
-// CUDA-LABEL: // func @loss: 5 steps
-// CUDA-NEXT: //   kernel [[$RESET:k[0-9]+_reset_scratch]](%[[S1:[0-9]+]]) grid [1,1,1] block [32,1,1]
-// CUDA-NEXT: //   kernel [[$CE:k[0-9]+_cross_entropy]](%{{[0-9]+}}, loss.arg0, loss.arg1, %[[S1]]) grid [8,1,1] block [256,1,1]
+// One scratch for the function: reset once, before the first two-level sum; each leaves its
+// counter at 0 for the next.
+// CUDA-LABEL: // func @loss: 4 steps
+// CUDA-NEXT: //   kernel [[$RESET:k[0-9]+_reset_scratch]](%[[S:[0-9]+]]) grid [1,1,1] block [32,1,1]
+// CUDA-NEXT: //   kernel [[$CE:k[0-9]+_cross_entropy]](%{{[0-9]+}}, loss.arg0, loss.arg1, %[[S]]) grid [8,1,1] block [256,1,1]
 // CUDA-NEXT: //   kernel [[$CEG:k[0-9]+_cross_entropy_grad]](%{{[0-9]+}}, loss.arg0, loss.arg1, loss.arg2) grid [64,1,1]
-// CUDA-NEXT: //   kernel [[$RESET]](%[[S2:[0-9]+]])
-// CUDA-NEXT: //   kernel [[$FC:k[0-9]+_fused_classifier]](%{{[0-9]+}}, %{{[0-9]+}}, loss.arg0, loss.arg1, loss.arg2, %[[S2]]) grid [64,1,1]
+// CUDA-NEXT: //   kernel [[$FC:k[0-9]+_fused_classifier]](%{{[0-9]+}}, %{{[0-9]+}}, loss.arg0, loss.arg1, loss.arg2, %[[S]]) grid [64,1,1]
 // CUDA-LABEL: // tessel.cross_entropy at
 // CUDA: extern "C" __global__ void __launch_bounds__(256, 4) [[$CE]](
 // CUDA-NEXT: float* loss, // loss scalar
