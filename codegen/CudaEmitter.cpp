@@ -1,6 +1,7 @@
 // The CUDA kernel emitter: the public entry points, the preamble, the kernel writer, the
 // launch rules and the elementwise loop generator. The per-op emitters live in
-// CudaEmitter{Elementwise,Rows,Layout,Fused}.cpp.
+// CudaEmitter{Elementwise,Rows,Layout,Fused}.cpp, the two-level sums' scratch in
+// CudaEmitterScratch.cpp.
 //
 // 1. hasCudaKernel: hasCppKernel (same ops, same types), or a tessel.fused region that
 //    fusedSupported accepts.
@@ -92,24 +93,6 @@ std::string indexCode(const std::string& index, const std::vector<cppgen::Group>
   s += fmt::format(" {}{}\n}}\n", add(inOffset, "rem", groups[0].inStride),
                    add(outOffset, "rem", groups[0].outStride));
   return s;
-}
-
-std::string lastBlockCombine(CudaWriter& w, const std::string& type, int64_t count,
-                             const std::string& combine) {
-  w.scratch(type, count);
-  return fmt::format(
-      "// The last block to finish adds the chunk sums, in chunk order.\n"
-      "__shared__ bool isLast;\n"
-      "__threadfence();  // this block's chunk sums are visible before it is counted\n"
-      "__syncthreads();\n"
-      "if (threadIdx.x == 0) isLast = atomicAdd(done, 1u) == gridDim.x - 1;\n"
-      "__syncthreads();\n"
-      "if (isLast) {{\n"
-      "  const volatile {0}* partial = chunkSums;  // written by other blocks: not from L1\n"
-      "{1}"
-      "  if (threadIdx.x == 0) *done = 0;  // the scratch is ready for the next launch\n"
-      "}}\n",
-      type, indent(combine, 2));
 }
 
 void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& inputs,
@@ -250,21 +233,6 @@ void CudaWriter::constant(std::string_view name, int64_t value, std::string_view
 void CudaWriter::constantF(std::string_view name, double value, std::string_view comment) {
   std::string decl = fmt::format("constexpr float {} = {};", name, floatLit(value));
   constants_ += comment.empty() ? decl + "\n" : fmt::format("{}  // {}\n", decl, comment);
-}
-
-void CudaWriter::scratch(const std::string& type, int64_t count) {
-  if (scratchBytes_ != 0)
-    throw std::logic_error("CUDA emitter: a second scratch for '" + symbol_ + "'");
-  count = std::max<int64_t>(count, 1);
-  scratchBytes_ = kScratchHeaderBytes + count * (type == "double" ? 8 : 4);
-  scratchParam_ = "    unsigned char* scratch";
-  scratchDecls_ = fmt::format(
-      "// The scratch (in the arena): the count of finished blocks, 0 at launch and again at\n"
-      "// exit, then the chunk sums.\n"
-      "unsigned int* const done = reinterpret_cast<unsigned int*>(scratch);\n"
-      "{0}* const chunkSums = reinterpret_cast<{0}*>(scratch + {1});\n",
-      type, kScratchHeaderBytes);
-  describe("Reentrant: the chunk sums and the block counter live in `scratch`, not in globals.");
 }
 
 void CudaWriter::useBlockReductions(bool floats, bool doubles) {
@@ -443,20 +411,6 @@ CudaKernel emitCudaKernel(mlir::Operation* op, llvm::StringRef symbol) {
   else
     cudagen::emitterFor(op)(writer);
   return writer.finish();
-}
-
-CudaKernel emitScratchReset(llvm::StringRef symbol) {
-  std::string source = fmt::format(
-      "// The counter of finished blocks in a scratch, set to 0 before the first kernel that\n"
-      "// uses it (the arena's bytes were another buffer's); each such kernel leaves it 0.\n"
-      "extern \"C\" __global__ void __launch_bounds__(32, 32) {}(\n"
-      "    unsigned char* scratch) {{                           // scratch: counter, then chunk sums\n"
-      "  // launch: grid (1, 1, 1), block (32, 1, 1): one thread stores\n"
-      "  if (blockIdx.x == 0 && threadIdx.x == 0) *reinterpret_cast<unsigned int*>(scratch) = 0u;\n"
-      "}}\n",
-      symbol.str());
-  return CudaKernel{std::move(source), CudaLaunch{{1, 1, 1}, {32, 1, 1}, 0},
-                    CudaKernelKind::Scalar, 0};
 }
 
 std::string cudaKernelPreamble() {
