@@ -109,25 +109,6 @@ std::string decompose(std::string_view index, const std::vector<Group>& groups,
 
 // ---- KernelWriter ---------------------------------------------------------------------------
 
-namespace {
-
-std::string shapeComment(std::string_view name, const std::vector<int64_t>& shape,
-                         const Letters& letters) {
-  if (shape.empty()) return fmt::format("// {} scalar", name);
-  std::string dims = fmt::format("[{}]", fmt::join(shape, ", "));
-  if (letters.size() != shape.size()) return fmt::format("// {} {}", name, dims);
-  return fmt::format("// {} [{}] = {}", name, fmt::join(letters, ", "), dims);
-}
-
-/// `code` padded to a column so that the comments line up.
-std::string withComment(const std::string& code, const std::string& comment) {
-  constexpr size_t column = 60;
-  std::string pad(code.size() < column ? column - code.size() : 2, ' ');
-  return code + pad + comment + "\n";
-}
-
-}  // namespace
-
 KernelWriter::KernelWriter(mlir::Operation* op, std::string symbol)
     : op_(op), symbol_(std::move(symbol)) {}
 
@@ -338,6 +319,15 @@ std::string emitCppKernel(mlir::Operation* op, llvm::StringRef symbol) {
   else
     cppgen::emitterFor(op)(writer);
   return writer.finish();
+}
+
+std::string emitScratchResetCpp(llvm::StringRef symbol) {
+  return fmt::format(
+      "// The counter of a CUDA kernel's scratch, set to 0 (the C++ kernels use no scratch).\n"
+      "extern \"C\" void {}(void** args) {{\n"
+      "  std::memset(args[0], 0, sizeof(unsigned int));  // scratch: counter, then chunk sums\n"
+      "}}\n",
+      symbol.str());
 }
 
 std::string cppKernelPreamble() {

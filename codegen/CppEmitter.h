@@ -43,6 +43,11 @@ bool hasCppKernel(mlir::Operation* op);
 /// std::invalid_argument naming the op and its location if !hasCppKernel(op).
 std::string emitCppKernel(mlir::Operation* op, llvm::StringRef symbol);
 
+/// The C++ twin of emitScratchReset (CudaEmitter.h): `symbol(void** args)` zeroes the 4-byte
+/// counter at args[0]. The C++ kernels keep no state across blocks, so on the CPU it only
+/// keeps every kernel step of a program runnable by both executors.
+std::string emitScratchResetCpp(llvm::StringRef symbol);
+
 /// The shared preamble every kernel file starts with (includes, helpers such as gelu).
 std::string cppKernelPreamble();
 

@@ -54,9 +54,11 @@ std::string parallelFor(int64_t work, int64_t iterations, bool simd = false);
 // with the CUDA emitter (KernelCommon.h).
 using kernelcommon::Group;
 using kernelcommon::indent;
+using kernelcommon::shapeComment;
 using kernelcommon::simplify;
 using kernelcommon::sizeOf;
 using kernelcommon::stridesOf;
+using kernelcommon::withComment;
 
 /// Code that splits the flat index `index` (an int64_t expression) over the sizes of
 /// `groups` (row-major, last fastest) and adds each coordinate times the group's inStride to

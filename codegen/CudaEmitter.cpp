@@ -1,6 +1,7 @@
 // The CUDA kernel emitter: the public entry points, the preamble, the kernel writer, the
 // launch rules and the elementwise loop generator. The per-op emitters live in
-// CudaEmitter{Elementwise,Rows,Layout,Fused}.cpp.
+// CudaEmitter{Elementwise,Rows,Layout,Fused}.cpp, the two-level sums' scratch in
+// CudaEmitterScratch.cpp.
 //
 // 1. hasCudaKernel: hasCppKernel (same ops, same types), or a tessel.fused region that
 //    fusedSupported accepts.
@@ -94,30 +95,6 @@ std::string indexCode(const std::string& index, const std::vector<cppgen::Group>
   return s;
 }
 
-std::string lastBlockCombine(CudaWriter& w, const std::string& type, int64_t count,
-                             const std::string& combine) {
-  w.describe(fmt::format("Not reentrant: the chunk sums live in {}_partial (one launch at a time).",
-                         w.symbol()));
-  w.global(fmt::format(
-      "// The chunk sums, and the count of finished blocks (the last one adds the sums up).\n"
-      "__device__ {1} {0}_partial[{2}];\n"
-      "__device__ unsigned int {0}_done = 0;\n",
-      w.symbol(), type, std::max<int64_t>(count, 1)));
-  return fmt::format(
-      "// The last block to finish adds the chunk sums, in chunk order.\n"
-      "__shared__ bool isLast;\n"
-      "__threadfence();  // this block's chunk sums are visible before it is counted\n"
-      "__syncthreads();\n"
-      "if (threadIdx.x == 0) isLast = atomicAdd(&{0}_done, 1u) == gridDim.x - 1;\n"
-      "__syncthreads();\n"
-      "if (isLast) {{\n"
-      "  const volatile {1}* partial = {0}_partial;  // written by other blocks: not from L1\n"
-      "{2}"
-      "  if (threadIdx.x == 0) {0}_done = 0;  // ready for the next launch\n"
-      "}}\n",
-      w.symbol(), type, indent(combine, 2));
-}
-
 void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& inputs,
                          const std::vector<EwOutput>& outputs, const std::string& body,
                          bool vectorize) {
@@ -176,14 +153,6 @@ void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& i
 // ---- CudaWriter -----------------------------------------------------------------------------
 
 namespace {
-
-std::string shapeComment(std::string_view name, const std::vector<int64_t>& shape,
-                         const Letters& letters) {
-  if (shape.empty()) return fmt::format("// {} scalar", name);
-  std::string dims = fmt::format("[{}]", fmt::join(shape, ", "));
-  if (letters.size() != shape.size()) return fmt::format("// {} {}", name, dims);
-  return fmt::format("// {} [{}] = {}", name, fmt::join(letters, ", "), dims);
-}
 
 std::string fill(std::string_view text, const Subst& subst) {
   std::string filled;
@@ -266,8 +235,6 @@ void CudaWriter::constantF(std::string_view name, double value, std::string_view
   constants_ += comment.empty() ? decl + "\n" : fmt::format("{}  // {}\n", decl, comment);
 }
 
-void CudaWriter::global(std::string_view text) { globals_ += std::string(text); }
-
 void CudaWriter::useBlockReductions(bool floats, bool doubles) {
   reductions_ = true;
   floatReductions_ = floatReductions_ || floats;
@@ -288,6 +255,11 @@ CudaKernel CudaWriter::finish() const {
   if (next_ != op_->getNumResults() + op_->getNumOperands())
     throw std::logic_error(fmt::format("CUDA emitter: '{}' declared {} parameters, expected {}",
                                        name, next_, op_->getNumResults() + op_->getNumOperands()));
+  std::vector<std::string> lines = paramLines_, comments = paramComments_;
+  if (scratchBytes_ > 0) {
+    lines.push_back(scratchParam_);
+    comments.push_back(fmt::format("// scratch {} bytes: counter, then chunk sums", scratchBytes_));
+  }
   if (launch_.block[0] == 0) throw std::logic_error("CUDA emitter: no launch for '" + name + "'");
   // __launch_bounds__(threads, 1024 / threads): at most 64 registers per thread, so that
   // half the threads an SM holds (1024 of 2048 on sm_90) can be resident, the same cap as
@@ -296,10 +268,10 @@ CudaKernel CudaWriter::finish() const {
   // grows with the shapes carry `#pragma unroll 4`, so full unrolling cannot exceed the cap.
   const unsigned threads = launch_.block[0] * launch_.block[1] * launch_.block[2];
   std::string params;
-  for (size_t i = 0; i < paramLines_.size(); ++i) {
-    std::string line = paramLines_[i] + (i + 1 < paramLines_.size() ? "," : ") {");
+  for (size_t i = 0; i < lines.size(); ++i) {
+    std::string line = lines[i] + (i + 1 < lines.size() ? "," : ") {");
     line.resize(std::max<size_t>(line.size() + 2, 60), ' ');
-    params += line + paramComments_[i] + "\n";
+    params += line + comments[i] + "\n";
   }
   std::string prologue = launchComment_ + "\n";
   prologue += wideIndex_ ? "typedef int64_t idx_t;  // some tensor has 2^30 elements or more\n"
@@ -317,10 +289,11 @@ CudaKernel CudaWriter::finish() const {
   }
   return CudaKernel{
       fmt::format(
-          "// {} at {}\n{}{}extern \"C\" __global__ void __launch_bounds__({}, {}) {}(\n{}{}}}\n",
-          name, locationString(op_->getLoc()), description_, globals_, threads,
-          std::max(1u, 1024 / threads), symbol_, params, indentBody(prologue + constants_ + body_)),
-      launch_, kind_};
+          "// {} at {}\n{}extern \"C\" __global__ void __launch_bounds__({}, {}) {}(\n{}{}}}\n",
+          name, locationString(op_->getLoc()), description_, threads,
+          std::max(1u, 1024 / threads), symbol_, params,
+          indentBody(prologue + constants_ + scratchDecls_ + body_)),
+      launch_, kind_, scratchBytes_};
 }
 
 // ---- dispatch -------------------------------------------------------------------------------
@@ -443,7 +416,7 @@ CudaKernel emitCudaKernel(mlir::Operation* op, llvm::StringRef symbol) {
 std::string cudaKernelPreamble() {
   return R"cuda(// Tessel generated kernels: CUDA C++ for NVRTC (codegen/CudaEmitter.cpp). The same text
 // compiles as host C++ after test/simt/Simt.h, which the SIMT tests use to run the kernels.
-// Each kernel is `extern "C" __global__ void symbol(outputs..., inputs...)`.
+// Each kernel is `extern "C" __global__ void symbol(outputs..., inputs...[, scratch])`.
 #if defined(__CUDACC_RTC__)
 // NVRTC has no standard headers: the fixed-width types and the float constants by hand.
 #include <cuda_bf16.h>

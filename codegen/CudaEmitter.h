@@ -30,10 +30,13 @@
 //   aligned (checked at run time; otherwise a scalar loop does the same work).
 // - Out-of-range indices behave as in the C++ kernels: NaN rows in embedding, cross_entropy,
 //   its grad and fused_classifier, skipped by embedding_grad; nothing is read out of bounds.
-// - Not reentrant: a two-level sum keeps its chunk sums and a block counter in module-scope
-//   __device__ variables named after its symbol (`<symbol>_partial`, `<symbol>_done`; its
-//   description says so), so two launches of one such symbol must not overlap (kernels of
-//   different symbols may; the counter is reset by each launch's last block).
+// - Reentrant: no kernel has module-scope state. A two-level sum keeps its chunk sums and
+//   its count of finished blocks in a scratch buffer passed as its last parameter
+//   (`unsigned char* scratch`, CudaKernel::scratchBytes bytes; Lowering gives it a temp in
+//   the arena). The counter, the first 4 bytes, must be 0 at launch and is 0 again when the
+//   kernel ends (its last block resets it), so one scratch serves any number of such
+//   kernels in turn after one emitScratchReset launch (Lowering: one per function), and
+//   launches on different scratch may overlap (two streams, graph replays).
 //
 // A CUDA kernel file is cudaKernelPreamble() followed by any number of kernels; it compiles
 // with NVRTC (codegen/Nvrtc.h) and, after `#include "test/simt/Simt.h"`, as host C++ for the
@@ -79,7 +82,14 @@ struct CudaKernel {
   std::string source;
   CudaLaunch launch;
   CudaKernelKind kind;
+  /// Bytes of the scratch buffer the kernel takes as its last parameter, after the op's
+  /// operands; 0 if it takes none (every kernel but the two-level sums).
+  int64_t scratchBytes = 0;
 };
+
+/// Where a two-level sum's chunk sums start in its scratch: after the 4-byte counter of
+/// finished blocks, padded so that doubles are aligned.
+inline constexpr int64_t kScratchHeaderBytes = 16;
 
 /// True if emitCudaKernel supports `op`: every op hasCppKernel accepts, plus tessel.fused
 /// regions whose members are row-local (compiler/RowLocal.h) in one shape and whose inputs
@@ -90,6 +100,11 @@ bool hasCudaKernel(mlir::Operation* op);
 /// promise above). Throws std::invalid_argument naming the op and its location if
 /// !hasCudaKernel(op).
 CudaKernel emitCudaKernel(mlir::Operation* op, llvm::StringRef symbol);
+
+/// The kernel `symbol(unsigned char* scratch)` that sets a scratch's counter of finished
+/// blocks to 0 (one thread), launched before the first kernel with scratchBytes > 0 that
+/// uses the scratch, on the same stream. Its C++ twin is emitScratchResetCpp (CppEmitter.h).
+CudaKernel emitScratchReset(llvm::StringRef symbol);
 
 /// The preamble every CUDA kernel file starts with: the NVRTC-only includes and typedefs
 /// (guarded by __CUDACC_RTC__, so the same text compiles as host C++ with test/simt/Simt.h),

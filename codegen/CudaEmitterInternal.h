@@ -23,6 +23,7 @@ namespace tessel::cudagen {
 using cppgen::floatLit;
 using cppgen::genericLetters;
 using kernelcommon::indent;
+using kernelcommon::shapeComment;
 using kernelcommon::sizeOf;
 using cppgen::Letters;
 using cppgen::numel;
@@ -76,9 +77,10 @@ class CudaWriter {
   /// `constexpr idx_t name = value;` (or float), with an optional comment.
   void constant(std::string_view name, int64_t value, std::string_view comment = "");
   void constantF(std::string_view name, double value, std::string_view comment = "");
-  /// Module-scope declarations the kernel needs (emitted between its header comment and its
-  /// signature), e.g. a __device__ scratch buffer named after symbol().
-  void global(std::string_view text);
+  /// Declares the last parameter, `unsigned char* scratch`: a counter of finished blocks
+  /// (`done`, 4 bytes, 0 at launch) and from kScratchHeaderBytes on `count` chunk sums of
+  /// `type` ("float" or "double"), which the body reaches as `chunkSums`. Once per kernel.
+  void scratch(const std::string& type, int64_t count);
   /// Declares the lane/warp indices and the shared memory of blockReduce: float partials
   /// (`red`) and/or double partials (`redd`).
   void useBlockReductions(bool floats, bool doubles = false);
@@ -100,7 +102,9 @@ class CudaWriter {
   void declare(std::string_view name, mlir::Value value, const Letters& letters, bool isOutput);
 
   mlir::Operation* op_;
-  std::string symbol_, description_, globals_, params_, constants_, body_, launchComment_;
+  std::string symbol_, description_, params_, constants_, body_, launchComment_;
+  std::string scratchParam_, scratchDecls_;  // set by scratch()
+  int64_t scratchBytes_ = 0;
   std::vector<std::string> paramLines_, paramComments_;
   CudaLaunch launch_{{0, 0, 0}, {0, 0, 0}, 0};
   CudaKernelKind kind_ = CudaKernelKind::Elementwise;
@@ -109,13 +113,12 @@ class CudaWriter {
 };
 
 /// The second level of a deterministic sum across blocks. Each block has written its
-/// partial sums (of chunks fixed by the shapes, not by the grid) into `<symbol>_partial`, a
-/// module-scope __device__ array of `count` values of `type` that this declares with the
-/// counter `<symbol>_done`. The returned code, which every thread of every block must reach
-/// at the end of the kernel, counts the finished blocks; the last one runs `combine` (which
+/// partial sums (of chunks fixed by the shapes, not by the grid) into `chunkSums`, `count`
+/// values of `type` in the kernel's scratch parameter, which this declares (w.scratch). The
+/// returned code, which every thread of every block must reach at the end of the kernel,
+/// counts the finished blocks in the scratch's counter; the last one runs `combine` (which
 /// reads the chunk sums through `partial`, a volatile pointer: other blocks wrote them) and
-/// resets the counter for the next launch. Makes the kernel non-reentrant (one launch of the
-/// symbol at a time), which its description then says.
+/// resets the counter to 0, so the scratch is ready for another launch.
 std::string lastBlockCombine(CudaWriter& w, const std::string& type, int64_t count,
                              const std::string& combine);
 

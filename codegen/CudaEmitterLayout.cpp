@@ -414,7 +414,7 @@ $DECOMPOSEQ    const auto* p = inp + ib + qb;
            "const idx_t c = j / NOUT, o = j % NOUT;\n" + column +
                "const idx_t q1 = (c + 1) * QLEN < NQ ? (c + 1) * QLEN : NQ;\n"
                "for (idx_t q = c * QLEN; q < q1; ++q) {\n" +
-               position + "}\n" + fmt::format("{}_partial[c * NOUT + o] = acc;\n", w.symbol()),
+               position + "}\n" + "chunkSums[c * NOUT + o] = acc;\n",
            "one thread per chunk of an output column (grid-stride)");
   w.code(lastBlockCombine(
       w, "double", qc * nout,
@@ -478,7 +478,7 @@ void emitGlobalNorm(CudaWriter& w) {
         "}\n");
     return;
   }
-  w.code(replaceAll(loops, "$STORE", w.symbol() + "_partial") +
+  w.code(replaceAll(loops, "$STORE", "chunkSums") +
          lastBlockCombine(w, "double", chunks,
                           "if (threadIdx.x == 0) {\n" + indent(finish, 2) + "}\n"));
 }

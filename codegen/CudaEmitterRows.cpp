@@ -159,9 +159,9 @@ $SUM  for (idx_t i = threadIdx.x; i < V; i += THREADS)
 /// The loss mean of cross_entropy and fused_classifier, deterministic: with one chunk, thread
 /// 0 writes total / N; with several, each block stores its chunk's double sum (`total`) and
 /// the last block to finish adds the chunk sums in chunk order (lastBlockCombine).
-static std::string lossMeanStore(CudaWriter& w, int64_t chunks) {
+static std::string lossMeanStore(int64_t chunks) {
   return chunks == 1 ? "  if (threadIdx.x == 0) loss[0] = static_cast<float>(total / N);\n"
-                     : fmt::format("  if (threadIdx.x == 0) {}_partial[ch] = total;\n", w.symbol());
+                     : std::string("  if (threadIdx.x == 0) chunkSums[ch] = total;\n");
 }
 
 static std::string lossMeanCombine(CudaWriter& w, int64_t chunks) {
@@ -214,7 +214,7 @@ void emitCrossEntropy(CudaWriter& w) {
 $TOTAL$STORE}
 $COMBINE)cuda",
       {{"TOTAL", indent(blockReduce("total", "dsum"), 2)},
-       {"STORE", lossMeanStore(w, chunks)},
+       {"STORE", lossMeanStore(chunks)},
        {"COMBINE", lossMeanCombine(w, chunks)}});
 }
 
@@ -274,7 +274,7 @@ $STORE}
 $COMBINE)cuda",
       {{"MAX", indent(blockReduce("mx", "max"), 4)},
        {"SUM", indent(blockReduce("sum", "sum"), 4)},
-       {"STORE", lossMeanStore(w, chunks)},
+       {"STORE", lossMeanStore(chunks)},
        {"COMBINE", lossMeanCombine(w, chunks)}});
 }
 
@@ -357,9 +357,8 @@ $STORE  }
 }
 $COMBINE)cuda",
       {{"STORE", chunks == 1 ? "    dgamma[i] = g;\n    dbeta[i] = b;\n"
-                             : fmt::format("    {0}_partial[ch * 2 * C + i] = g;\n"
-                                           "    {0}_partial[ch * 2 * C + C + i] = b;\n",
-                                           w.symbol())},
+                             : std::string("    chunkSums[ch * 2 * C + i] = g;\n"
+                                           "    chunkSums[ch * 2 * C + C + i] = b;\n")},
        {"COMBINE", chunks == 1
                        ? ""
                        : lastBlockCombine(w, "float", chunks * 2 * c,

@@ -50,6 +50,13 @@ class Emitter {
                          row(result), expr);
   }
   void member(mlir::Operation* m);
+  /// The member ops without the dialect, in body order: "add, layer_norm".
+  std::string memberNames() {
+    std::vector<std::string> names;
+    for (mlir::Operation& m : op_.getBody().front().without_terminator())
+      names.push_back(m.getName().stripDialect().str());
+    return fmt::format("{}", fmt::join(names, ", "));
+  }
 
   FusedOp op_;
   std::vector<int64_t> shape_;
@@ -172,6 +179,13 @@ std::string Emitter::emit(llvm::StringRef symbol) {
   mlir::Block& body = op_.getBody().front();
   auto yield = llvm::cast<YieldOp>(body.getTerminator());
   std::string decls, rowSetup;
+  // Arguments as the unfused kernels write them: one per line, with its shape comment in
+  // the dimension letters of the rows (suffixes of them for broadcast operands).
+  const cppgen::Letters letters = cppgen::rowLetters(shape_.size());
+  auto argument = [&](const std::string& decl, const std::string& name, mlir::Value v,
+                      const cppgen::Letters& dims) {
+    decls += cppgen::withComment(decl, cppgen::shapeComment(name, cppgen::shapeOf(v), dims));
+  };
   int scratch = 0;
   auto scratchRow = [&] { return fmt::format("scratch + {} * C", scratch++); };
   // Results: out<k> (one per yielded value; a value yielded twice shares the first). Rows are
@@ -179,16 +193,16 @@ std::string Emitter::emit(llvm::StringRef symbol) {
   llvm::DenseMap<mlir::Value, int> outIndex;
   for (auto [k, v] : llvm::enumerate(yield.getValues())) {
     mlir::Value result = op_.getResult(k);
-    decls += fmt::format("  {0}* out{1} = ({0}*)args[{1}];  // {2}\n", cppgen::elementType(result),
-                         k, locationString(result.getLoc()));
+    argument(fmt::format("  {0}* out{1} = ({0}*)args[{1}];", cppgen::elementType(result), k),
+             fmt::format("out{}", k), result, letters);
     if (!isBF16(result)) outIndex.try_emplace(v, static_cast<int>(k));
   }
   size_t nOut = yield.getValues().size();
   for (auto [j, arg] : llvm::enumerate(body.getArguments())) {
     auto type = mlir::cast<mlir::RankedTensorType>(arg.getType());
     std::string elem = cppgen::elementType(arg);
-    decls += fmt::format("  const {0}* in{1} = (const {0}*)args[{2}];  // [{3}]\n", elem, j,
-                         nOut + j, fmt::join(type.getShape(), ", "));
+    argument(fmt::format("  const {0}* in{1} = (const {0}*)args[{2}];", elem, j, nOut + j),
+             fmt::format("in{}", j), arg, cppgen::suffixLetters(letters, type.getRank()));
     if (type.getRank() == 0) {
       decls += fmt::format("  const float s{0} = in{0}[0];\n", j);
       scalar_[arg] = fmt::format("s{}", j);
@@ -226,7 +240,7 @@ std::string Emitter::emit(llvm::StringRef symbol) {
   }
 
   return fmt::format(
-      "// tessel.fused at {0}: {1} rows of C = {2}\n"
+      "// tessel.fused at {0}: {1} rows of C = {2}: {8}\n"
       "extern \"C\" void {3}(void** args) {{\n"
       "  const int64_t R = {1}, C = {2};\n"
       "{4}"
@@ -240,7 +254,8 @@ std::string Emitter::emit(llvm::StringRef symbol) {
       "    }}\n"
       "  }}\n"
       "}}\n",
-      locationString(op_.getLoc()), rows_, c_, symbol.str(), decls, scratch, rowSetup, body_);
+      locationString(op_.getLoc()), rows_, c_, symbol.str(), decls, scratch, rowSetup, body_,
+      memberNames());
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace tessel::kernelcommon {
 
 std::vector<int64_t> stridesOf(const std::vector<int64_t>& shape) {
@@ -111,6 +113,33 @@ std::string indent(const std::string& text, int spaces) {
     start = end + 1;
   }
   return out;
+}
+
+std::string shapeComment(std::string_view name, const std::vector<int64_t>& shape,
+                         const std::vector<std::string>& letters) {
+  if (shape.empty()) return fmt::format("// {} scalar", name);
+  std::string dims = fmt::format("[{}]", fmt::join(shape, ", "));
+  if (letters.size() != shape.size()) return fmt::format("// {} {}", name, dims);
+  return fmt::format("// {} [{}] = {}", name, fmt::join(letters, ", "), dims);
+}
+
+std::string withComment(const std::string& code, const std::string& comment) {
+  constexpr size_t column = 60;
+  std::string pad(code.size() < column ? column - code.size() : 2, ' ');
+  return code + pad + comment + "\n";
+}
+
+std::string fusedKernelName(FusedOp op) {
+  std::vector<std::string> names;
+  for (mlir::Operation& m : op.getBody().front().without_terminator()) {
+    std::string name = m.getName().stripDialect().str();
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::string symbol = "fused";
+  for (size_t i = 0; i < names.size() && i < kFusedNameOps; ++i) symbol += "_" + names[i];
+  if (names.size() > kFusedNameOps)
+    symbol += fmt::format("_and_{}_more", names.size() - kFusedNameOps);
+  return symbol;
 }
 
 const char* binarySign(mlir::Operation* op) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,6 +81,29 @@ std::string storageType(mlir::Value v);
 
 /// Every line of `text` indented by `spaces`.
 std::string indent(const std::string& text, int spaces);
+
+/// The llm.c shape comment of a kernel argument `name`: "// out [B, T, C] = [4, 32, 64]" with
+/// one letter per dimension, "// out [4, 32, 64]" when `letters` do not match the rank, and
+/// "// out scalar" for a 0-d tensor. Both emitters and the fused kernels write arguments so.
+std::string shapeComment(std::string_view name, const std::vector<int64_t>& shape,
+                         const std::vector<std::string>& letters);
+
+/// `code` padded to column 60 so that the comments of argument lines line up, then `comment`
+/// and a newline.
+std::string withComment(const std::string& code, const std::string& comment);
+
+// ---- kernel names ----------------------------------------------------------------------------
+
+/// At most this many op names go into a fused kernel's name (fusedKernelName).
+inline constexpr size_t kFusedNameOps = 4;
+
+/// What a tessel.fused region computes, as the part of its kernel symbol after "k<n>_":
+/// "fused_" and the names of its member ops without the dialect, in body order, each name
+/// once ("fused_add_layer_norm"). Past kFusedNameOps names, the count of the others ends the
+/// name instead ("fused_add_gelu_mul_scale_and_2_more"), so symbols stay short. A valid C
+/// identifier, since op names are; the same for identical regions, so kernels the lowering
+/// shares keep one symbol.
+std::string fusedKernelName(FusedOp op);
 
 // ---- elementwise ops -------------------------------------------------------------------------
 

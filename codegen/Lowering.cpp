@@ -9,9 +9,13 @@
 //      reader of the old value, so that every read sees the value from before the call.
 //   5. every other op -> a KernelStep calling its generated C++ kernel, and the kernel's
 //      signature (each argument's dtype and element count) in Program::kernels; identical kernels
-//      (same source up to comments) share one symbol. For the CUDA target the op's CUDA
+//      (same source up to comments) share one symbol, k<n>_<op> (k<n>_fused_<ops> for a
+//      fused region: KernelCommon.h fusedKernelName). For the CUDA target the op's CUDA
 //      kernel is emitted too, its launch goes on the step, and sharing needs both sources
 //      to agree.
+//      A CUDA kernel that sums across blocks also gets the function's scratch temp as its
+//      last argument (CudaEmitter.h): one temp for all of them, live from a step that
+//      zeroes its counter, before the first, to the last; each leaves the counter 0.
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
 //      from the start to the wait (the gradients are copied in and out by the executor).
 //   7. Temporaries live from their defining step to their last use (function results to the
@@ -21,6 +25,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
+#include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
@@ -117,8 +122,11 @@ class Lowerer {
     size_t at = 0;
     while ((at = src.find("TESSEL_KERNEL", at)) != std::string::npos) src.replace(at, 13, symbol);
   }
-  /// The symbol of `op`'s kernel (and with options_.cuda, its launch in *launch).
-  std::string kernelSymbol(mlir::Operation* op, std::optional<rt::LaunchConfig>* launch) {
+  /// The symbol of `op`'s kernel (and with options_.cuda, its launch in *launch and the
+  /// bytes of scratch its CUDA kernel takes in *scratchBytes, else 0).
+  std::string kernelSymbol(mlir::Operation* op, std::optional<rt::LaunchConfig>* launch,
+                           int64_t* scratchBytes) {
+    *scratchBytes = 0;
     auto fused = mlir::dyn_cast<FusedOp>(op);
     std::string src = fused ? emitFusedCppKernel(fused, "TESSEL_KERNEL")
                             : emitCppKernel(op, "TESSEL_KERNEL");
@@ -127,16 +135,18 @@ class Lowerer {
     if (options_.cuda) {
       cuda = emitCudaKernel(op, "TESSEL_KERNEL");
       const CudaLaunch& l = cuda.launch;
-      *launch = rt::LaunchConfig{{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]},
-                                 l.sharedBytes};
+      *launch = launchOf(l);
+      *scratchBytes = cuda.scratchBytes;
       key += "\n// ---- cuda ----\n" + withoutComments(cuda.source) +
              fmt::format("// launch {} {} {} {} {} {} {}\n", l.grid[0], l.grid[1], l.grid[2],
                          l.block[0], l.block[1], l.block[2], l.sharedBytes);
     }
     auto it = symbols_.find(key);
     if (it != symbols_.end()) return it->second;
-    std::string symbol =
-        fmt::format("k{}_{}", symbols_.size(), op->getName().stripDialect().str());
+    // k<n>_<what it computes>: the op's name, or for a fused region the ops it fuses.
+    std::string symbol = fmt::format("k{}_{}", symbols_.size(),
+                                     fused ? kernelcommon::fusedKernelName(fused)
+                                           : op->getName().stripDialect().str());
     rename(src, symbol);
     kernels_ += src + "\n";
     if (options_.cuda) {
@@ -147,8 +157,37 @@ class Lowerer {
     return symbol;
   }
 
+  static rt::LaunchConfig launchOf(const CudaLaunch& l) {
+    return {{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]}, l.sharedBytes};
+  }
+  /// The kernel step that zeroes the counter of `scratch` (one symbol for the program).
+  rt::KernelStep scratchReset(int scratch, const std::string& location) {
+    if (resetSymbol_.empty()) {
+      resetSymbol_ = fmt::format("k{}_reset_scratch", symbols_.size());
+      symbols_.emplace("// scratch reset", resetSymbol_);  // counts as a symbol, matches no kernel
+      kernels_ += emitScratchResetCpp(resetSymbol_) + "\n";
+      cudaKernels_ += emitScratchReset(resetSymbol_).source + "\n";
+    }
+    rt::KernelStep k;
+    k.symbol = resetSymbol_;
+    k.args = {scratch};
+    recordSignature(k.symbol, {{rt::DType::F32, 1, /*atLeast=*/true}});  // the block counter
+    k.location = location;
+    k.launch = launchOf(emitScratchReset(resetSymbol_).launch);
+    return k;
+  }
+
+  /// Records `symbol`'s argument list in Program::kernels (the first call decides; a symbol
+  /// is shared only by identical sources, which fix the same arguments).
+  void recordSignature(const std::string& symbol, std::vector<rt::KernelArg> signature) {
+    auto [known, fresh] = program_.kernels.emplace(symbol, std::move(signature));
+    assert((fresh || known->second == signature) && "one kernel symbol with two signatures");
+    (void)known, (void)fresh;
+  }
+
   rt::Program& program_;
   LoweringOptions options_;
+  std::string resetSymbol_;
   std::string kernels_, cudaKernels_;
   std::map<std::string, std::string> symbols_;
   std::map<std::string, int> persistent_;  // parameter/state name -> buffer
@@ -161,6 +200,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   fn.name = f.getSymName().str();
   live_.clear();
   temps_.clear();
+  int scratch = -1;        // the scratch of the CUDA two-level sums (5a), once needed
+  int64_t scratchMax = 0;  // bytes: the most any of them needs
   llvm::DenseMap<mlir::Value, int> buffer;
   mlir::Block& body = f.getBody().front();
 
@@ -301,19 +342,36 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.anchor = anchor(op, /*after=*/false);
       fn.steps.push_back(std::move(c));
     } else if (mlir::isa<FusedOp>(op) || hasCppKernel(op)) {
-      std::vector<int> in = operandIds();
       rt::KernelStep k;
-      k.symbol = kernelSymbol(op, &k.launch);
+      int64_t scratchBytes = 0;
+      k.symbol = kernelSymbol(op, &k.launch, &scratchBytes);
       k.location = locationString(op->getLoc());
+      if (scratchBytes > 0) {
+        // 5a. A CUDA two-level sum's scratch: the function's scratch temp, created with a
+        //     step that zeroes its counter before the first such kernel; each one leaves
+        //     the counter 0 again, so the next finds it ready. Sized for the largest.
+        if (scratch < 0) {
+          scratch = tempOf({1}, rt::DType::F32, k.location, step);
+          fn.steps.push_back(scratchReset(scratch, k.location));
+          step = fn.steps.size();
+        }
+        scratchMax = std::max(scratchMax, scratchBytes);
+        use(scratch, step);
+      }
+      std::vector<int> in = operandIds();
       for (mlir::Value r : op->getResults()) k.args.push_back(buffer[r] = temp(r, step));
       k.args.insert(k.args.end(), in.begin(), in.end());
       // The signature the runtime checks every call against. Steps share a symbol only when
       // their sources agree, and the source fixes every argument's element count and type.
+      // The scratch (sized for the function's largest sum only when the function is done)
+      // is recorded as the least this kernel needs.
       std::vector<rt::KernelArg> signature;
       for (int id : k.args) signature.push_back({program_.buffers[id].dtype, program_.buffers[id].numel()});
-      auto [known, fresh] = program_.kernels.emplace(k.symbol, signature);
-      assert((fresh || known->second == signature) && "one kernel symbol with two signatures");
-      (void)known, (void)fresh;
+      if (scratchBytes > 0) {
+        k.args.push_back(scratch);
+        signature.push_back({rt::DType::F32, (scratchBytes + 3) / 4, /*atLeast=*/true});
+      }
+      recordSignature(k.symbol, std::move(signature));
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()
@@ -330,6 +388,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     }
   }
 
+  if (scratch >= 0) program_.buffers[scratch].shape = {(scratchMax + 3) / 4};
   std::vector<LiveBuffer> lives;
   for (int id : temps_)
     lives.push_back({program_.buffers[id].bytes(), live_[id].first, live_[id].second});

@@ -19,9 +19,12 @@ namespace tessel {
 struct LoweringOptions {
   /// Also emit every kernel as CUDA C++ (codegen/CudaEmitter.h): the program then carries
   /// cudaSource (cudaKernelPreamble() + one kernel per symbol) and every KernelStep its
-  /// launch configuration. The steps, buffers and memory plan are the same as without it,
-  /// so one program runs on the CPU executor and on a GPU executor; a symbol names the C++
-  /// and the CUDA kernel of the same op (kernels are shared only when both sources agree).
+  /// launch configuration. The steps and buffers are those without it, plus, in a function
+  /// with CUDA kernels that sum across blocks, one scratch temp (their last argument; the
+  /// C++ kernels ignore it) and a step before the first of them that zeroes the scratch's
+  /// counter. One program runs on the CPU executor and on a GPU executor; a symbol names the
+  /// C++ and the CUDA kernel of the same op (kernels are shared only when both sources
+  /// agree).
   bool cuda = false;
 };
 

@@ -6,6 +6,8 @@
 
 #include "mlir/IR/OperationSupport.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 
@@ -86,7 +88,86 @@ std::vector<Stage> stages(const PipelineOptions& o) {
   return s;
 }
 
+/// The textual options of `tessel-pipeline`, one per PipelineOptions field (dumpIrDir aside:
+/// tessel-opt prints the result instead). Defaults come from PipelineOptions itself.
+struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
+  const PipelineOptions defaults;
+  Option<bool> train{*this, "train", llvm::cl::desc("build @train_step (autodiff + optimizer)"),
+                     llvm::cl::init(defaults.train)};
+  Option<std::string> optimizer{*this, "optimizer", llvm::cl::desc("adamw, sgd or none"),
+                                llvm::cl::init(defaults.optimizer)};
+  Option<std::string> precision{*this, "precision", llvm::cl::desc("f32 or bf16"),
+                                llvm::cl::init(defaults.precision)};
+  Option<std::string> forward{*this, "forward",
+                              llvm::cl::desc("the function autodiff differentiates"),
+                              llvm::cl::init(defaults.forwardName)};
+  Option<int64_t> dp{*this, "dp", llvm::cl::desc("data-parallel ranks"),
+                     llvm::cl::init(defaults.dp)};
+  Option<int64_t> microsteps{*this, "microsteps",
+                             llvm::cl::desc("gradient-accumulation microsteps per step"),
+                             llvm::cl::init(defaults.microsteps)};
+  Option<double> bucketMb{*this, "bucket-mb", llvm::cl::desc("gradient bucket capacity in MiB"),
+                          llvm::cl::init(defaults.bucketMb)};
+  Option<bool> overlap{*this, "overlap",
+                       llvm::cl::desc("start each bucket's all-reduce during the backward pass"),
+                       llvm::cl::init(defaults.overlap)};
+
+  PipelineOptions toOptions() const {
+    PipelineOptions o;
+    o.train = train;
+    o.optimizer = optimizer;
+    o.precision = precision;
+    o.forwardName = forward;
+    o.dp = dp;
+    o.microsteps = microsteps;
+    o.bucketMb = bucketMb;
+    o.overlap = overlap;
+    return o;
+  }
+};
+
 }  // namespace
+
+void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options) {
+  for (const Stage& s : stages(options))
+    if (s.addPasses) s.addPasses(pm);
+}
+
+std::string checkPipelineOptions(const PipelineOptions& o) {
+  if (o.dp < 1) return fmt::format("dp={}: must be at least 1", o.dp);
+  if (o.microsteps < 1) return fmt::format("microsteps={}: must be at least 1", o.microsteps);
+  if (!(o.bucketMb > 0)) return fmt::format("bucket-mb={}: must be more than 0", o.bucketMb);
+  if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "none")
+    return fmt::format("optimizer={}: must be adamw, sgd or none", o.optimizer);
+  if (o.precision != "f32" && o.precision != "bf16")
+    return fmt::format("precision={}: must be f32 or bf16", o.precision);
+  if (o.forwardName.empty()) return "forward=: must name a function";
+  return "";
+}
+
+void registerTesselPipeline() {
+  static bool registered = false;
+  if (registered) return;
+  registered = true;
+  mlir::registerPassPipeline(
+      "tessel-pipeline",
+      "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
+      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap)",
+      [](mlir::OpPassManager& pm, llvm::StringRef text,
+         llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
+        PipelineCLOptions cl;
+        if (mlir::failed(cl.parseFromString(text)))
+          return errorHandler("tessel-pipeline: cannot parse the options '" + text + "'");
+        PipelineOptions options = cl.toOptions();
+        std::string error = checkPipelineOptions(options);
+        if (!error.empty()) return errorHandler("tessel-pipeline: " + error);
+        buildPipeline(pm, options);
+        return mlir::success();
+      },
+      [](llvm::function_ref<void(const mlir::detail::PassOptions&)> handler) {
+        handler(PipelineCLOptions());
+      });
+}
 
 std::vector<std::string> pipelineStageNames(const PipelineOptions& options) {
   std::vector<std::string> names;
@@ -113,6 +194,8 @@ bool writeModule(mlir::ModuleOp module, const std::string& path, std::string& er
 }
 
 mlir::LogicalResult runPipeline(mlir::ModuleOp module, const PipelineOptions& options) {
+  std::string invalid = checkPipelineOptions(options);
+  if (!invalid.empty()) return module.emitError() << "compiler pipeline: " << invalid;
   if (!options.dumpIrDir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(options.dumpIrDir, ec);

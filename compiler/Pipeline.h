@@ -1,6 +1,9 @@
 // The pass-pipeline driver: runs the compiler's stages in order on a module and, when asked,
 // writes the IR after every stage into a folder as numbered files ("00-dsl.mlir",
 // "01-canonicalize.mlir", ...), with locations, so a user can see what each stage did.
+// The same stages are registered as one named pass pipeline, `tessel-pipeline`, so that
+// `tessel-opt --tessel-pipeline='dp=2 optimizer=sgd' 00-dsl.mlir` replays what --dump-ir
+// shows (registerTesselPipeline).
 #pragma once
 
 #include "mlir/IR/BuiltinOps.h"
@@ -8,6 +11,10 @@
 
 #include <string>
 #include <vector>
+
+namespace mlir {
+class OpPassManager;
+}
 
 namespace tessel {
 
@@ -42,6 +49,22 @@ struct PipelineOptions {
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
 /// as built).
 std::vector<std::string> pipelineStageNames(const PipelineOptions& options);
+
+/// Adds the passes of every stage to `pm` (a pass manager on builtin.module), in the order
+/// runPipeline runs them: one pass manager then replays the whole pipeline.
+void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
+
+/// Checks the options a pipeline cannot run with: dp or microsteps below 1, bucketMb not
+/// positive, an optimizer other than adamw, sgd or none, a precision other than f32 or bf16,
+/// an empty forwardName. Returns "" when they are valid, else a one-line reason naming the
+/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
+std::string checkPipelineOptions(const PipelineOptions& options);
+
+/// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
+/// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb and
+/// overlap, whose defaults are PipelineOptions'. Invalid options are a one-line error
+/// (checkPipelineOptions). Idempotent.
+void registerTesselPipeline();
 
 /// Runs every stage on `module`. Pass failures are reported through the context's
 /// diagnostic handler (at the op's location) and return failure(); an unwritable dump

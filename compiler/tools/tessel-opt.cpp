@@ -1,5 +1,7 @@
 // tessel-opt: MLIR's opt driver with the tessel dialect, the upstream dialects Tessel
-// programs use, the upstream passes, and every Tessel pass.
+// programs use, the upstream passes, every Tessel pass, and the whole compile pipeline as
+// one named pipeline (`--tessel-pipeline='dp=2 optimizer=sgd'`, compiler/Pipeline.h).
+#include "compiler/Pipeline.h"
 #include "compiler/TesselDialect.h"
 #include "passes/Passes.h"
 
@@ -12,6 +14,7 @@ int main(int argc, char** argv) {
   tessel::registerTesselDialects(registry);
   mlir::registerTransformsPasses();  // canonicalize, cse, ...
   tessel::registerTesselPasses();
+  tessel::registerTesselPipeline();
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Tessel optimizer driver\n", registry));
 }

@@ -18,7 +18,7 @@
 //       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
 //        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
 //        "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "", "anchor"? ""}]}],
-//    "kernels": [{"symbol", "args": [{"dtype", "numel"}]}]}
+//    "kernels": [{"symbol", "args": [{"dtype", "numel", "at_least"?}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
 // default). Version 4 means kernels.cu exists and every kernel step has a launch. After
 // decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
@@ -188,7 +188,11 @@ ordered_json toJson(const Program& p) {
   ordered_json kernels = ordered_json::array();
   for (const auto& [symbol, args] : p.kernels) {
     ordered_json a = ordered_json::array();
-    for (const KernelArg& arg : args) a.push_back({{"dtype", dtypeName(arg.dtype)}, {"numel", arg.numel}});
+    for (const KernelArg& arg : args) {
+      ordered_json one{{"dtype", dtypeName(arg.dtype)}, {"numel", arg.numel}};
+      if (arg.atLeast) one["at_least"] = true;
+      a.push_back(std::move(one));
+    }
     kernels.push_back({{"symbol", symbol}, {"args", std::move(a)}});
   }
   root["kernels"] = std::move(kernels);
@@ -355,8 +359,8 @@ std::pair<std::string, std::vector<KernelArg>> readKernel(const Reader& r, const
   r.object(j, field, {"symbol", "args"});
   std::string symbol = r.string(j, "symbol", field);
   std::vector<KernelArg> args = r.list<KernelArg>(j, "args", field, [&](const json& v, const std::string& f) {
-    r.object(v, f, {"dtype", "numel"});
-    return KernelArg{readDType(r, v, f), r.integer(v, "numel", f)};
+    r.object(v, f, {"dtype", "numel", "at_least"});
+    return KernelArg{readDType(r, v, f), r.integer(v, "numel", f), r.boolean(v, "at_least", f)};
   });
   return {std::move(symbol), std::move(args)};
 }

@@ -55,9 +55,12 @@ struct LaunchConfig {
 
 /// One argument of a generated kernel as the kernel sees it: its shapes are compile-time
 /// constants, so the buffer passed must have exactly this element type and element count.
+/// A CUDA two-level sum's scratch (codegen/CudaEmitter.h) is shared by the function's sums
+/// and sized for the largest, so for it (`atLeast`) `numel` is the least the kernel needs.
 struct KernelArg {
   DType dtype = DType::F32;
   int64_t numel = 0;
+  bool atLeast = false;  // "at_least" in program.json: the buffer may hold more elements
   bool operator==(const KernelArg&) const = default;
 };
 

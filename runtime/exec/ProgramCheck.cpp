@@ -251,9 +251,11 @@ class Checker {
     for (size_t i = 0; i < k.args.size(); ++i) {
       std::string f = fmt::format("{}.args[{}]", field, i);
       const Buffer& b = buffer(k.args[i], f);
-      if (b.dtype != want[i].dtype || b.numel() != want[i].numel)
-        fail(f, fmt::format("kernel '{}' argument {} is {} elements of {} but {} has {} of {}{}", k.symbol, i,
-                            want[i].numel, dtypeLabel(want[i].dtype), describe(k.args[i]), b.numel(),
+      const bool sizeOk = want[i].atLeast ? b.numel() >= want[i].numel : b.numel() == want[i].numel;
+      if (b.dtype != want[i].dtype || !sizeOk)
+        fail(f, fmt::format("kernel '{}' argument {} is {}{} elements of {} but {} has {} of {}{}", k.symbol, i,
+                            want[i].atLeast ? "at least " : "", want[i].numel, dtypeLabel(want[i].dtype),
+                            describe(k.args[i]), b.numel(),
                             dtypeLabel(b.dtype), at(k.location)));
       used.emplace_back(k.args[i], f);
     }

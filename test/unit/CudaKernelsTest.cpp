@@ -5,7 +5,9 @@
 // (b) the same CUDA text, compiled as host C++ with the SIMT harness (test/simt/Simt.h),
 //     runs every kernel on random inputs and matches the C++ kernel of the same op
 //     (tolerances: relativeTolerance in CudaKernelsTestUtil.h);
-// (c) a planted bug, one __syncthreads() removed from a block reduction, is caught.
+// (c) a planted bug, one __syncthreads() removed from a block reduction, is caught;
+// (d) no kernel keeps state in module-scope __device__ variables: the two-level sums take
+//     their scratch as an argument and run twice on separate scratch with the same results.
 //
 // Programs: the GPT (L=2, C=64, NH=4, T=32, B=4), and the MLP (784-256-256-10, B=32) with
 // AdamW and with SGD; (a) also for a GPT at GPT-2 small's widths. Every op at awkward sizes,
@@ -16,7 +18,9 @@
 #include "examples/gpt/model.h"
 #include "examples/mlp/model.h"
 
+#include <algorithm>
 #include <set>
+#include <sstream>
 
 namespace tessel::cudatest {
 namespace {
@@ -164,6 +168,84 @@ TEST(CudaKernels, MissingSyncthreadsInABlockReductionIsCaught) {
       ln->symbol.c_str(), static_cast<long long>(racyMismatches), racyDiff);
   EXPECT_EQ(goodMismatches, 0);
   EXPECT_GT(racyMismatches, 0) << "the race went unnoticed";
+}
+
+/// The module-scope variables of a CUDA source: declarations outside every function and
+/// struct (brace depth 0, comments stripped) marked __device__, __constant__ or __managed__
+/// that declare no function (no parenthesis).
+std::vector<std::string> moduleScopeVariables(const std::string& source) {
+  std::vector<std::string> found;
+  std::istringstream in(source);
+  std::string line;
+  int depth = 0;
+  while (std::getline(in, line)) {
+    line = line.substr(0, line.find("//"));
+    bool deviceSpace = line.find("__device__") != std::string::npos ||
+                       line.find("__constant__") != std::string::npos ||
+                       line.find("__managed__") != std::string::npos;
+    if (depth == 0 && deviceSpace && line.find('(') == std::string::npos) found.push_back(line);
+    for (char c : line) depth += c == '{' ? 1 : c == '}' ? -1 : 0;
+  }
+  return found;
+}
+
+TEST(CudaKernels, NoKernelKeepsStateInModuleScopeVariables) {
+  // A __device__ global makes a kernel unsafe to run twice at once (two streams, graph
+  // replay): every cross-block scratch must be an argument. The check itself must see one.
+  EXPECT_EQ(moduleScopeVariables("__device__ float k_partial[4];\n__device__ unsigned int k_done = 0;\n"
+                                 "__device__ __forceinline__ float f(float x) { return x; }\n")
+                .size(),
+            2u);
+  size_t withScratch = 0;
+  for (const std::vector<Kernel>* kernels :
+       {&programs().gpt, &programs().mlp, &programs().mlpSgd, &programs().gptBf16,
+        &programs().mlpBf16}) {
+    EXPECT_EQ(moduleScopeVariables(cudaSource(*kernels)), std::vector<std::string>{});
+    for (const Kernel& k : *kernels) {
+      if (k.cuda.scratchBytes == 0) continue;
+      ++withScratch;
+      EXPECT_NE(k.cuda.source.find("unsigned char* scratch) {"), std::string::npos)
+          << k.symbol << ": the scratch must be the last parameter";
+    }
+  }
+  EXPECT_GT(withScratch, 0u) << "no two-level sum left to check";
+}
+
+TEST(CudaKernels, TwoLevelSumsRunTwiceOnSeparateScratchAndMatchTheCppKernels) {
+  // Every kernel with a scratch (layer_norm_grad, the loss means, global_norm, bias
+  // gradients), run twice in the SIMT harness, each launch on its own scratch: both match
+  // the C++ kernel (relativeTolerance), agree bit for bit, hold the same chunk sums in their
+  // own scratch, and leave its counter at 0, ready for the next launch.
+  std::vector<Kernel> kernels;
+  for (const std::vector<Kernel>* all : {&programs().gpt, &programs().mlp})
+    for (const Kernel& k : *all)
+      if (k.cuda.scratchBytes > 0) kernels.push_back(k);
+  ASSERT_FALSE(kernels.empty());
+  KernelLibrary simt = buildSimtLibrary(simtSource(cudaSource(kernels), kernels));
+  KernelLibrary cpp = buildCppLibrary(kernels);
+  std::mt19937 rng(20261201);
+  for (const Kernel& k : kernels) {
+    SCOPED_TRACE(k.symbol);
+    std::vector<Buffer> operands = randomOperands(k.op, rng);
+    std::vector<Buffer> want = resultBuffers(k.op), first = resultBuffers(k.op),
+                        second = resultBuffers(k.op);
+    run(cpp.symbol(k.symbol), want, operands);
+    Scratch a(k), b(k);
+    run(simt.symbol(k.symbol + "_simt"), first, operands, a.data());
+    run(simt.symbol(k.symbol + "_simt"), second, operands, b.data());
+    EXPECT_EQ(a.counter(), 0u);
+    EXPECT_EQ(b.counter(), 0u);
+    EXPECT_EQ(a.words, b.words) << "the two launches' chunk sums differ";
+    EXPECT_TRUE(std::any_of(a.words.begin() + kScratchHeaderBytes / 8, a.words.end(),
+                            [](double w) { return w != 0.0; }))
+        << "the chunk sums never reached the scratch";
+    for (size_t r = 0; r < want.size(); ++r) {
+      EXPECT_EQ(compare(first[r], want[r], relativeTolerance(k)).mismatches, 0) << "result " << r;
+      std::vector<float> x = first[r].floats(), y = second[r].floats();
+      EXPECT_TRUE(x.size() == y.size() && std::memcmp(x.data(), y.data(), x.size() * 4) == 0)
+          << "result " << r << " differs between the launches";
+    }
+  }
 }
 
 TEST(CudaKernels, KernelTextNamesTheOpItsLocationShapesAndLaunch) {

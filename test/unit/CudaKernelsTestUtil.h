@@ -19,6 +19,7 @@
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
 #include "codegen/HostCompiler.h"
+#include "codegen/KernelCommon.h"
 #include "codegen/Nvrtc.h"
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
@@ -37,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -97,7 +99,8 @@ inline std::string replaceAll(std::string s, const std::string& from, const std:
   return s;
 }
 
-/// The kernels of every function of `module`, symbols "<prefix>k<n>_<op>".
+/// The kernels of every function of `module`, symbols "<prefix>k<n>_<op>" (for a fused
+/// region "<prefix>k<n>_fused_<ops>", as Lowering names them).
 inline std::vector<Kernel> collectKernels(mlir::ModuleOp module, const std::string& prefix) {
   std::vector<Kernel> kernels;
   std::map<std::string, size_t> seen;
@@ -112,10 +115,11 @@ inline std::vector<Kernel> collectKernels(mlir::ModuleOp module, const std::stri
         ++kernels[it->second].uses;
         continue;
       }
-      std::string symbol =
-          fmt::format("{}k{}_{}", prefix, kernels.size(), op.getName().stripDialect().str());
-      cuda.source = replaceAll(cuda.source, "TESSEL_KERNEL", symbol);
       auto fused = mlir::dyn_cast<FusedOp>(op);
+      std::string symbol = fmt::format("{}k{}_{}", prefix, kernels.size(),
+                                       fused ? kernelcommon::fusedKernelName(fused)
+                                             : op.getName().stripDialect().str());
+      cuda.source = replaceAll(cuda.source, "TESSEL_KERNEL", symbol);
       std::string cpp = fused ? emitFusedCppKernel(fused, symbol) : emitCppKernel(&op, symbol);
       seen.emplace(key, kernels.size());
       kernels.push_back({&op, symbol, std::move(cuda), std::move(cpp)});
@@ -167,7 +171,8 @@ inline std::string simtSource(const std::string& cuda, const std::vector<Kernel>
           "  }});\n"
           "}}\n",
           k.symbol, gx, gy, gz, l.block[0], l.block[1], l.block[2],
-          k.op->getNumResults() + k.op->getNumOperands(), suffix);
+          k.op->getNumResults() + k.op->getNumOperands() + (k.cuda.scratchBytes > 0 ? 1 : 0),
+          suffix);
   }
   return src + "\n// ---- the harness (test/simt/Simt.cpp) ----\n" +
          readFile(dir + "/test/simt/Simt.cpp");
@@ -319,11 +324,27 @@ inline std::vector<Buffer> resultBuffers(mlir::Operation* op, size_t at = 0) {
   return out;
 }
 
-/// Runs the kernel `fn` (void(void**)) on results then operands.
-inline void run(void* fn, std::vector<Buffer>& results, std::vector<Buffer>& operands) {
+/// A CUDA kernel's scratch (CudaKernel::scratchBytes; the counter zeroed, as the lowering's
+/// reset step leaves it), 8-byte aligned; empty for a kernel without one.
+struct Scratch {
+  std::vector<double> words;
+  explicit Scratch(const Kernel& k) : words((k.cuda.scratchBytes + 7) / 8, 0.0) {}
+  void* data() { return words.empty() ? nullptr : words.data(); }
+  /// The count of finished blocks (0 once the kernel has ended).
+  unsigned counter() const {
+    unsigned c = 0;
+    if (!words.empty()) std::memcpy(&c, words.data(), sizeof c);
+    return c;
+  }
+};
+
+/// Runs the kernel `fn` (void(void**)) on results then operands, then `scratch` if any.
+inline void run(void* fn, std::vector<Buffer>& results, std::vector<Buffer>& operands,
+                void* scratch = nullptr) {
   std::vector<void*> args;
   for (Buffer& b : results) args.push_back(b.data());
   for (Buffer& b : operands) args.push_back(b.data());
+  if (scratch) args.push_back(scratch);
   reinterpret_cast<void (*)(void**)>(fn)(args.data());
 }
 
@@ -463,7 +484,10 @@ inline void checkInSimt(const std::vector<Kernel>& kernels, size_t at = 0,
     std::vector<Buffer> want = resultBuffers(k.op, at), got = resultBuffers(k.op, at);
     run(cpp.symbol(k.symbol), want, operands);
     auto start = std::chrono::steady_clock::now();
-    run(simt.symbol(k.symbol + (oneBlock ? "_simt_one_block" : "_simt")), got, operands);
+    Scratch scratch(k);
+    run(simt.symbol(k.symbol + (oneBlock ? "_simt_one_block" : "_simt")), got, operands,
+        scratch.data());
+    EXPECT_EQ(scratch.counter(), 0u) << k.symbol << " left its block counter set";
     double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double tol = relativeTolerance(k);

@@ -93,15 +93,17 @@ Outputs runOn(const Shape& s, bool fused, KernelLibrary& lib, const std::string&
   if (fused) {
     const Kernel& k = su.find("fused_" + name(s), "tessel.fused_classifier");
     std::vector<Buffer> r = resultBuffers(k.op);
-    run(lib.symbol(k.symbol + suffix), r, operands);
+    Scratch scratch(k);  // the CUDA kernel's last argument (the C++ one ignores it)
+    run(lib.symbol(k.symbol + suffix), r, operands, scratch.data());
     return {r[0], r[1]};
   }
   const Kernel& ce = su.find("separate_" + name(s), "tessel.cross_entropy");
   const Kernel& grad = su.find("separate_" + name(s), "tessel.cross_entropy_grad");
   std::vector<Buffer> loss = resultBuffers(ce.op), dlogits = resultBuffers(grad.op);
   std::vector<Buffer> ceOperands{operands[0], operands[1]};
-  run(lib.symbol(ce.symbol + suffix), loss, ceOperands);
-  run(lib.symbol(grad.symbol + suffix), dlogits, operands);
+  Scratch ceScratch(ce), gradScratch(grad);
+  run(lib.symbol(ce.symbol + suffix), loss, ceOperands, ceScratch.data());
+  run(lib.symbol(grad.symbol + suffix), dlogits, operands, gradScratch.data());
   return {loss[0], dlogits[0]};
 }
 

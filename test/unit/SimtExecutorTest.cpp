@@ -12,7 +12,10 @@
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Loop.h"
 
+#include <algorithm>
 #include <map>
+#include <regex>
+#include <set>
 
 namespace tessel::cudatest {
 namespace {
@@ -75,28 +78,102 @@ std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) {
 }
 
 TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
+  // The CUDA lowering is the CPU one plus, in a function with two-level sums, one scratch
+  // temp that each of them takes as its last argument, and a step before the first of them
+  // that resets the scratch: with those removed, the buffers (but for their arena offsets)
+  // and the steps are the same.
   rt::Program cpu = lowerGpt(false), cuda = lowerGpt(true);
   EXPECT_TRUE(cpu.cudaSource.empty());
   ASSERT_FALSE(cuda.cudaSource.empty());
-  EXPECT_EQ(cuda.buffers, cpu.buffers);  // same buffers and memory plan
+  std::set<int> scratch;
+  for (const rt::Function& f : cuda.functions) {
+    int resets = 0;
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s); k && k->symbol.ends_with("_reset_scratch")) {
+        scratch.insert(k->args.at(0));
+        ++resets;
+      }
+    EXPECT_LE(resets, 1) << f.name << ": one scratch per function, reset once";
+  }
+  EXPECT_FALSE(scratch.empty()) << "the GPT has two-level sums (layer_norm_grad, global_norm)";
+  std::vector<int> toCpu(cuda.buffers.size(), -1);  // CUDA buffer id -> CPU buffer id
+  int next = 0;
+  for (size_t b = 0; b < cuda.buffers.size(); ++b) {
+    if (scratch.count(static_cast<int>(b))) continue;
+    ASSERT_LT(next, static_cast<int>(cpu.buffers.size()));
+    rt::Buffer x = cuda.buffers[b], y = cpu.buffers[next];
+    x.offset = y.offset = 0;  // the memory plan has the scratch temps too
+    if (x.kind == rt::BufferKind::Temp) x.name = y.name = "";  // "%<id>": ids shift
+    EXPECT_EQ(x, y) << "buffer " << b;
+    toCpu[b] = next++;
+  }
+  EXPECT_EQ(next, static_cast<int>(cpu.buffers.size()));
+  auto mapped = [&](std::vector<int> ids) {
+    for (int& id : ids) id = toCpu.at(id);
+    return ids;
+  };
   ASSERT_EQ(cuda.functions.size(), cpu.functions.size());
   for (size_t f = 0; f < cpu.functions.size(); ++f) {
-    ASSERT_EQ(cuda.functions[f].steps.size(), cpu.functions[f].steps.size());
-    EXPECT_EQ(cuda.functions[f].arenaBytes, cpu.functions[f].arenaBytes);
-    for (size_t s = 0; s < cpu.functions[f].steps.size(); ++s) {
-      const rt::Step& a = cpu.functions[f].steps[s];
-      const rt::Step& b = cuda.functions[f].steps[s];
-      ASSERT_EQ(a.index(), b.index()) << "step " << s;
-      if (auto* k = std::get_if<rt::KernelStep>(&b)) {
+    const std::vector<rt::Step>& steps = cuda.functions[f].steps;
+    size_t c = 0;
+    int reset = -1;  // the function's scratch, once reset
+    for (size_t s = 0; s < steps.size(); ++s, ++c) {
+      const auto* k = std::get_if<rt::KernelStep>(&steps[s]);
+      if (k && k->symbol.ends_with("_reset_scratch")) {
+        reset = k->args.at(0);
+        ASSERT_LT(s + 1, steps.size());
+        k = std::get_if<rt::KernelStep>(&steps[++s]);
+        ASSERT_NE(k, nullptr) << "a reset step must precede a kernel";
+        ASSERT_EQ(k->args.back(), reset) << k->symbol << " must take the scratch last";
+      }
+      ASSERT_LT(c, cpu.functions[f].steps.size());
+      const rt::Step& a = cpu.functions[f].steps[c];
+      ASSERT_EQ(a.index(), steps[s].index()) << "step " << s;
+      if (k) {
         EXPECT_TRUE(k->launch.has_value()) << k->symbol;
-        EXPECT_EQ(k->args, std::get<rt::KernelStep>(a).args);
+        std::vector<int> args = k->args;
+        if (scratch.count(args.back())) {
+          EXPECT_EQ(args.back(), reset) << k->symbol << " uses a scratch before its reset";
+          args.pop_back();
+        }
+        EXPECT_EQ(mapped(args), std::get<rt::KernelStep>(a).args) << k->symbol;
         EXPECT_NE(cuda.cudaSource.find(" " + k->symbol + "("), std::string::npos) << k->symbol;
-      } else {
-        EXPECT_EQ(a, b);
+      } else if (auto* g = std::get_if<rt::GemmStep>(&steps[s])) {
+        EXPECT_EQ(mapped({g->a, g->b, g->c}),
+                  (std::vector<int>{std::get<rt::GemmStep>(a).a, std::get<rt::GemmStep>(a).b,
+                                    std::get<rt::GemmStep>(a).c}));
       }
     }
+    EXPECT_EQ(c, cpu.functions[f].steps.size());
   }
   rt::validateProgram(cuda, "test");
+}
+
+TEST(SimtExecutor, KernelSymbolsSayWhatTheyComputeAndAreShortCIdentifiers) {
+  // Fused kernels are named by the ops they fuse, each once in body order, at most four
+  // names and then the count of the others: a valid C identifier of bounded length.
+  rt::Program cuda = lowerGpt(true);
+  std::set<std::string> symbols, fused;
+  for (const rt::Function& f : cuda.functions)
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s)) symbols.insert(k->symbol);
+  const std::regex identifier("k[0-9]+_[a-z_]+(_and_[0-9]+_more)?");
+  for (const std::string& symbol : symbols) {
+    EXPECT_TRUE(std::regex_match(symbol, identifier)) << symbol;
+    EXPECT_LE(symbol.size(), 64u) << symbol;  // k<n>_fused_ + 4 op names + _and_<n>_more
+    if (symbol.find("_fused") == std::string::npos) continue;
+    fused.insert(symbol);
+    EXPECT_FALSE(std::regex_match(symbol, std::regex("k[0-9]+_fused"))) << "names no op";
+  }
+  // The GPT's residual add + layer norm and its bias + GELU are fused (tessel-fuse).
+  EXPECT_TRUE(std::any_of(fused.begin(), fused.end(), [](const std::string& s) {
+    return s.find("_fused_add_layer_norm") != std::string::npos;
+  })) << "fused kernels: " << fused.size();
+  // Identical kernels still share one symbol: far fewer symbols than kernel steps.
+  size_t steps = 0;
+  for (const rt::Function& f : cuda.functions)
+    for (const rt::Step& s : f.steps) steps += std::holds_alternative<rt::KernelStep>(s);
+  EXPECT_LT(symbols.size() * 2, steps);
 }
 
 TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {

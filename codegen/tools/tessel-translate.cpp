@@ -1,0 +1,101 @@
+// tessel-translate: MLIR's translate driver for Tessel's code generators. It reads a module
+// of the tessel dialect (typically the last stage `--dump-ir` writes, after tessel-fuse),
+// lowers it the way the trainer does (codegen/Lowering.h) and prints what codegen made:
+//
+//   --tessel-to-cpp   the C++ kernel file (codegen/CppEmitter.h, FusedEmitter.h)
+//   --tessel-to-cuda  the CUDA C++ kernel file (codegen/CudaEmitter.h)
+//
+// Both start with the step program of every function as comments, one step a line, so that
+// FileCheck tests can see what has no kernel (GEMMs, copies, collectives) and which kernel
+// each op became, with its buffers and, for CUDA, its launch:
+//
+//   // func @train_step: 41 steps, arena 12288 bytes
+//   //   kernel k3_fused_add_layer_norm(%12, %13, %4, %9, %10) grid [8,1,1] block [64,1,1]
+//   //   gemm %14 = %13 x wte.weight^T (batch 1, m 8, n 256, k 32)
+//
+// Then comes the kernel file itself, exactly as the program carries it (preamble first), so
+// the output compiles as it stands. An op that has no kernel is an error at its location.
+#include "codegen/Lowering.h"
+#include "compiler/TesselDialect.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Tools/mlir-translate/MlirTranslateMain.h"
+#include "mlir/Tools/mlir-translate/Translation.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fmt/format.h>
+
+#include <variant>
+
+namespace {
+
+/// The buffer's name as the step listing shows it: "%12" for a temporary, the parameter,
+/// state or input name otherwise.
+std::string nameOf(const tessel::rt::Program& p, int id) {
+  if (id < 0 || id >= static_cast<int>(p.buffers.size())) return fmt::format("<bad buffer {}>", id);
+  return p.buffers[id].name;
+}
+
+std::string names(const tessel::rt::Program& p, const std::vector<int>& ids) {
+  std::vector<std::string> out;
+  for (int id : ids) out.push_back(nameOf(p, id));
+  return fmt::format("{}", fmt::join(out, ", "));
+}
+
+/// One comment line per step of `fn`.
+void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, llvm::raw_ostream& os) {
+  namespace rt = tessel::rt;
+  os << fmt::format("// func @{}: {} steps, arena {} bytes\n", fn.name, fn.steps.size(),
+                    fn.arenaBytes);
+  for (const rt::Step& step : fn.steps) {
+    std::string line;
+    if (const auto* k = std::get_if<rt::KernelStep>(&step)) {
+      line = fmt::format("kernel {}({})", k->symbol, names(p, k->args));
+      if (k->launch)
+        line += fmt::format(" grid [{}] block [{}]", fmt::join(k->launch->grid, ","),
+                            fmt::join(k->launch->block, ","));
+    } else if (const auto* g = std::get_if<rt::GemmStep>(&step)) {
+      line = fmt::format("gemm {} {}= {}{} x {}{} (batch {}, m {}, n {}, k {})", nameOf(p, g->c),
+                         g->accumulate ? "+" : "", nameOf(p, g->a), g->transA ? "^T" : "",
+                         nameOf(p, g->b), g->transB ? "^T" : "", g->batch, g->m, g->n, g->k);
+    } else if (const auto* c = std::get_if<rt::CopyStep>(&step)) {
+      line = fmt::format("copy {} = {}", nameOf(p, c->dst), nameOf(p, c->src));
+    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step)) {
+      const bool start = c->kind == rt::CollectiveStep::Kind::AllReduceStart;
+      line = fmt::format("all_reduce_{} {} over {} ({} ranks): {}", start ? "start" : "wait",
+                         c->reduce, c->axis, c->group, names(p, c->tensors));
+    }
+    os << "//   " << line << "\n";
+  }
+}
+
+/// Lowers `module` (for the GPU too with `cuda`) and prints the steps and one kernel file.
+mlir::LogicalResult translate(mlir::ModuleOp module, llvm::raw_ostream& os, bool cuda) {
+  tessel::rt::Program program;
+  tessel::LoweringOptions options;
+  options.cuda = cuda;
+  try {
+    if (mlir::failed(tessel::lowerToProgram(module, program, options))) return mlir::failure();
+  } catch (const std::exception& e) {  // an emitter's invalid_argument names the op
+    return module.emitError() << e.what();
+  }
+  for (const tessel::rt::Function& fn : program.functions) printSteps(program, fn, os);
+  os << "\n" << (cuda ? program.cudaSource : program.kernelSource);
+  return mlir::success();
+}
+
+void registerDialects(mlir::DialectRegistry& registry) { tessel::registerTesselDialects(registry); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mlir::TranslateFromMLIRRegistration toCpp(
+      "tessel-to-cpp", "the C++ kernels (and step program) of a tessel module",
+      [](mlir::ModuleOp m, llvm::raw_ostream& os) { return translate(m, os, /*cuda=*/false); },
+      registerDialects);
+  mlir::TranslateFromMLIRRegistration toCuda(
+      "tessel-to-cuda", "the CUDA kernels (and step program) of a tessel module",
+      [](mlir::ModuleOp m, llvm::raw_ostream& os) { return translate(m, os, /*cuda=*/true); },
+      registerDialects);
+  return mlir::failed(mlir::mlirTranslateMain(argc, argv, "Tessel kernel translator\n"));
+}
