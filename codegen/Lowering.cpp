@@ -179,8 +179,8 @@ class Lowerer {
 
   /// Records `symbol`'s argument list in Program::kernels (the first call decides; a symbol
   /// is shared only by identical sources, which fix the same arguments).
-  void recordSignature(const std::string& symbol, std::vector<rt::KernelArg> signature) {
-    auto [known, fresh] = program_.kernels.emplace(symbol, std::move(signature));
+  void recordSignature(const std::string& symbol, const std::vector<rt::KernelArg>& signature) {
+    auto [known, fresh] = program_.kernels.emplace(symbol, signature);
     assert((fresh || known->second == signature) && "one kernel symbol with two signatures");
     (void)known, (void)fresh;
   }
@@ -371,7 +371,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
         k.args.push_back(scratch);
         signature.push_back({rt::DType::F32, (scratchBytes + 3) / 4, /*atLeast=*/true});
       }
-      recordSignature(k.symbol, std::move(signature));
+      recordSignature(k.symbol, signature);
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()
