@@ -15,9 +15,9 @@
 
 // CHECK-LABEL: func.func @train_step
 // CHECK-NOT: tessel.all_reduce_start
-// CHECK: %[[F0:.*]]:3 = tessel.all_reduce_start %[[G3:.*]], %[[G2:.*]], %[[G1:.*]] reduce "avg" axis "dp" group 2 bucket 0 params ["fc2.bias", "fc2.weight", "fc1.bias"] : tensor<4xf32>, tensor<4x16xf32>, tensor<16xf32>
+// CHECK: %[[F0:.*]]:3 = tessel.all_reduce_start %[[G3:.*]], %[[G2:.*]], %[[G1:.*]] reduce avg axis "dp" group 2 bucket 0 params ["fc2.bias", "fc2.weight", "fc1.bias"] : tensor<4xf32>, tensor<4x16xf32>, tensor<16xf32>
 // CHECK-NEXT: %[[R0:.*]]:3 = tessel.all_reduce_wait %[[F0]]#0, %[[F0]]#1, %[[F0]]#2
-// CHECK-NEXT: %[[F1:.*]] = tessel.all_reduce_start %[[G0:.*]] reduce "avg" axis "dp" group 2 bucket 1 params ["fc1.weight"] : tensor<16x8xf32>
+// CHECK-NEXT: %[[F1:.*]] = tessel.all_reduce_start %[[G0:.*]] reduce avg axis "dp" group 2 bucket 1 params ["fc1.weight"] : tensor<16x8xf32>
 // CHECK-NEXT: %[[R1:.*]] = tessel.all_reduce_wait %[[F1]]
 // CHECK-NEXT: return %{{.*}}, %[[R1]], %[[R0]]#2, %[[R0]]#1, %[[R0]]#0
 // ONE: tessel.all_reduce_start {{.*}} bucket 0 params ["fc2.bias", "fc2.weight", "fc1.bias", "fc1.weight"]
@@ -33,13 +33,13 @@ func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
   %g2 = tessel.constant 3.0 : tensor<4x16xf32>
   %g1 = tessel.constant 2.0 : tensor<16xf32>
   %g0 = tessel.constant 1.0 : tensor<16x8xf32>
-  %f0 = tessel.all_reduce_start %g0 reduce "avg" axis "dp" group 2 bucket 0 params ["fc1.weight"] : tensor<16x8xf32>
+  %f0 = tessel.all_reduce_start %g0 reduce avg axis "dp" group 2 bucket 0 params ["fc1.weight"] : tensor<16x8xf32>
   %r0 = tessel.all_reduce_wait %f0 : tensor<16x8xf32>
-  %f1 = tessel.all_reduce_start %g1 reduce "avg" axis "dp" group 2 bucket 1 params ["fc1.bias"] : tensor<16xf32>
+  %f1 = tessel.all_reduce_start %g1 reduce avg axis "dp" group 2 bucket 1 params ["fc1.bias"] : tensor<16xf32>
   %r1 = tessel.all_reduce_wait %f1 : tensor<16xf32>
-  %f2 = tessel.all_reduce_start %g2 reduce "avg" axis "dp" group 2 bucket 2 params ["fc2.weight"] : tensor<4x16xf32>
+  %f2 = tessel.all_reduce_start %g2 reduce avg axis "dp" group 2 bucket 2 params ["fc2.weight"] : tensor<4x16xf32>
   %r2 = tessel.all_reduce_wait %f2 : tensor<4x16xf32>
-  %f3 = tessel.all_reduce_start %g3 reduce "avg" axis "dp" group 2 bucket 3 params ["fc2.bias"] : tensor<4xf32>
+  %f3 = tessel.all_reduce_start %g3 reduce avg axis "dp" group 2 bucket 3 params ["fc2.bias"] : tensor<4xf32>
   %r3 = tessel.all_reduce_wait %f3 : tensor<4xf32>
   return %l, %r0, %r1, %r2, %r3 : tensor<f32>, tensor<16x8xf32>, tensor<16xf32>, tensor<4x16xf32>, tensor<4xf32>
 }

@@ -12,7 +12,7 @@
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<16xf32> {tessel.grad = "w"}, tensor<4xf32> {tessel.grad = "unused"})
 // CHECK-NEXT: tessel.param "w"
 // CHECK-NEXT: tessel.param "unused"
-// CHECK-NEXT: %[[A:.*]] = tessel.param "w:grad_accum" state {init = "zeros"} : tensor<16xf32>
+// CHECK-NEXT: %[[A:.*]] = tessel.param "w:grad_accum" state init zeros : tensor<16xf32>
 // CHECK-NEXT: %[[L:.*]] = tessel.reduce_mean
 // CHECK-NEXT: %[[G:.*]] = tessel.scale %{{.*}}, 2.0
 // CHECK-NEXT: %[[Z:.*]] = tessel.constant 0.000000e+00 : tensor<4xf32>
@@ -23,7 +23,7 @@
 // CHECK-NEXT: return %[[L]], %[[M]], %[[Z]]
 // CHECK-LABEL: func.func @accumulate_step
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"})
-// CHECK: %[[A2:.*]] = tessel.param "w:grad_accum" state {init = "zeros"} : tensor<16xf32>
+// CHECK: %[[A2:.*]] = tessel.param "w:grad_accum" state init zeros : tensor<16xf32>
 // CHECK: %[[L2:.*]] = tessel.reduce_mean
 // CHECK-NEXT: %[[G2:.*]] = tessel.scale %{{.*}}, 2.0
 // CHECK-NEXT: tessel.constant
@@ -34,7 +34,7 @@ func.func @train_step(%x: tensor<16xf32> {tessel.input = "x"})
     -> (tensor<f32> {tessel.output = "loss"}, tensor<16xf32> {tessel.grad = "w"},
         tensor<4xf32> {tessel.grad = "unused"}) {
   %w = tessel.param "w" {std = 2.000000e-02 : f64} : tensor<16xf32>
-  %u = tessel.param "unused" {init = "zeros"} : tensor<4xf32>
+  %u = tessel.param "unused" init zeros : tensor<4xf32>
   %l = tessel.reduce_mean %x [0] : tensor<16xf32> -> tensor<f32>
   %g = tessel.scale %x, 2.0 : tensor<16xf32>
   %z = tessel.constant 0.0 : tensor<4xf32>

@@ -30,7 +30,7 @@
 // GRAD-DAG: tessel.cast {{.*}} : tensor<16xbf16> -> tensor<16xf32>
 func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>) {
   %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-  %b = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
   %m = tessel.matmul %x, %w transpose_rhs : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %y = tessel.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %g = tessel.gelu %y : tensor<4x16xf32>
@@ -52,8 +52,8 @@ func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi32>) -> (tensor<f32> {tess
 // CHECK: tessel.matmul {{.*}}, %[[WTE16]] transpose_rhs : (tensor<2x4x8xbf16>, tensor<32x8xbf16>) -> tensor<2x4x32xbf16>
 func.func @forward(%tok: tensor<2x4xi32>) -> (tensor<f32> {tessel.output = "loss"}) {
   %wte = tessel.param "wte.weight" {std = 2.000000e-02 : f64} : tensor<32x8xf32>
-  %g = tessel.param "ln.weight" {init = "ones"} : tensor<8xf32>
-  %be = tessel.param "ln.bias" {init = "zeros"} : tensor<8xf32>
+  %g = tessel.param "ln.weight" init ones : tensor<8xf32>
+  %be = tessel.param "ln.bias" init zeros : tensor<8xf32>
   %e = tessel.embedding %wte, %tok : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
   %n = tessel.layer_norm %e, %g, %be : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %lg = tessel.matmul %n, %wte transpose_rhs : (tensor<2x4x8xf32>, tensor<32x8xf32>) -> tensor<2x4x32xf32>
