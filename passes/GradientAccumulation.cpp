@@ -64,14 +64,15 @@ struct GradientAccumulationPass : impl::GradientAccumulationBase<GradientAccumul
     mlir::SymbolTable symbols(module);
     // Stage: @train_step as autodiff leaves it: the microstep must not synchronise or update,
     // so no all-reduce and no optimizer yet, and it is accumulated only once.
+    auto step = symbols.lookup<mlir::func::FuncOp>(trainStepName);
+    mlir::Operation* anchor = step ? step.getOperation() : module.getOperation();
     if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
-                         .require(DEBUG_TYPE, module, {StageFact::TrainStep},
+                         .require(DEBUG_TYPE, anchor, {StageFact::TrainStep},
                                   {StageFact::AccumulateStep, StageFact::GradientsReduced,
                                    StageFact::Optimizer, StageFact::Fused},
                                   "once, after tessel-autodiff and before "
                                   "tessel-gradient-all-reduce and tessel-optimizer")))
       return signalPassFailure();
-    auto step = symbols.lookup<mlir::func::FuncOp>(trainStepName);
     if (microsteps < 2) {
       step.emitError() << "tessel-gradient-accumulation: microsteps must be >= 2, got "
                        << static_cast<int64_t>(microsteps);

@@ -32,13 +32,14 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
     mlir::ModuleOp module = getOperation();
     // Stage: gradients as autodiff (or accumulation) returns them, not yet reduced, and no
     // optimizer yet (clipping must see the reduced gradients).
+    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
+    mlir::Operation* anchor = step ? step.getOperation() : module.getOperation();
     if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
-                         .require(DEBUG_TYPE, module, {StageFact::TrainStep},
+                         .require(DEBUG_TYPE, anchor, {StageFact::TrainStep},
                                   {StageFact::GradientsReduced, StageFact::Optimizer,
                                    StageFact::Fused},
                                   "once, after tessel-autodiff and before tessel-optimizer")))
       return signalPassFailure();
-    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
     if (group < 1 || axis.empty()) {
       step.emitError() << "tessel-gradient-all-reduce: needs a mesh axis and group >= 1";
       return signalPassFailure();

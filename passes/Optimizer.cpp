@@ -37,13 +37,14 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     mlir::ModuleOp module = getOperation();
     // Stage: @train_step as autodiff left it (gradients possibly reduced or accumulated),
     // with no optimizer yet and not fused.
+    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
+    mlir::Operation* anchor = step ? step.getOperation() : module.getOperation();
     if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
-                         .require(DEBUG_TYPE, module, {StageFact::TrainStep},
+                         .require(DEBUG_TYPE, anchor, {StageFact::TrainStep},
                                   {StageFact::Optimizer, StageFact::Fused},
                                   "once, after tessel-autodiff (and any gradient all-reduce) "
                                   "and before tessel-fuse")))
       return signalPassFailure();
-    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
     if (optimizer != "adamw" && optimizer != "sgd") {
       step.emitError() << "tessel-optimizer: unknown optimizer '" << optimizer
                        << "' (expected adamw or sgd)";

@@ -69,7 +69,7 @@ std::string PipelineStage::describe(StageFact fact, bool present) const {
   switch (fact) {
   case StageFact::TrainStep:
     return present ? fmt::format("@{} already exists (tessel-autodiff has run)", trainStep_)
-                   : fmt::format("there is no @{}", trainStep_);
+                   : fmt::format("there is no @{} (run tessel-autodiff first)", trainStep_);
   case StageFact::AccumulateStep:
     return present ? fmt::format("@{} already exists (tessel-gradient-accumulation has run)",
                                  kAccumulateStep.str())

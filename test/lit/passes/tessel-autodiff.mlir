@@ -305,3 +305,19 @@ func.func @forward() -> (tensor<f32> {tessel.output = "loss"}) {
   %l = tessel.reduce_sum %c [0, 1] : tensor<2x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Wrong stage: after fusion (tessel.fused has no VJP rule).
+// expected-error @+1 {{tessel-autodiff: @forward is already fused (tessel.fused present); it runs once, before tessel-fuse}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %0 = tessel.fused(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8xf32>):
+    %1 = tessel.mul %x0, %w0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  %l = tessel.reduce_mean %0 [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}

@@ -130,7 +130,7 @@ func.func @train_step() -> (tensor<5xf32> {tessel.grad = "b"}, tensor<3xf32> {te
 // -----
 
 // Errors (the same with either optimizer).
-// expected-error @+1 {{tessel-optimizer: no @train_step (run tessel-autodiff first)}}
+// expected-error @+1 {{tessel-optimizer: there is no @train_step (run tessel-autodiff first); it runs once, after tessel-autodiff (and any gradient all-reduce) and before tessel-fuse}}
 module {
   func.func @forward() {
     return
@@ -154,4 +154,26 @@ func.func @train_step() -> (tensor<3xf32> {tessel.grad = "v"}) {
   %v = tessel.param "v" {std = 1.0 : f64} : tensor<3xf32>
   %g = tessel.constant 1.0 : tensor<3xf32>
   return %g : tensor<3xf32>
+}
+
+// -----
+
+// Wrong stage: run twice. The step already has the optimizer (and its hyper-parameter
+// inputs, which a second run would have taken for model inputs named like them).
+// expected-error @+1 {{tessel-optimizer: @train_step already updates the parameters (tessel.global_norm, tessel.adamw or tessel.sgd present); it runs once, after tessel-autodiff (and any gradient all-reduce) and before tessel-fuse}}
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"}, %lr: tensor<f32> {tessel.input = "lr"},
+    %mom: tensor<f32> {tessel.input = "momentum"}, %wd: tensor<f32> {tessel.input = "weight_decay"},
+    %t: tensor<f32> {tessel.input = "step"}, %max: tensor<f32> {tessel.input = "max_grad_norm"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<f32> {tessel.output = "grad_norm"}) {
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
+  %buf = tessel.param "fc.bias:momentum_buffer" state init zeros : tensor<16xf32>
+  %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %g = tessel.constant 3.0 : tensor<16xf32>
+  %n = tessel.global_norm %g : tensor<16xf32>
+  %c = tessel.clip_coefficient %n, %max : tensor<f32>
+  %gc = tessel.mul %g, %c : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %p1, %b1 = tessel.sgd %b, %gc, %buf, %lr, %mom, %wd, %t : tensor<16xf32>
+  tessel.assign "fc.bias", %p1 : tensor<16xf32>
+  tessel.assign "fc.bias:momentum_buffer", %b1 : tensor<16xf32>
+  return %l, %n : tensor<f32>, tensor<f32>
 }

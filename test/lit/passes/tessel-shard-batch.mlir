@@ -63,3 +63,32 @@ func.func @forward(%x: tensor<8x16xf32> {tessel.input = "x"}) -> (tensor<f32> {t
   %l = tessel.reduce_sum %x [0, 1] : tensor<8x16xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
+
+// -----
+
+// Wrong stage: after autodiff. Sharding @forward alone would leave @train_step on the
+// global batch.
+// expected-error @+1 {{tessel-shard-batch: @train_step already exists (tessel-autodiff has run); it runs once (parts = data-parallel ranks x microsteps), before tessel-autodiff}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<8xf32> {tessel.grad = "w"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %g = tessel.constant 1.0 : tensor<8xf32>
+  return %l, %g : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+// Wrong stage: run twice (the batch would be split again).
+// expected-error @+1 {{tessel-shard-batch: @forward already runs on a local batch (tessel.batch_shards = 2); it runs once (parts = data-parallel ranks x microsteps), before tessel-autodiff}}
+func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) attributes {tessel.batch_shards = 2 : i64} {
+  %l = tessel.reduce_mean %x [0, 1] : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
