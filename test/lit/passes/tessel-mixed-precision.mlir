@@ -8,6 +8,7 @@
 
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[T:.*]]: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>)
+// CHECK-SAME: attributes {tessel.mixed_precision}
 // CHECK-NEXT: %[[X16:.*]] = tessel.cast %[[X]] : tensor<4x8xf32> -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight"
 // CHECK-NEXT: %[[W16:.*]] = tessel.cast %[[W]] : tensor<16x8xf32> -> tensor<16x8xbf16>

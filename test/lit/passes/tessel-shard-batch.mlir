@@ -9,6 +9,7 @@
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<4x4x16xf32> {tessel.input = "x"}, %[[T:.*]]: tensor<4x4xi32> {tessel.input = "t"})
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<4x4x8xf32> {tessel.output = "logits"})
+// CHECK-SAME: attributes {tessel.batch_shards = 2 : i64}
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<8x16xf32>
 // CHECK-NEXT: %[[P:.*]] = tessel.param "pos" {std = 2.000000e-02 : f64} : tensor<4x16xf32>
 // CHECK-NEXT: %[[XP:.*]] = tessel.add %[[X]], %[[P]] : (tensor<4x4x16xf32>, tensor<4x16xf32>) -> tensor<4x4x16xf32>
