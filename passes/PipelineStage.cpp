@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include <map>
+
 namespace tessel {
 
 namespace {
@@ -65,49 +67,49 @@ bool PipelineStage::has(StageFact fact) const {
 }
 
 std::string PipelineStage::describe(StageFact fact, bool present) const {
-  const std::string& f = function_;
-  switch (fact) {
-  case StageFact::TrainStep:
-    return present ? fmt::format("@{} already exists (tessel-autodiff has run)", trainStep_)
-                   : fmt::format("there is no @{} (run tessel-autodiff first)", trainStep_);
-  case StageFact::AccumulateStep:
-    return present ? fmt::format("@{} already exists (tessel-gradient-accumulation has run)",
-                                 kAccumulateStep.str())
-                   : fmt::format("there is no @{}", kAccumulateStep.str());
-  case StageFact::BatchSharded:
-    return present ? fmt::format("@{} already runs on a local batch ({} = {})", f,
-                                 kBatchShardsAttr.str(), shards_)
-                   : fmt::format("@{} does not run on a local batch (no {})", f,
-                                 kBatchShardsAttr.str());
-  case StageFact::MixedPrecision:
-    return present ? fmt::format("@{} already computes in bf16 ({})", f,
-                                 kMixedPrecisionAttr.str())
-                   : fmt::format("@{} does not compute in bf16 (no {})", f,
-                                 kMixedPrecisionAttr.str());
-  case StageFact::GradientsReduced:
-    return present ? fmt::format("@{} already reduces its gradients (tessel.all_reduce_start "
-                                 "present)", f)
-                   : fmt::format("@{} reduces no gradients (no tessel.all_reduce_start)", f);
-  case StageFact::GradientsBucketed:
-    return present ? fmt::format("@{} already has gradient buckets (a tessel.all_reduce_start "
-                                 "with several inputs)", f)
-                   : fmt::format("@{} has no gradient buckets", f);
-  case StageFact::CollectivesInterleaved:
-    return present ? fmt::format("@{} uses a reduced value before its last collective (the "
-                                 "collectives are already interleaved with their users)", f)
-                   : fmt::format("@{} uses no reduced value before its last collective", f);
-  case StageFact::Optimizer:
-    return present ? fmt::format("@{} already updates the parameters (tessel.global_norm, "
-                                 "tessel.adamw or tessel.sgd present)", f)
-                   : fmt::format("@{} has no optimizer", f);
-  case StageFact::ClassifierFused:
-    return present ? fmt::format("@{} already has a tessel.fused_classifier", f)
-                   : fmt::format("@{} has no tessel.fused_classifier", f);
-  case StageFact::Fused:
-    return present ? fmt::format("@{} is already fused (tessel.fused present)", f)
-                   : fmt::format("@{} is not fused", f);
-  }
-  return "unknown stage fact";
+  // What the IR shows, per fact: {when it holds, when it does not}. Placeholders: {f} the
+  // function, {step} the train step, {acc} @accumulate_step, {shards} tessel.batch_shards.
+  struct Text {
+    const char* present;
+    const char* absent;
+  };
+  static const std::map<StageFact, Text> texts{
+      {StageFact::TrainStep,
+       {"@{step} already exists (tessel-autodiff has run)",
+        "there is no @{step} (run tessel-autodiff first)"}},
+      {StageFact::AccumulateStep,
+       {"@{acc} already exists (tessel-gradient-accumulation has run)", "there is no @{acc}"}},
+      {StageFact::BatchSharded,
+       {"@{f} already runs on a local batch ({shardsAttr} = {shards})",
+        "@{f} does not run on a local batch (no {shardsAttr})"}},
+      {StageFact::MixedPrecision,
+       {"@{f} already computes in bf16 ({mixedAttr})",
+        "@{f} does not compute in bf16 (no {mixedAttr})"}},
+      {StageFact::GradientsReduced,
+       {"@{f} already reduces its gradients (tessel.all_reduce_start present)",
+        "@{f} reduces no gradients (no tessel.all_reduce_start)"}},
+      {StageFact::GradientsBucketed,
+       {"@{f} already has gradient buckets (a tessel.all_reduce_start with several inputs)",
+        "@{f} has no gradient buckets"}},
+      {StageFact::CollectivesInterleaved,
+       {"@{f} uses a reduced value before its last collective (the collectives are already "
+        "interleaved with their users)",
+        "@{f} uses no reduced value before its last collective"}},
+      {StageFact::Optimizer,
+       {"@{f} already updates the parameters (tessel.global_norm, tessel.adamw or tessel.sgd "
+        "present)",
+        "@{f} has no optimizer"}},
+      {StageFact::ClassifierFused,
+       {"@{f} already has a tessel.fused_classifier", "@{f} has no tessel.fused_classifier"}},
+      {StageFact::Fused,
+       {"@{f} is already fused (tessel.fused present)", "@{f} is not fused"}},
+  };
+  const Text& text = texts.at(fact);
+  return fmt::format(fmt::runtime(present ? text.present : text.absent),
+                     fmt::arg("f", function_), fmt::arg("step", trainStep_),
+                     fmt::arg("acc", kAccumulateStep.str()), fmt::arg("shards", shards_),
+                     fmt::arg("shardsAttr", kBatchShardsAttr.str()),
+                     fmt::arg("mixedAttr", kMixedPrecisionAttr.str()));
 }
 
 mlir::LogicalResult PipelineStage::require(llvm::StringRef pass, mlir::Operation* anchor,
