@@ -2,6 +2,7 @@
 // tessel.* attributes are declared once, in compiler/TesselDialect.td, and reached through
 // compiler/FunctionAttrs.h); and the stage facts the passes check (passes/PipelineStage.h)
 // read the right stage from IR written at each point of the pipeline.
+#include "codegen/Lowering.h"
 #include "compiler/FunctionAttrs.h"
 #include "compiler/TesselDialect.h"
 #include "passes/PipelineStage.h"
@@ -22,6 +23,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+namespace rt = tessel::rt;
 using tessel::PipelineStage;
 using tessel::StageFact;
 
@@ -96,6 +98,43 @@ TEST(IrVocabulary, FunctionAttributesRoundTrip) {
   EXPECT_NE(text.find("attributes {tessel.batch_shards = 4 : i64, tessel.mixed_precision}"),
             std::string::npos)
       << text;
+}
+
+// The enum words reach the program format unchanged, and a reduction the runtime has no
+// collective for (max) is refused by the lowering at the op, not passed on.
+TEST(IrVocabulary, LoweringWritesTheReduceWordAndRefusesMax) {
+  auto context = makeContext();
+  std::string errors;
+  mlir::ScopedDiagnosticHandler handler(context.get(), [&](mlir::Diagnostic& d) {
+    errors += d.str() + "\n";
+    return mlir::success();
+  });
+  auto lower = [&](const char* reduce, rt::Program& program) {
+    std::string source = std::string(R"(
+      func.func @train_step(%g: tensor<4xf32> {tessel.input = "g"}) -> (tensor<4xf32> {tessel.output = "r"}) {
+        %f = tessel.all_reduce_start %g reduce )") + reduce + R"( axis "dp" group 2 bucket 0 params ["g"] : tensor<4xf32>
+        %r = tessel.all_reduce_wait %f : tensor<4xf32>
+        return %r : tensor<4xf32>
+      })";
+    mlir::OwningOpRef<mlir::ModuleOp> module =
+        mlir::parseSourceString<mlir::ModuleOp>(source, context.get());
+    EXPECT_TRUE(module) << errors;
+    return module && mlir::succeeded(tessel::lowerToProgram(*module, program));
+  };
+  for (const char* word : {"sum", "avg"}) {
+    rt::Program program;
+    ASSERT_TRUE(lower(word, program)) << errors;
+    int collectives = 0;
+    for (const rt::Step& step : program.functions.at(0).steps)
+      if (auto* c = std::get_if<rt::CollectiveStep>(&step)) {
+        EXPECT_EQ(c->reduce, word);
+        ++collectives;
+      }
+    EXPECT_EQ(collectives, 2);  // the start and the wait
+  }
+  rt::Program program;
+  EXPECT_FALSE(lower("max", program));
+  EXPECT_NE(errors.find("reduce max has no runtime collective yet"), std::string::npos) << errors;
 }
 
 /// Facts of function @`name` (and its module) in the IR `source`.
