@@ -1,7 +1,7 @@
 // Typed access to the tessel.* attributes of functions. Their names and types are declared
 // once, in TesselDialect.td (the dialect's discardableAttrs, each with who sets and who reads
-// it); this header is how passes, codegen, the interpreter and the DSL read and write them,
-// so no file spells an attribute name.
+// it); this header is how passes, codegen and the DSL read and write them, so that no other
+// file spells an attribute name (test/unit/IrVocabularyTest.cpp checks the sources).
 #pragma once
 
 #include "compiler/TesselDialect.h"

@@ -60,12 +60,12 @@ def Tessel_Dialect : Dialect {
     // `tessel.batch_shards = N : i64` on a function: its inputs hold the local batch of
     // one of N shards of the global batch (N = data-parallel ranks x microsteps). Set by
     // tessel-shard-batch on @forward (and copied with it by tessel-autodiff and
-    // tessel-gradient-accumulation); read by the passes' stage checks (passes/Stage.h), so
-    // that a batch is never split twice.
+    // tessel-gradient-accumulation); read by the passes' stage checks
+    // (passes/PipelineStage.h), so that a batch is never split twice.
     "::mlir::IntegerAttr":$batch_shards,
     // `tessel.mixed_precision` (unit) on a function: it computes in bf16 with f32 master
     // weights. Set by tessel-mixed-precision (and copied with the function by
-    // tessel-autodiff); read by the stage checks, so the rewrite never runs twice.
+    // tessel-autodiff); read by the stage checks, so that the rewrite never runs twice.
     "::mlir::UnitAttr":$mixed_precision
   );
   let hasOperationAttrVerify = 1;

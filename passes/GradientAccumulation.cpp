@@ -78,7 +78,7 @@ struct GradientAccumulationPass : impl::GradientAccumulationBase<GradientAccumul
                        << static_cast<int64_t>(microsteps);
       return signalPassFailure();
     }
-    if (symbols.lookup(kAccumulateStep)) {  // a function of that name the pass did not make
+    if (symbols.lookup(kAccumulateStep)) {  // another kind of symbol (the stage check sees functions)
       step.emitError() << "tessel-gradient-accumulation: @" << kAccumulateStep
                        << " already exists";
       return signalPassFailure();

@@ -55,8 +55,7 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
       mlir::Location loc = g.getLoc();
       auto start = AllReduceStartOp::create(
           b, loc, mlir::ValueRange{g}, ReduceKindAttr::get(b.getContext(), ReduceKind::avg),
-          b.getStringAttr(axis),
-          b.getI64IntegerAttr(group), b.getI64IntegerAttr(bucket++),
+          b.getStringAttr(axis), b.getI64IntegerAttr(group), b.getI64IntegerAttr(bucket++),
           b.getStrArrayAttr({name.getValue()}));
       auto wait = AllReduceWaitOp::create(b, loc, start.getInFlight());
       ret.setOperand(i, wait.getResults()[0]);
