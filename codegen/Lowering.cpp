@@ -27,6 +27,7 @@
 #include "codegen/FusedEmitter.h"
 #include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
+#include "compiler/FunctionAttrs.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 
@@ -206,7 +207,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   mlir::Block& body = f.getBody().front();
 
   for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
-    auto name = f.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input");
+    auto name = inputName(f, i);
     rt::Buffer b;
     b.name = fmt::format("{}.{}", fn.name, name ? name.str() : fmt::format("arg{}", i));
     b.dtype = dtypeOf(arg);
@@ -238,7 +239,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
         b.shape = shapeOf(p.getResult());
         b.kind = p.getState() ? rt::BufferKind::State : rt::BufferKind::Parameter;
         if (!p.getState()) {  // optimizer state is always zero-initialised by the runtime
-          b.init = p.getInit().str();
+          b.init = stringifyInitKind(p.getInit()).str();
           if (auto s = p.getStd()) b.stddev = s->convertToDouble();
         }
         b.location = locationString(p.getLoc());
@@ -263,7 +264,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     } else if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
       for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
         fn.outputs.push_back(buffer.at(v));
-        auto name = f.getResultAttrOfType<mlir::StringAttr>(k, "tessel.output");
+        auto name = outputName(f, k);
         fn.outputNames.push_back(name ? name.str() : fmt::format("result{}", k));
       }
       for (int id : fn.outputs) use(id, ops.size() + 1);  // results outlive every step
@@ -306,6 +307,9 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
       //    the bucket itself.
+      if (start.getReduce() == ReduceKind::max)
+        return start.emitOpError() << "reduce max has no runtime collective yet (the runtime "
+                                      "all-reduces with sum or avg)";
       std::vector<int> in = operandIds();
       rt::CollectiveStep c;
       c.kind = rt::CollectiveStep::Kind::AllReduceStart;
@@ -321,7 +325,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.tensors = in;
       for (mlir::Attribute a : start.getParams())
         c.names.push_back(mlir::cast<mlir::StringAttr>(a).str());
-      c.reduce = start.getReduce().str();
+      c.reduce = stringifyReduceKind(start.getReduce()).str();
       c.axis = start.getAxis().str();
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());
@@ -335,7 +339,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.bucket = static_cast<int>(start.getBucket());
       c.buffer = buffer.at(wait.getInFlight()[0]);
       for (mlir::Value r : wait.getResults()) c.tensors.push_back(buffer[r] = temp(r, step));
-      c.reduce = start.getReduce().str();
+      c.reduce = stringifyReduceKind(start.getReduce()).str();
       c.axis = start.getAxis().str();
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());

@@ -206,10 +206,10 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
     } else if (auto fused = mlir::dyn_cast<FusedOp>(op)) {
       outs = runFused(fused, values);
     } else if (mlir::isa<AllReduceStartOp, AllReduceWaitOp>(op)) {
-      // One process sees one replica: an average (or sum) over a group of identical
-      // replicas is the identity for avg; the interpreter models a single rank.
-      if (auto s = mlir::dyn_cast<AllReduceStartOp>(op); s && s.getReduce() != "avg" &&
-                                                         s.getGroupSize() != 1)
+      // One process sees one replica: the average or the maximum over a group of identical
+      // replicas is the identity (a sum is not); the interpreter models a single rank.
+      if (auto s = mlir::dyn_cast<AllReduceStartOp>(op);
+          s && s.getReduce() == ReduceKind::sum && s.getGroupSize() != 1)
         throw InterpreterError(fmt::format("{}: the interpreter runs one rank and cannot sum "
                                            "over {} ranks", describe(&op), s.getGroupSize()));
       for (mlir::Value v : op.getOperands()) outs.push_back(values.at(v));

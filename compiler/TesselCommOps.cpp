@@ -23,8 +23,6 @@ LogicalResult AllReduceWaitOp::inferReturnTypes(MLIRContext*, std::optional<Loca
 
 LogicalResult AllReduceStartOp::verify() {
   if (getInputs().empty()) return emitOpError() << "needs at least one input";
-  if (getReduce() != "sum" && getReduce() != "avg")
-    return emitOpError() << "reduce must be \"sum\" or \"avg\", got \"" << getReduce() << "\"";
   if (getAxis().empty()) return emitOpError() << "axis must not be empty";
   int64_t group = static_cast<int64_t>(getGroupSize()), bucket = static_cast<int64_t>(getBucket());
   if (group < 1) return emitOpError() << "group must be >= 1, got " << group;

@@ -16,8 +16,8 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
   let summary = "start an asynchronous all-reduce of a bucket of tensors";
   let description = [{
     Starts one all-reduce over the `group_size` ranks of mesh axis `axis`, of all `inputs`
-    packed into one flat buffer (a *bucket*), in operand order. `reduce` is `"sum"` or
-    `"avg"` (the sum divided by `group_size`, torch.distributed.ReduceOp.AVG). The results
+    packed into one flat buffer (a *bucket*), in operand order. `reduce` is `sum`, `avg`
+    (the sum divided by `group_size`, torch.distributed.ReduceOp.AVG) or `max`. The results
     are the same tensors *in flight*: they have the inputs' types, may only be used by
     exactly one `tessel.all_reduce_wait` (all of them, in order), and hold the reduced
     values only after it. `bucket` numbers the buckets of a function in issue order;
@@ -29,11 +29,12 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
     Example:
 
     ```mlir
-    %f:2 = tessel.all_reduce_start %g0, %g1 reduce "avg" axis "dp" group 2 bucket 0
+    %f:2 = tessel.all_reduce_start %g0, %g1 reduce avg axis "dp" group 2 bucket 0
         params ["ln_f.bias", "ln_f.weight"] : tensor<64xf32>, tensor<64xf32>
     ```
   }];
-  let arguments = (ins Variadic<Tessel_FloatTensor>:$inputs, StrAttr:$reduce, StrAttr:$axis,
+  let arguments = (ins Variadic<Tessel_FloatTensor>:$inputs, Tessel_ReduceKindAttr:$reduce,
+                       StrAttr:$axis,
                        I64Attr:$group_size, I64Attr:$bucket, StrArrayAttr:$params);
   let results = (outs Variadic<Tessel_FloatTensor>:$in_flight);
   let assemblyFormat = [{

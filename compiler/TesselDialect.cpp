@@ -1,4 +1,5 @@
-// The tessel dialect: registration.
+// The tessel dialect: registration, enum attributes, and the verification of its
+// discardable attributes (declared in TesselDialect.td).
 #include "compiler/TesselDialect.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -6,10 +7,19 @@
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+#include "llvm/ADT/TypeSwitch.h"
 
 #include "compiler/TesselDialect.cpp.inc"
+#include "compiler/TesselEnums.cpp.inc"
 #include "compiler/TesselInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "compiler/TesselAttrs.cpp.inc"
 
 namespace tessel {
 
@@ -18,6 +28,72 @@ void TesselDialect::initialize() {
 #define GET_OP_LIST
 #include "compiler/TesselOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "compiler/TesselAttrs.cpp.inc"
+      >();
+}
+
+namespace {
+
+/// Checks that `attr`, named `name`, is a non-empty string (the names that tessel.input,
+/// tessel.output and tessel.grad carry).
+mlir::LogicalResult verifyName(mlir::Operation* op, llvm::StringRef where,
+                               mlir::NamedAttribute attr) {
+  auto s = mlir::dyn_cast<mlir::StringAttr>(attr.getValue());
+  if (!s || s.getValue().empty())
+    return op->emitError() << "'" << attr.getName().getValue() << "' on " << where
+                           << " must be a non-empty string, got " << attr.getValue();
+  return mlir::success();
+}
+
+/// The error for a `tessel.*` attribute that is not declared for this place.
+mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
+                              mlir::NamedAttribute attr) {
+  using D = TesselDialect;
+  return op->emitError() << "'" << attr.getName().getValue()
+                         << "' is not a tessel attribute of " << where << " (arguments take "
+                         << D::InputAttrHelper::getNameStr() << "; results "
+                         << D::OutputAttrHelper::getNameStr() << " and "
+                         << D::GradAttrHelper::getNameStr() << "; functions "
+                         << D::BatchShardsAttrHelper::getNameStr() << " and "
+                         << D::MixedPrecisionAttrHelper::getNameStr() << ")";
+}
+
+}  // namespace
+
+mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
+                                                            mlir::NamedAttribute attr) {
+  llvm::StringRef name = attr.getName().getValue();
+  bool function = mlir::isa<mlir::FunctionOpInterface>(op);
+  if (name == BatchShardsAttrHelper::getNameStr() && function) {
+    auto n = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue());
+    if (!n || !n.getType().isInteger(64) || n.getInt() < 1)
+      return op->emitError() << "'" << name << "' must be an i64 >= 1, got " << attr.getValue();
+    return mlir::success();
+  }
+  if (name == MixedPrecisionAttrHelper::getNameStr() && function) {
+    if (!mlir::isa<mlir::UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' is a unit attribute, got " << attr.getValue();
+    return mlir::success();
+  }
+  return misplaced(op, function ? "a function" : "an operation", attr);
+}
+
+mlir::LogicalResult TesselDialect::verifyRegionArgAttribute(mlir::Operation* op, unsigned,
+                                                            unsigned, mlir::NamedAttribute attr) {
+  if (attr.getName().getValue() == InputAttrHelper::getNameStr())
+    return verifyName(op, "an argument", attr);
+  return misplaced(op, "an argument", attr);
+}
+
+mlir::LogicalResult TesselDialect::verifyRegionResultAttribute(mlir::Operation* op, unsigned,
+                                                               unsigned,
+                                                               mlir::NamedAttribute attr) {
+  llvm::StringRef name = attr.getName().getValue();
+  if (name == OutputAttrHelper::getNameStr() || name == GradAttrHelper::getNameStr())
+    return verifyName(op, "a result", attr);
+  return misplaced(op, "a result", attr);
 }
 
 void registerTesselDialects(mlir::DialectRegistry& registry) {

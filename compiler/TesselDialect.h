@@ -14,6 +14,11 @@
 
 #include "compiler/TesselDialect.h.inc"
 
+#include "compiler/TesselEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "compiler/TesselAttrs.h.inc"
+
 #include "compiler/TesselInterfaces.h.inc"
 
 #define GET_OP_CLASSES

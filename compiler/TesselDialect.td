@@ -9,6 +9,8 @@
 #define TESSEL_DIALECT_TD
 
 include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
 
 def Tessel_Dialect : Dialect {
   let name = "tessel";
@@ -25,9 +27,50 @@ def Tessel_Dialect : Dialect {
     shorter operand whose shape equals the trailing dimensions of the longer one (numpy
     broadcasting restricted to missing leading dimensions, e.g. a bias `[C]` added to
     `[B, T, C]`). No other op broadcasts. Reductions remove the reduced dimensions.
+
+    Functions carry the dialect's discardable attributes: `tessel.input` on arguments,
+    `tessel.output` and `tessel.grad` on results, `tessel.batch_shards` and
+    `tessel.mixed_precision` on the function (what the pipeline has done to it). Any other
+    `tessel.*` attribute name is an error.
   }];
-  let useDefaultAttributePrinterParser = 0;
+  let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 0;
+
+  // The discardable attributes of the dialect: the one place their names and types are
+  // spelt. C++ reaches them through TesselDialect::<Name>AttrHelper::getNameStr() and the
+  // accessors of compiler/FunctionAttrs.h; the dialect's verifier hooks (TesselDialect.cpp)
+  // check their types and where they may appear, and reject any other `tessel.*` name.
+  let discardableAttrs = (ins
+    // `tessel.input = "<name>"` on an argument of a function: the argument is the model
+    // input (or optimizer hyper-parameter) of that name. Set by dsl/Graph (the model's
+    // inputs) and tessel-optimizer (lr, beta1, ...); read by tessel-shard-batch, the
+    // optimizer (name clashes), codegen/Lowering (input buffer names) and dsl/Model (the
+    // train step's inputs).
+    "::mlir::StringAttr":$input,
+    // `tessel.output = "<name>"` on a function result: what the result is ("loss",
+    // "grad_norm", or a model output). Set by dsl/Graph, tessel-autodiff,
+    // tessel-gradient-accumulation and tessel-optimizer; read by tessel-autodiff and
+    // tessel-optimizer (the loss), tessel-shard-batch (the loss must be a batch mean) and
+    // codegen/Lowering (output names).
+    "::mlir::StringAttr":$output,
+    // `tessel.grad = "<parameter>"` on a function result: the result is the gradient of
+    // the loss with respect to that parameter. Set by tessel-autodiff; read by
+    // tessel-gradient-accumulation, tessel-gradient-all-reduce and tessel-optimizer.
+    "::mlir::StringAttr":$grad,
+    // `tessel.batch_shards = N : i64` on a function: its inputs hold the local batch of
+    // one of N shards of the global batch (N = data-parallel ranks x microsteps). Set by
+    // tessel-shard-batch on @forward (and copied with it by tessel-autodiff and
+    // tessel-gradient-accumulation); read by the passes' stage checks
+    // (passes/PipelineStage.h), so that a batch is never split twice.
+    "::mlir::IntegerAttr":$batch_shards,
+    // `tessel.mixed_precision` (unit) on a function: it computes in bf16 with f32 master
+    // weights. Set by tessel-mixed-precision (and copied with the function by
+    // tessel-autodiff); read by the stage checks, so that the rewrite never runs twice.
+    "::mlir::UnitAttr":$mixed_precision
+  );
+  let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
 }
 
 // Element types and tensor classes used by the ops.
@@ -39,6 +82,34 @@ def Tessel_AnyTensor : StaticShapeTensorOf<[F32, BF16, I32]>;
 def Tessel_ScalarF32 : 0DTensorOf<[F32]> {
   let builderCall = "::mlir::RankedTensorType::get({}, $_builder.getF32Type())";
 }
+
+//===----------------------------------------------------------------------===//
+// Enum attributes: the kinds an op is parameterised by. They print as bare words in the
+// ops' assembly (`reduce avg`, `init zeros`) and as `#tessel<reduce_kind avg>` in the
+// generic form; a word outside the list is a parse error, so verifiers need no string
+// checks.
+//===----------------------------------------------------------------------===//
+
+def Tessel_ReduceKind : I32Enum<"ReduceKind", "how a collective combines the ranks' values", [
+    // The elementwise sum over the group.
+    I32EnumCase<"sum", 0>,
+    // The sum divided by the group size (torch.distributed.ReduceOp.AVG).
+    I32EnumCase<"avg", 1>,
+    // The elementwise maximum (a sharded softmax's row max); the runtime has no max
+    // collective yet, so codegen refuses it.
+    I32EnumCase<"max", 2>]> {
+  let cppNamespace = "::tessel";
+}
+def Tessel_ReduceKindAttr : EnumAttr<Tessel_Dialect, Tessel_ReduceKind, "reduce_kind">;
+
+def Tessel_InitKind : I32Enum<"InitKind", "how the runtime initialises a parameter", [
+    // N(0, std^2) (needs `std`).
+    I32EnumCase<"normal", 0>,
+    I32EnumCase<"zeros", 1>,
+    I32EnumCase<"ones", 2>]> {
+  let cppNamespace = "::tessel";
+}
+def Tessel_InitKindAttr : EnumAttr<Tessel_Dialect, Tessel_InitKind, "init_kind">;
 
 class Tessel_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tessel_Dialect, mnemonic, traits>;

@@ -32,18 +32,15 @@ LogicalResult checkResult(Operation* op, const shapes::Result& rule, Value resul
 }  // namespace
 
 LogicalResult ParamOp::verify() {
-  llvm::StringRef init = getInit();
+  InitKind init = getInit();
   if (getName().empty()) return emitOpError() << "parameter name must not be empty";
-  if (init != "normal" && init != "zeros" && init != "ones")
-    return emitOpError() << "init must be \"normal\", \"zeros\" or \"ones\", got \"" << init
-                         << "\"";
   std::optional<llvm::APFloat> stddev = getStd();
-  if (init == "normal" && !stddev)
+  if (init == InitKind::normal && !stddev)
     return emitOpError() << "normal init needs a std attribute";
-  if (init == "normal" && !(stddev->convertToDouble() > 0.0))
+  if (init == InitKind::normal && !(stddev->convertToDouble() > 0.0))
     return emitOpError() << "normal init needs std > 0, got " << stddev->convertToDouble();
-  if (init != "normal" && stddev)
-    return emitOpError() << "\"" << init << "\" init takes no std attribute";
+  if (init != InitKind::normal && stddev)
+    return emitOpError() << "init " << stringifyInitKind(init) << " takes no std attribute";
   // Names are unique within a function: plans and checkpoints refer to parameters by
   // name. Only the ops before this one are scanned (the later duplicate is the one
   // reported), and the DSL puts every param at the top of the body, so this stays cheap.

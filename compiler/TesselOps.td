@@ -24,8 +24,8 @@ def Tessel_ParamOp : Tessel_Op<"param"> {
   let description = [{
     Produces the current value of the parameter called `name`, a stable hierarchical
     path such as `blocks.3.attn.qkv.weight` that plans refer to. `init` says how the
-    runtime initialises it: `"normal"` (the default) draws from N(0, `std`^2) and needs
-    `std`; `"zeros"` and `"ones"` take no `std`.
+    runtime initialises it: `normal` (the default, not printed) draws from N(0, `std`^2)
+    and needs `std`; `zeros` and `ones` take no `std`.
 
     A parameter is program state, so `param` is deliberately not `Pure`: it is kept even
     when nothing uses it (an unused parameter still gets an explicit zero gradient) and
@@ -39,16 +39,16 @@ def Tessel_ParamOp : Tessel_Op<"param"> {
 
     ```mlir
     %w = tessel.param "blocks.0.attn.qkv.weight" {std = 2.000000e-02 : f64} : tensor<192x64xf32>
-    %g = tessel.param "blocks.0.ln1.weight" {init = "ones"} : tensor<64xf32>
-    %m = tessel.param "wte.weight:exp_avg" state {init = "zeros"} : tensor<256x64xf32>
+    %g = tessel.param "blocks.0.ln1.weight" init ones : tensor<64xf32>
+    %m = tessel.param "wte.weight:exp_avg" state init zeros : tensor<256x64xf32>
     ```
   }];
   let arguments = (ins StrAttr:$name,
-                       DefaultValuedAttr<StrAttr, "\"normal\"">:$init,
+                       DefaultValuedAttr<Tessel_InitKindAttr, "::tessel::InitKind::normal">:$init,
                        OptionalAttr<F64Attr>:$std,
                        UnitAttr:$state);
   let results = (outs Tessel_FloatTensor:$result);
-  let assemblyFormat = "$name (`state` $state^)? attr-dict `:` type($result)";
+  let assemblyFormat = "$name (`state` $state^)? (`init` $init^)? attr-dict `:` type($result)";
   let hasVerifier = 1;
 }
 

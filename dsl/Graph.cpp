@@ -1,6 +1,7 @@
 // Graph: building and checking the IR of a model; see Graph.h.
 #include "dsl/Graph.h"
 
+#include "compiler/FunctionAttrs.h"
 #include "compiler/TesselDialect.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -215,11 +216,14 @@ void Graph::materialize(size_t index) {
     builder_.setInsertionPointAfter(lastParam_);
   else
     builder_.setInsertionPointToStart(body_);
-  const char* init = spec.init == Init::Normal ? "normal" : spec.init == Init::Zeros ? "zeros" : "ones";
+  InitKind init = spec.init == Init::Normal  ? InitKind::normal
+                  : spec.init == Init::Zeros ? InitKind::zeros
+                                             : InitKind::ones;
   mlir::FloatAttr stddev =
       spec.init == Init::Normal ? builder_.getF64FloatAttr(spec.std) : mlir::FloatAttr();
   auto op = ParamOp::create(builder_, specLocs_[index], tensorType(spec.shape, DType::F32),
-                            builder_.getStringAttr(spec.name), builder_.getStringAttr(init),
+                            builder_.getStringAttr(spec.name),
+                            InitKindAttr::get(builder_.getContext(), init),
                             stddev);
   verify(op);  // erases the op and throws on failure, so lastParam_ never dangles
   lastParam_ = op;
@@ -278,10 +282,8 @@ void Graph::finalize() {
   llvm::SmallVector<mlir::Type> resultTypes;
   for (mlir::Value v : outputs_) resultTypes.push_back(v.getType());
   function_.setFunctionType(builder_.getFunctionType(argTypes, resultTypes));
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    function_.setArgAttr(i, "tessel.input", builder_.getStringAttr(inputs_[i].first));
-  for (size_t i = 0; i < outputNames_.size(); ++i)
-    function_.setResultAttr(i, "tessel.output", builder_.getStringAttr(outputNames_[i]));
+  for (size_t i = 0; i < inputs_.size(); ++i) setInputName(function_, i, inputs_[i].first);
+  for (size_t i = 0; i < outputNames_.size(); ++i) setOutputName(function_, i, outputNames_[i]);
   captured_.clear();
   if (mlir::failed(mlir::verify(*module_))) throwCaptured(loc, "the model failed to verify");
   finalized_ = true;

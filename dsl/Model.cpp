@@ -1,6 +1,7 @@
 // Model (the root module) and Program (the compiled result).
 #include "dsl/Graph.h"
 
+#include "compiler/FunctionAttrs.h"
 #include "compiler/Interpreter.h"
 #include "compiler/Pipeline.h"
 #include "dsl/ProgramImpl.h"
@@ -23,8 +24,11 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
     s.name = p.getName().str();
     auto shape = p.getType().getShape();
     s.shape.assign(shape.begin(), shape.end());
-    llvm::StringRef init = p.getInit();
-    s.init = init == "zeros" ? Init::Zeros : init == "ones" ? Init::Ones : Init::Normal;
+    switch (p.getInit()) {
+    case InitKind::normal: s.init = Init::Normal; break;
+    case InitKind::zeros: s.init = Init::Zeros; break;
+    case InitKind::ones: s.init = Init::Ones; break;
+    }
     if (auto stddev = p.getStd()) s.std = stddev->convertToDouble();
     s.state = p.getState();
     specs.push_back(std::move(s));
@@ -130,7 +134,7 @@ Program Model::compile(const CompileOptions& options) {
     mlir::func::FuncOp step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>("train_step");
     impl->state = paramsOf(step);
     for (unsigned i = 0; i < step.getNumArguments(); ++i)
-      if (auto name = step.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input"))
+      if (auto name = inputName(step, i))
         impl->trainInputs.push_back(name.str());
   }
   impl->graph = graph_;

@@ -12,6 +12,9 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FunctionAttrs.h"
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -26,14 +29,6 @@ namespace {
 
 using mlir::Value;
 
-/// Index of the function result named "loss", or -1.
-int lossIndex(mlir::func::FuncOp f) {
-  for (unsigned i = 0; i < f.getNumResults(); ++i)
-    if (auto name = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.output"))
-      if (name.getValue() == "loss") return static_cast<int>(i);
-  return -1;
-}
-
 bool isTrainable(ParamOp p) { return !p.getState(); }
 
 struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
@@ -47,20 +42,23 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       module.emitError() << "tessel-autodiff: no function @" << forwardName << " to differentiate";
       return signalPassFailure();
     }
-    if (symbols.lookup(trainStepName)) {
-      forward.emitError() << "tessel-autodiff: @" << trainStepName << " already exists";
+    // Stage: the forward function as built, not yet differentiated or fused (fused regions
+    // have no VJP rule).
+    if (mlir::failed(PipelineStage(module, forwardName, trainStepName)
+                         .require(DEBUG_TYPE, forward, {},
+                                  {StageFact::TrainStep, StageFact::Fused},
+                                  "once, before tessel-fuse")))
       return signalPassFailure();
-    }
-    int loss = lossIndex(forward);
-    if (loss < 0) {
-      forward.emitError() << "tessel-autodiff: @" << forwardName
-                          << " has no result tagged {tessel.output = \"loss\"}";
+    std::optional<unsigned> loss = findOutput(forward, "loss");
+    if (!loss) {
+      forward.emitError() << "tessel-autodiff: @" << forwardName << " has no result tagged {"
+                          << kOutputAttr << " = \"loss\"}";
       return signalPassFailure();
     }
     auto step = forward.clone();
     step.setSymName(trainStepName);
     module.getBody()->push_back(step);
-    if (mlir::failed(differentiate(step, static_cast<unsigned>(loss)))) signalPassFailure();
+    if (mlir::failed(differentiate(step, *loss))) signalPassFailure();
   }
 
   mlir::LogicalResult differentiate(mlir::func::FuncOp f, unsigned lossResult) {
@@ -136,9 +134,8 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     for (Value v : results) types.push_back(v.getType());
     f.setFunctionType(b.getFunctionType(body.getArgumentTypes(), types));
     llvm::SmallVector<mlir::DictionaryAttr> attrs;
-    attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("loss"))));
-    for (ParamOp p : params)
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("tessel.grad", p.getNameAttr())));
+    attrs.push_back(outputAttrs(f.getContext(), "loss"));
+    for (ParamOp p : params) attrs.push_back(gradAttrs(f.getContext(), p.getName()));
     f.setAllResultAttrs(attrs);
     return mlir::success();
   }

@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <algorithm>
@@ -32,6 +34,16 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
 
   void runOnOperation() override {
     mlir::func::FuncOp f = getOperation();
+    // Stage: one all-reduce per gradient, all of them before the first use of a reduced
+    // gradient (tessel-gradient-all-reduce's output, possibly followed by the optimizer).
+    // Buckets already made would be renumbered twice, and a bucket's wait goes after its
+    // last gradient's, which must not pass a use of an earlier one.
+    if (mlir::failed(PipelineStage(f).require(
+            DEBUG_TYPE, f, {},
+            {StageFact::GradientsBucketed, StageFact::CollectivesInterleaved, StageFact::Fused},
+            "once, after tessel-gradient-all-reduce and before tessel-overlap-collectives and "
+            "tessel-fuse")))
+      return signalPassFailure();
     if (!(bucketMb > 0)) {
       f.emitError() << "tessel-bucket-gradients: bucket-mb must be > 0, got " << static_cast<double>(bucketMb);
       return signalPassFailure();

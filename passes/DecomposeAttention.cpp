@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 
 #include <cmath>
@@ -69,6 +71,11 @@ void decompose(CausalAttentionOp op) {
 
 struct DecomposeAttentionPass : impl::DecomposeAttentionBase<DecomposeAttentionPass> {
   void runOnOperation() override {
+    // Stage: before fusion, so that the scale and softmax it produces are fused too.
+    if (mlir::failed(PipelineStage(getOperation())
+                         .require(DEBUG_TYPE, getOperation(), {}, {StageFact::Fused},
+                                  "before tessel-autodiff and tessel-fuse")))
+      return signalPassFailure();
     llvm::SmallVector<CausalAttentionOp> ops;
     getOperation().walk([&](CausalAttentionOp op) { ops.push_back(op); });
     for (CausalAttentionOp op : ops) decompose(op);

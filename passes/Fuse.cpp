@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "passes/PipelineStage.h"
+
 #include "compiler/RowLocal.h"
 
 #include "mlir/IR/Builders.h"
@@ -69,6 +71,11 @@ void outline(Group& g) {
 
 struct FusePass : impl::FuseBase<FusePass> {
   void runOnOperation() override {
+    // Stage: the last rewrite; every pass before it sees unfused ops.
+    if (mlir::failed(PipelineStage(getOperation())
+                         .require(DEBUG_TYPE, getOperation(), {}, {StageFact::Fused},
+                                  "once, last")))
+      return signalPassFailure();
     mlir::Block& block = getOperation().getBody().front();
     std::vector<Group> groups;
     llvm::DenseMap<mlir::Operation*, size_t> groupOf;

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
@@ -48,6 +50,12 @@ std::optional<llvm::SmallVector<mlir::Operation*>> sliceAfter(mlir::Value value,
 
 struct FuseClassifierPass : impl::FuseClassifierBase<FuseClassifierPass> {
   void runOnOperation() override {
+    // Stage: after autodiff, before tessel-fuse (a fused region could hold the ops between
+    // the loss and its gradient, which this pass must see and move).
+    if (mlir::failed(PipelineStage(getOperation())
+                         .require(DEBUG_TYPE, getOperation(), {}, {StageFact::Fused},
+                                  "after tessel-autodiff and before tessel-fuse")))
+      return signalPassFailure();
     mlir::Block& block = getOperation().getBody().front();
     llvm::SmallVector<CrossEntropyOp> losses(block.getOps<CrossEntropyOp>());
     for (CrossEntropyOp ce : losses) {

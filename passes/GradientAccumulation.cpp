@@ -8,6 +8,9 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FunctionAttrs.h"
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -30,7 +33,7 @@ llvm::SmallVector<std::pair<unsigned, std::string>> gradients(mlir::func::FuncOp
   llvm::SmallVector<std::pair<unsigned, std::string>> out;
   auto ret = llvm::cast<mlir::func::ReturnOp>(f.getBody().front().getTerminator());
   for (unsigned i = 0; i < f.getNumResults(); ++i) {
-    auto name = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.grad");
+    auto name = gradName(f, i);
     if (!name) continue;
     if (auto zero = ret.getOperand(i).getDefiningOp<ConstantOp>(); zero && zero.getValue().isZero())
       continue;
@@ -49,7 +52,8 @@ Value accumulator(mlir::OpBuilder& b, mlir::Block& body, const std::string& name
   if (last) b.setInsertionPointAfter(last);
   else b.setInsertionPointToStart(&body);
   return ParamOp::create(b, loc, type, b.getStringAttr(name + ":grad_accum"),
-                         b.getStringAttr("zeros"), mlir::FloatAttr(), b.getUnitAttr());
+                         InitKindAttr::get(b.getContext(), InitKind::zeros), mlir::FloatAttr(),
+                         b.getUnitAttr());
 }
 
 struct GradientAccumulationPass : impl::GradientAccumulationBase<GradientAccumulationPass> {
@@ -58,18 +62,23 @@ struct GradientAccumulationPass : impl::GradientAccumulationBase<GradientAccumul
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
     mlir::SymbolTable symbols(module);
+    // Stage: @train_step as autodiff leaves it: the microstep must not synchronise or update,
+    // so no all-reduce and no optimizer yet, and it is accumulated only once.
     auto step = symbols.lookup<mlir::func::FuncOp>(trainStepName);
-    if (!step) {
-      module.emitError() << "tessel-gradient-accumulation: no @" << trainStepName
-                         << " (run tessel-autodiff first)";
+    mlir::Operation* anchor = step ? step.getOperation() : module.getOperation();
+    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
+                         .require(DEBUG_TYPE, anchor, {StageFact::TrainStep},
+                                  {StageFact::AccumulateStep, StageFact::GradientsReduced,
+                                   StageFact::Optimizer, StageFact::Fused},
+                                  "once, after tessel-autodiff and before "
+                                  "tessel-gradient-all-reduce and tessel-optimizer")))
       return signalPassFailure();
-    }
     if (microsteps < 2) {
       step.emitError() << "tessel-gradient-accumulation: microsteps must be >= 2, got "
                        << static_cast<int64_t>(microsteps);
       return signalPassFailure();
     }
-    if (symbols.lookup(kAccumulateStep)) {
+    if (symbols.lookup(kAccumulateStep)) {  // another kind of symbol (the stage check sees functions)
       step.emitError() << "tessel-gradient-accumulation: @" << kAccumulateStep
                        << " already exists";
       return signalPassFailure();
@@ -99,8 +108,8 @@ struct GradientAccumulationPass : impl::GradientAccumulationBase<GradientAccumul
       mlir::func::ReturnOp::create(b, ret.getLoc(), mlir::ValueRange{loss});
       ret.erase();
       acc.setFunctionType(b.getFunctionType(body.getArgumentTypes(), {loss.getType()}));
-      acc.setAllResultAttrs(llvm::ArrayRef<mlir::DictionaryAttr>{b.getDictionaryAttr(
-          b.getNamedAttr("tessel.output", b.getStringAttr("loss")))});
+      acc.setAllResultAttrs(
+          llvm::ArrayRef<mlir::DictionaryAttr>{outputAttrs(acc.getContext(), "loss")});
     }
 
     // 2. @train_step: the mean over the k microsteps, and the accumulators reset.

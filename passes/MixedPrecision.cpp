@@ -18,6 +18,9 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FunctionAttrs.h"
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 
@@ -74,6 +77,14 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       getOperation().emitError() << "tessel-mixed-precision: no function @" << functionName;
       return signalPassFailure();
     }
+    // Stage: the forward function in f32, before autodiff (the backward pass must be derived
+    // from the casts, or the rewrite would change @forward alone) and before fusion.
+    if (mlir::failed(PipelineStage(getOperation(), functionName)
+                         .require(DEBUG_TYPE, func, {},
+                                  {StageFact::TrainStep, StageFact::MixedPrecision,
+                                   StageFact::Fused},
+                                  "once, before tessel-autodiff")))
+      return signalPassFailure();
     mlir::Block& body = func.getBody().front();
     mlir::OpBuilder b(func.getContext());
 
@@ -111,7 +122,8 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
       if (operand.get().getType() != type)
         operand.set(CastOp::create(b, ret.getLoc(), type, operand.get()));
 
-    if (mlir::failed(mlir::verify(func))) signalPassFailure();
+    if (mlir::failed(mlir::verify(func))) return signalPassFailure();
+    setMixedPrecision(func);
   }
 };
 

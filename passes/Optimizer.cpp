@@ -11,6 +11,9 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FunctionAttrs.h"
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -32,12 +35,16 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
+    // Stage: @train_step as autodiff left it (gradients possibly reduced or accumulated),
+    // with no optimizer yet and not fused.
     auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
-    if (!step) {
-      module.emitError() << "tessel-optimizer: no @" << trainStepName
-                         << " (run tessel-autodiff first)";
+    mlir::Operation* anchor = step ? step.getOperation() : module.getOperation();
+    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
+                         .require(DEBUG_TYPE, anchor, {StageFact::TrainStep},
+                                  {StageFact::Optimizer, StageFact::Fused},
+                                  "once, after tessel-autodiff (and any gradient all-reduce) "
+                                  "and before tessel-fuse")))
       return signalPassFailure();
-    }
     if (optimizer != "adamw" && optimizer != "sgd") {
       step.emitError() << "tessel-optimizer: unknown optimizer '" << optimizer
                        << "' (expected adamw or sgd)";
@@ -62,14 +69,13 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     Value loss;
     llvm::SmallVector<std::pair<ParamOp, Value>> grads;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
-      if (auto name = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.grad")) {
+      if (auto name = gradName(f, i)) {
         auto it = params.find(name.str());
         if (it == params.end())
           return f.emitError() << "result #" << i << " is the gradient of '" << name.getValue()
                                << "', which is not a tessel.param of @" << f.getSymName();
         grads.emplace_back(it->second, ret.getOperand(i));
-      } else if (auto out = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.output");
-                 out && out.getValue() == "loss") {
+      } else if (auto out = outputName(f, i); out && out.getValue() == "loss") {
         loss = ret.getOperand(i);
       }
     }
@@ -86,15 +92,12 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     std::map<std::string, Value> hyper;
     for (const char* name : names)
       for (unsigned i = 0; i < f.getNumArguments(); ++i)
-        if (auto in = f.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input");
-            in && in.getValue() == name)
+        if (auto in = inputName(f, i); in && in.getValue() == name)
           return f.emitError() << "the model input '" << name
                                << "' has the name of an optimizer hyper-parameter; rename it";
     for (const char* name : names) {
       unsigned index = f.getNumArguments();
-      if (mlir::failed(f.insertArgument(index, scalar,
-                                        b.getDictionaryAttr(b.getNamedAttr(
-                                            "tessel.input", b.getStringAttr(name))),
+      if (mlir::failed(f.insertArgument(index, scalar, inputAttrs(f.getContext(), name),
                                         f.getLoc())))
         return mlir::failure();
       hyper[name] = f.getArgument(index);
@@ -112,7 +115,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       b.setInsertionPointAfter(lastParam);
       auto s = ParamOp::create(b, p.getLoc(), p.getType(),
                                b.getStringAttr(p.getName().str() + ":" + slot),
-                               b.getStringAttr("zeros"), mlir::FloatAttr(), b.getUnitAttr());
+                               InitKindAttr::get(b.getContext(), InitKind::zeros),
+                               mlir::FloatAttr(), b.getUnitAttr());
       lastParam = s;
       return s.getResult();
     };
@@ -150,8 +154,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     ret.erase();
     f.setFunctionType(b.getFunctionType(body.getArgumentTypes(), {loss.getType(), scalar}));
     f.setAllResultAttrs(llvm::ArrayRef<mlir::DictionaryAttr>{
-        b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("loss"))),
-        b.getDictionaryAttr(b.getNamedAttr("tessel.output", b.getStringAttr("grad_norm")))});
+        outputAttrs(f.getContext(), "loss"), outputAttrs(f.getContext(), "grad_norm")});
     return mlir::success();
   }
 };

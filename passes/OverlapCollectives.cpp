@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "passes/PipelineStage.h"
+
 #include <algorithm>
 
 #define DEBUG_TYPE "tessel-overlap-collectives"
@@ -35,6 +37,12 @@ struct OverlapCollectivesPass : impl::OverlapCollectivesBase<OverlapCollectivesP
   using OverlapCollectivesBase::OverlapCollectivesBase;
 
   void runOnOperation() override {
+    // Stage: after bucketing, before fusion: tessel-fuse groups ops by their place in the
+    // block, so the collectives must be in theirs first.
+    if (mlir::failed(PipelineStage(getOperation())
+                         .require(DEBUG_TYPE, getOperation(), {}, {StageFact::Fused},
+                                  "after tessel-bucket-gradients and before tessel-fuse")))
+      return signalPassFailure();
     mlir::Block& body = getOperation().getBody().front();
     std::vector<AllReduceStartOp> starts(body.getOps<AllReduceStartOp>().begin(),
                                          body.getOps<AllReduceStartOp>().end());

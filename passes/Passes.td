@@ -3,6 +3,13 @@
 // Every Tessel transformation pass: one pass per file in passes/, one flag, one lit test
 // named after the flag in test/lit/passes/.
 //
+// Every description ends with the pass's precondition ("Stage: ..."): the stage its input
+// must be at, in the terms of passes/PipelineStage.h (@train_step exists, gradients
+// reduced, bucketed, optimizer present, fused, batch sharded, mixed precision). The pass
+// checks it before changing anything and otherwise fails with
+// "<flag>: <what the IR shows>; it runs <where>", at the function or module; each lit test
+// has a case of an input at the wrong stage.
+//
 //===------------------------------------------------------------------------------===//
 #ifndef TESSEL_PASSES_TD
 #define TESSEL_PASSES_TD
@@ -23,6 +30,9 @@ def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"
 
     Every new op keeps the location of the attention op it came from, so errors still
     point at the user's line.
+
+    Stage: the function is not fused (tessel-fuse must see the scale and softmax this pass
+    produces); autodiff has no rule for `causal_attention`, so it runs before autodiff too.
   }];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -44,7 +54,11 @@ def MixedPrecision : Pass<"tessel-mixed-precision", "mlir::ModuleOp"> {
        only see f32 values (the loss and its consumers) stay f32.
     3. Returned values are cast back to the declared result types.
 
-    Autodiff differentiates the casts, so parameter gradients are f32.
+    Autodiff differentiates the casts, so parameter gradients are f32. The function is
+    marked `tessel.mixed_precision`.
+
+    Stage: once, before `tessel-autodiff`: no `@train_step` yet (rewriting `@forward` after
+    it would leave the training step in f32), not already mixed precision, not fused.
   }];
   let options = [
     Option<"functionName", "function", "std::string", "\"forward\"",
@@ -70,6 +84,9 @@ def Autodiff : Pass<"tessel-autodiff", "mlir::ModuleOp"> {
        gradient and a remark at its declaration.
 
     The forward function is kept, unchanged, for evaluation and sampling.
+
+    Stage: once: no `@train_step` yet, and `@forward` not fused (`tessel.fused` has no VJP
+    rule).
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"",
@@ -101,6 +118,10 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
        whose gradient is autodiff's explicit zero (the loss ignores it) is not updated at
        all, as PyTorch skips parameters whose gradient was never set.
     4. Return the loss and the (unclipped) gradient norm, tagged "loss" and "grad_norm".
+
+    Stage: once, after `tessel-autodiff`: `@train_step` exists, has no optimizer yet
+    (`tessel.global_norm`, `tessel.adamw`, `tessel.sgd`; a second run would also meet its own
+    hyper-parameter inputs) and is not fused. Gradients may already be reduced.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "adamw or sgd">,
@@ -129,6 +150,8 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
 
     GEMMs stay library calls; embedding, transposes, reductions across rows and the loss
     are not fused.
+
+    Stage: once, last: the function has no `tessel.fused` yet.
   }];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -156,6 +179,9 @@ def FuseClassifier : Pass<"tessel-fuse-classifier", "mlir::func::FuncOp"> {
        Both values are computed exactly as before (the op's semantics are the two ops').
 
     It runs after autodiff (and the optimizer), before `tessel-fuse`.
+
+    Stage: the function is not fused (a fused region could hold ops of the slice that step
+    3 moves).
   }];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -179,7 +205,11 @@ def ShardBatch : Pass<"tessel-shard-batch", "mlir::ModuleOp"> {
        of a batch-sharded value), so that the average of equal-sized local means is the
        global mean and the average of the local gradients is the global gradient.
 
-    It runs before autodiff, so the backward pass is derived on local shapes.
+    It runs before autodiff, so the backward pass is derived on local shapes. The function
+    is marked `tessel.batch_shards = parts`.
+
+    Stage: once, before `tessel-autodiff`: no `@train_step` yet (it would stay on the global
+    batch), `@forward` not already batch sharded (`tessel.batch_shards`), not fused.
   }];
   let options = [
     Option<"parts", "parts", "int64_t", "1", "ranks (times microsteps) the batch is split over">,
@@ -205,6 +235,10 @@ def GradientAccumulation : Pass<"tessel-gradient-accumulation", "mlir::ModuleOp"
     pass, so the program size and the activation memory do not grow with k. With equal
     microbatches the mean of the k microbatch gradients is the gradient of the mean loss
     over the whole batch, so k x (B/k) computes the same step as 1 x B.
+
+    Stage: once, after `tessel-autodiff`: `@train_step` exists, no `@accumulate_step` yet,
+    gradients not reduced and no optimizer (each microstep would synchronise or update),
+    not fused.
   }];
   let options = [
     Option<"microsteps", "microsteps", "int64_t", "2", "k, the microsteps per optimizer step">,
@@ -218,13 +252,16 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
   let summary = "Average every gradient over the data-parallel ranks";
   let description = [{
     In `@train_step` (the loss, then gradients tagged `tessel.grad`), wraps every gradient
-    in its own `tessel.all_reduce_start` / `tessel.all_reduce_wait` pair with `reduce "avg"`
+    in its own `tessel.all_reduce_start` / `tessel.all_reduce_wait` pair with `reduce avg`
     over mesh axis `axis` of `group` ranks, right before the return, and returns the
     reduced value. Each rank's gradient is the gradient of its local mean loss, so their
     average is the gradient of the global mean loss. It runs before `tessel-optimizer`, so
     global-norm clipping sees the reduced gradients and computes the same norm and
     coefficient on every rank. Explicit zero gradients (a parameter the loss ignores) are
     not reduced. `tessel-bucket-gradients` then coalesces the pairs.
+
+    Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
+    reduced yet (a second run would reduce them twice), no optimizer yet, not fused.
   }];
   let options = [
     Option<"axis", "axis", "std::string", "\"dp\"", "the mesh axis of the replica group">,
@@ -247,6 +284,11 @@ def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::func::FuncOp"> {
     ceil(total bytes / cap bytes)). Each bucket becomes one start/wait pair, in bucket order
     after the last single wait, numbered in issue order; its `params` list its gradients.
     `tessel-overlap-collectives` then places them.
+
+    Stage: once, after `tessel-gradient-all-reduce`: no all-reduce carries several tensors
+    yet (buckets would be renumbered twice), no reduced value is used before the last
+    collective (a bucket's wait, placed after its last gradient's, would follow that use),
+    not fused.
   }];
   let options = [
     Option<"bucketMb", "bucket-mb", "double", "25.0", "bucket capacity in MiB (> 0)">,
@@ -265,6 +307,9 @@ def OverlapCollectives : Pass<"tessel-overlap-collectives", "mlir::func::FuncOp"
     first use of any wait result, i.e. the communication happens after the backward pass,
     exposed (the reference for measuring overlap). Starts keep their bucket order, which is
     the order every rank issues them in.
+
+    Stage: after `tessel-bucket-gradients`, before `tessel-fuse` (which groups ops by their
+    place in the block): the function is not fused.
   }];
   let options = [
     Option<"overlap", "overlap", "bool", "true", "start collectives during backward">,

@@ -9,6 +9,9 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FunctionAttrs.h"
+#include "passes/PipelineStage.h"
+
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -42,12 +45,22 @@ struct ShardBatchPass : impl::ShardBatchBase<ShardBatchPass> {
       module.emitError() << "tessel-shard-batch: no function @" << forwardName;
       return signalPassFailure();
     }
+    // Stage: the forward function on the global batch, before autodiff (which must derive
+    // the backward pass on the local shapes) and before fusion.
+    if (mlir::failed(PipelineStage(module, forwardName)
+                         .require(DEBUG_TYPE, f, {},
+                                  {StageFact::TrainStep, StageFact::BatchSharded,
+                                   StageFact::Fused},
+                                  "once (parts = data-parallel ranks x microsteps), before "
+                                  "tessel-autodiff")))
+      return signalPassFailure();
     int64_t parts = this->parts;
     if (parts < 1) {
       f.emitError() << "tessel-shard-batch: parts must be >= 1, got " << parts;
       return signalPassFailure();
     }
-    if (mlir::failed(shard(f))) signalPassFailure();
+    if (mlir::failed(shard(f))) return signalPassFailure();
+    setBatchShards(f, parts);
   }
 
   mlir::LogicalResult shard(mlir::func::FuncOp f) {
@@ -60,7 +73,7 @@ struct ShardBatchPass : impl::ShardBatchBase<ShardBatchPass> {
     int64_t batch = -1;
     for (auto [i, arg] : llvm::enumerate(body.getArguments())) {
       auto type = mlir::cast<mlir::RankedTensorType>(arg.getType());
-      auto name = f.getArgAttrOfType<mlir::StringAttr>(i, "tessel.input");
+      auto name = inputName(f, i);
       std::string what = name ? "input '" + name.str() + "'" : "argument #" + std::to_string(i);
       if (type.getRank() == 0)
         return mlir::emitError(arg.getLoc())
@@ -104,7 +117,7 @@ struct ShardBatchPass : impl::ShardBatchBase<ShardBatchPass> {
 
     // 3. The loss must be a batch mean.
     for (unsigned i = 0; i < f.getNumResults(); ++i) {
-      auto out = f.getResultAttrOfType<mlir::StringAttr>(i, "tessel.output");
+      auto out = outputName(f, i);
       if (!out || out.getValue() != "loss") continue;
       mlir::Operation* def = ret.getOperand(i).getDefiningOp();
       bool mean = def && mlir::isa<CrossEntropyOp, ReduceMeanOp>(def) &&

@@ -13,7 +13,12 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
+
+#include <unistd.h>
 
 namespace {
 
@@ -28,7 +33,11 @@ TEST(DecomposeAttention, PreservesTheForwardLoss) {
   gpt::GPT model(cfg);
   const int64_t batch = 2;
   gpt::build(model, batch);
-  tessel::Program program = model.compile();
+  // The forward function as the pass receives it in the pipeline: the IR dumped after
+  // canonicalize (stage 01), before decompose-attention (the compiled program's own IR is
+  // already decomposed and fused).
+  std::string dumpDir = ::testing::TempDir() + "decompose-attention-" + std::to_string(::getpid());
+  tessel::Program program = model.compile({.dump_ir_dir = dumpDir, .train = false});
   auto params = tessel::trainer::initParameters(program, /*seed=*/7);
 
   std::mt19937_64 rng(std::random_device{}());
@@ -41,8 +50,15 @@ TEST(DecomposeAttention, PreservesTheForwardLoss) {
   mlir::DialectRegistry registry;
   tessel::registerTesselDialects(registry);
   mlir::MLIRContext context(registry);
-  auto module = mlir::parseSourceString<mlir::ModuleOp>(program.ir(), &context);
+  std::ifstream dumped(dumpDir + "/01-canonicalize.mlir");
+  std::stringstream text;
+  text << dumped.rdbuf();
+  std::filesystem::remove_all(dumpDir);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(text.str(), &context);
   ASSERT_TRUE(module);
+  int attentionBefore = 0;
+  module->walk([&](tessel::CausalAttentionOp) { ++attentionBefore; });
+  EXPECT_EQ(attentionBefore, cfg.layers);
   double before = lossOf(*module, params, inputs);
 
   mlir::PassManager pm(&context);

@@ -10,15 +10,26 @@
 
 func.func @param_empty_name() {
   // expected-error @+1 {{'tessel.param' op parameter name must not be empty}}
-  %p = tessel.param "" {init = "ones"} : tensor<4xf32>
+  %p = tessel.param "" init ones : tensor<4xf32>
   return
 }
 
 // -----
 
+// An init kind outside the enum is a parse error naming the allowed words.
 func.func @param_bad_init() {
-  // expected-error @+1 {{init must be "normal", "zeros" or "ones", got "uniform"}}
-  %p = tessel.param "w" {init = "uniform", std = 2.000000e-02 : f64} : tensor<4xf32>
+  // expected-error @+2 {{expected one of [normal, zeros, ones] for how the runtime initialises a parameter, got: uniform}}
+  // expected-error @+1 {{failed to parse Tessel_InitKindAttr parameter 'value'}}
+  %p = tessel.param "w" init uniform {std = 2.000000e-02 : f64} : tensor<4xf32>
+  return
+}
+
+// -----
+
+// The old string spelling is rejected: init is a typed enum attribute.
+func.func @param_string_init() {
+  // expected-error @+1 {{attribute 'init' failed to satisfy constraint: how the runtime initialises a parameter}}
+  %p = tessel.param "w" {init = "zeros"} : tensor<4xf32>
   return
 }
 
@@ -34,7 +45,7 @@ func.func @param_normal_without_std() {
 
 func.func @param_explicit_normal_without_std() {
   // expected-error @+1 {{normal init needs a std attribute}}
-  %p = tessel.param "w" {init = "normal"} : tensor<4xf32>
+  %p = tessel.param "w" init normal : tensor<4xf32>
   return
 }
 
@@ -57,16 +68,16 @@ func.func @param_zero_std() {
 // -----
 
 func.func @param_zeros_with_std() {
-  // expected-error @+1 {{"zeros" init takes no std attribute}}
-  %p = tessel.param "blocks.0.ln1.bias" {init = "zeros", std = 2.000000e-02 : f64} : tensor<64xf32>
+  // expected-error @+1 {{init zeros takes no std attribute}}
+  %p = tessel.param "blocks.0.ln1.bias" init zeros {std = 2.000000e-02 : f64} : tensor<64xf32>
   return
 }
 
 // -----
 
 func.func @param_ones_with_std() {
-  // expected-error @+1 {{"ones" init takes no std attribute}}
-  %p = tessel.param "blocks.0.ln1.weight" {init = "ones", std = 1.0 : f64} : tensor<64xf32>
+  // expected-error @+1 {{init ones takes no std attribute}}
+  %p = tessel.param "blocks.0.ln1.weight" init ones {std = 1.0 : f64} : tensor<64xf32>
   return
 }
 
@@ -74,9 +85,9 @@ func.func @param_ones_with_std() {
 
 func.func @param_duplicate_name() {
   // expected-note @+1 {{first declared here}}
-  %a = tessel.param "blocks.0.ln1.weight" {init = "ones"} : tensor<64xf32>
+  %a = tessel.param "blocks.0.ln1.weight" init ones : tensor<64xf32>
   // expected-error @+1 {{parameter name "blocks.0.ln1.weight" is already used}}
-  %b = tessel.param "blocks.0.ln1.weight" {init = "zeros"} : tensor<64xf32>
+  %b = tessel.param "blocks.0.ln1.weight" init zeros : tensor<64xf32>
   return
 }
 
@@ -92,7 +103,7 @@ func.func @param_f32_std() {
 
 func.func @param_i32() {
   // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type values, but got 'tensor<4xi32>'}}
-  %p = tessel.param "w" {init = "zeros"} : tensor<4xi32>
+  %p = tessel.param "w" init zeros : tensor<4xi32>
   return
 }
 
@@ -281,7 +292,7 @@ func.func @reshape_dynamic_result(%x: tensor<4x32xi32>) {
 
 func.func @param_dynamic() {
   // expected-error @+1 {{result #0 must be statically shaped tensor of 32-bit float or bfloat16 type values, but got 'tensor<?xf32>'}}
-  %p = tessel.param "w" {init = "zeros"} : tensor<?xf32>
+  %p = tessel.param "w" init zeros : tensor<?xf32>
   return
 }
 
@@ -822,9 +833,31 @@ func.func @reduce_sum_i32(%x: tensor<4xi32>) {
 // collectives
 //===----------------------------------------------------------------------===//
 
+// A reduction outside the enum is a parse error naming the allowed words, in the custom
+// and in the generic form.
 func.func @all_reduce_bad_reduce(%x: tensor<4xf32>) {
-  // expected-error @+1 {{reduce must be "sum" or "avg", got "max"}}
-  %f = tessel.all_reduce_start %x reduce "max" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  // expected-error @+2 {{expected one of [sum, avg, max] for how a collective combines the ranks' values, got: mean}}
+  // expected-error @+1 {{failed to parse Tessel_ReduceKindAttr parameter 'value'}}
+  %f = tessel.all_reduce_start %x reduce mean axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %r = tessel.all_reduce_wait %f : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @all_reduce_bad_reduce_generic(%x: tensor<4xf32>) {
+  // expected-error @+2 {{expected one of [sum, avg, max] for how a collective combines the ranks' values, got: prod}}
+  // expected-error @+1 {{failed to parse Tessel_ReduceKindAttr parameter 'value'}}
+  %f = "tessel.all_reduce_start"(%x) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["x"], reduce = #tessel<reduce_kind prod>}> : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// The old string spelling is rejected.
+func.func @all_reduce_string_reduce(%x: tensor<4xf32>) {
+  // expected-error @+1 {{Invalid attribute `reduce` in property conversion: "avg"}}
+  %f = "tessel.all_reduce_start"(%x) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["x"], reduce = "avg"}> : (tensor<4xf32>) -> tensor<4xf32>
   %r = tessel.all_reduce_wait %f : tensor<4xf32>
   return
 }
@@ -833,7 +866,7 @@ func.func @all_reduce_bad_reduce(%x: tensor<4xf32>) {
 
 func.func @all_reduce_never_waited(%x: tensor<4xf32>) {
   // expected-error @+1 {{bucket 0 is never waited for: its in-flight results need a tessel.all_reduce_wait}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
   return
 }
 
@@ -841,7 +874,7 @@ func.func @all_reduce_never_waited(%x: tensor<4xf32>) {
 
 func.func @all_reduce_empty_axis(%x: tensor<4xf32>) {
   // expected-error @+1 {{axis must not be empty}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "" group 2 bucket 0 params ["x"] : tensor<4xf32>
   return
 }
 
@@ -849,7 +882,7 @@ func.func @all_reduce_empty_axis(%x: tensor<4xf32>) {
 
 func.func @all_reduce_group_zero(%x: tensor<4xf32>) {
   // expected-error @+1 {{group must be >= 1, got 0}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 0 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 0 bucket 0 params ["x"] : tensor<4xf32>
   return
 }
 
@@ -857,7 +890,7 @@ func.func @all_reduce_group_zero(%x: tensor<4xf32>) {
 
 func.func @all_reduce_negative_bucket(%x: tensor<4xf32>) {
   // expected-error @+1 {{bucket must be >= 0, got -1}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket -1 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket -1 params ["x"] : tensor<4xf32>
   return
 }
 
@@ -865,7 +898,7 @@ func.func @all_reduce_negative_bucket(%x: tensor<4xf32>) {
 
 func.func @all_reduce_params_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
   // expected-error @+1 {{names 1 params for 2 inputs}}
-  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>, tensor<4xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>, tensor<4xf32>
   return
 }
 
@@ -873,7 +906,7 @@ func.func @all_reduce_params_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
 
 func.func @all_reduce_no_inputs() {
   // expected-error @+1 {{needs at least one input}}
-  "tessel.all_reduce_start"() <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = [], reduce = "avg"}> : () -> ()
+  "tessel.all_reduce_start"() <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = [], reduce = #tessel<reduce_kind avg>}> : () -> ()
   return
 }
 
@@ -881,7 +914,7 @@ func.func @all_reduce_no_inputs() {
 
 func.func @all_reduce_in_flight_used(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{in-flight result used by 'func.return'; only tessel.all_reduce_wait may use it}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
   return %f : tensor<4xf32>
 }
 
@@ -889,7 +922,7 @@ func.func @all_reduce_in_flight_used(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 func.func @all_reduce_two_waits(%x: tensor<4xf32>) {
   // expected-error @+1 {{in-flight results go to more than one tessel.all_reduce_wait}}
-  %f = tessel.all_reduce_start %x reduce "avg" axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
   %r = tessel.all_reduce_wait %f : tensor<4xf32>
   %s = tessel.all_reduce_wait %f : tensor<4xf32>
   return
@@ -898,7 +931,7 @@ func.func @all_reduce_two_waits(%x: tensor<4xf32>) {
 // -----
 
 func.func @all_reduce_partial_wait(%x: tensor<4xf32>, %y: tensor<8xf32>) {
-  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 5 params ["x", "y"] : tensor<4xf32>, tensor<8xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 5 params ["x", "y"] : tensor<4xf32>, tensor<8xf32>
   // expected-error @+1 {{waits for 1 of the 2 tensors of bucket 5; it must wait for all of them}}
   %r = tessel.all_reduce_wait %f#0 : tensor<4xf32>
   return
@@ -907,7 +940,7 @@ func.func @all_reduce_partial_wait(%x: tensor<4xf32>, %y: tensor<8xf32>) {
 // -----
 
 func.func @all_reduce_wait_order(%x: tensor<4xf32>, %y: tensor<4xf32>) {
-  %f:2 = tessel.all_reduce_start %x, %y reduce "avg" axis "dp" group 2 bucket 0 params ["x", "y"] : tensor<4xf32>, tensor<4xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 0 params ["x", "y"] : tensor<4xf32>, tensor<4xf32>
   // expected-error @+1 {{operand #0 is not result #0 of the same tessel.all_reduce_start}}
   %r:2 = tessel.all_reduce_wait %f#1, %f#0 : tensor<4xf32>, tensor<4xf32>
   return
@@ -918,5 +951,67 @@ func.func @all_reduce_wait_order(%x: tensor<4xf32>, %y: tensor<4xf32>) {
 func.func @all_reduce_wait_not_start(%x: tensor<4xf32>) {
   // expected-error @+1 {{operand #0 is not a result of tessel.all_reduce_start}}
   %r = tessel.all_reduce_wait %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes of functions (TesselDialect.td)
+//===----------------------------------------------------------------------===//
+
+// A misspelt or undeclared tessel attribute is an error, wherever it appears.
+// expected-error @+1 {{'tessel.inputs' is not a tessel attribute of an argument (arguments take tessel.input; results tessel.output and tessel.grad; functions tessel.batch_shards and tessel.mixed_precision)}}
+func.func @attr_unknown_argument(%x: tensor<4xf32> {tessel.inputs = "x"}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.input' is not a tessel attribute of a result}}
+func.func @attr_input_on_result(%x: tensor<4xf32>) -> (tensor<4xf32> {tessel.input = "x"}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.grad' is not a tessel attribute of a function}}
+func.func @attr_grad_on_function() attributes {tessel.grad = "w"} {
+  return
+}
+
+// -----
+
+func.func @attr_on_op(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'tessel.output' is not a tessel attribute of an operation}}
+  %y = tessel.gelu %x {tessel.output = "y"} : tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.input' on an argument must be a non-empty string, got 3 : i64}}
+func.func @attr_input_not_string(%x: tensor<4xf32> {tessel.input = 3}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.grad' on a result must be a non-empty string, got ""}}
+func.func @attr_grad_empty(%x: tensor<4xf32>) -> (tensor<4xf32> {tessel.grad = ""}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.batch_shards' must be an i64 >= 1, got 0 : i64}}
+func.func @attr_batch_shards_zero() attributes {tessel.batch_shards = 0 : i64} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{'tessel.mixed_precision' is a unit attribute, got "bf16"}}
+func.func @attr_mixed_precision_string() attributes {tessel.mixed_precision = "bf16"} {
   return
 }

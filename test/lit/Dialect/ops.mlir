@@ -13,7 +13,7 @@
 // CHECK: %[[W:.*]] = tessel.param "blocks.0.attn.qkv.weight" {std = 2.000000e-02 : f64} : tensor<192x64xf32>
 // CHECK: return %[[W]]
 // GENERIC-LABEL: sym_name = "param_normal"
-// GENERIC: "tessel.param"() <{init = "normal", name = "blocks.0.attn.qkv.weight", std = 2.000000e-02 : f64}> : () -> tensor<192x64xf32>
+// GENERIC: "tessel.param"() <{init = #tessel<init_kind normal>, name = "blocks.0.attn.qkv.weight", std = 2.000000e-02 : f64}> : () -> tensor<192x64xf32>
 func.func @param_normal() -> tensor<192x64xf32> {
   %w = tessel.param "blocks.0.attn.qkv.weight" {std = 2.000000e-02 : f64} : tensor<192x64xf32>
   return %w : tensor<192x64xf32>
@@ -21,33 +21,46 @@ func.func @param_normal() -> tensor<192x64xf32> {
 
 // -----
 
-// An explicit init = "normal" is the default, so the printer elides it.
+// An explicit init normal is the default, so the printer elides it.
 // CHECK-LABEL: func.func @param_normal_explicit_init
 // CHECK: %[[W:.*]] = tessel.param "wte.weight" {std = 2.000000e-02 : f64} : tensor<256x64xf32>
 // CHECK-NOT: init
 // CHECK: return %[[W]]
 func.func @param_normal_explicit_init() -> tensor<256x64xf32> {
-  %w = tessel.param "wte.weight" {init = "normal", std = 2.000000e-02 : f64} : tensor<256x64xf32>
+  %w = tessel.param "wte.weight" init normal {std = 2.000000e-02 : f64} : tensor<256x64xf32>
   return %w : tensor<256x64xf32>
 }
 
 // -----
 
 // CHECK-LABEL: func.func @param_zeros
-// CHECK: %[[B:.*]] = tessel.param "blocks.0.ln1.bias" {init = "zeros"} : tensor<64xf32>
+// CHECK: %[[B:.*]] = tessel.param "blocks.0.ln1.bias" init zeros : tensor<64xf32>
 // CHECK: return %[[B]]
+// GENERIC-LABEL: sym_name = "param_zeros"
+// GENERIC: "tessel.param"() <{init = #tessel<init_kind zeros>, name = "blocks.0.ln1.bias"}> : () -> tensor<64xf32>
 func.func @param_zeros() -> tensor<64xf32> {
-  %b = tessel.param "blocks.0.ln1.bias" {init = "zeros"} : tensor<64xf32>
+  %b = tessel.param "blocks.0.ln1.bias" init zeros : tensor<64xf32>
   return %b : tensor<64xf32>
 }
 
 // -----
 
+// Optimizer state: the state flag, then the init kind.
+// CHECK-LABEL: func.func @param_state_zeros
+// CHECK: %[[M:.*]] = tessel.param "wte.weight:exp_avg" state init zeros : tensor<256x64xf32>
+// CHECK: return %[[M]]
+func.func @param_state_zeros() -> tensor<256x64xf32> {
+  %m = tessel.param "wte.weight:exp_avg" state init zeros : tensor<256x64xf32>
+  return %m : tensor<256x64xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func.func @param_ones_bf16
-// CHECK: %[[G:.*]] = tessel.param "blocks.0.ln1.weight" {init = "ones"} : tensor<64xbf16>
+// CHECK: %[[G:.*]] = tessel.param "blocks.0.ln1.weight" init ones : tensor<64xbf16>
 // CHECK: return %[[G]]
 func.func @param_ones_bf16() -> tensor<64xbf16> {
-  %g = tessel.param "blocks.0.ln1.weight" {init = "ones"} : tensor<64xbf16>
+  %g = tessel.param "blocks.0.ln1.weight" init ones : tensor<64xbf16>
   return %g : tensor<64xbf16>
 }
 
@@ -568,13 +581,13 @@ func.func @reduce_to_scalar(%x: tensor<4x32xf32>) -> (tensor<f32>, tensor<f32>, 
 
 // CHECK-LABEL: func.func @generic_input
 // CHECK-SAME: (%[[X:.*]]: tensor<4x32x64xf32>, %[[W:.*]]: tensor<192x64xf32>)
-// CHECK: %[[P:.*]] = tessel.param "lm_head.weight" {init = "zeros"} : tensor<192x64xf32>
+// CHECK: %[[P:.*]] = tessel.param "lm_head.weight" init zeros : tensor<192x64xf32>
 // CHECK: %[[Y:.*]] = tessel.matmul %[[X]], %[[W]] transpose_rhs : (tensor<4x32x64xf32>, tensor<192x64xf32>) -> tensor<4x32x192xf32>
 // CHECK: %[[S:.*]]:3 = tessel.split %[[Y]] along 2 : tensor<4x32x192xf32> -> tensor<4x32x64xf32>, tensor<4x32x64xf32>, tensor<4x32x64xf32>
 // CHECK: %[[L:.*]] = tessel.layer_norm %[[S]]#0, %{{.*}}, %{{.*}} {epsilon = 1.250000e-01 : f64}
 // CHECK: return %[[L]]
 func.func @generic_input(%x: tensor<4x32x64xf32>, %w: tensor<192x64xf32>) -> tensor<4x32x64xf32> {
-  %p = "tessel.param"() <{init = "zeros", name = "lm_head.weight"}> : () -> tensor<192x64xf32>
+  %p = "tessel.param"() <{init = #tessel<init_kind zeros>, name = "lm_head.weight"}> : () -> tensor<192x64xf32>
   %y = "tessel.matmul"(%x, %w) <{transpose_rhs}> : (tensor<4x32x64xf32>, tensor<192x64xf32>) -> tensor<4x32x192xf32>
   %s:3 = "tessel.split"(%y) <{axis = 2 : i64}> : (tensor<4x32x192xf32>) -> (tensor<4x32x64xf32>, tensor<4x32x64xf32>, tensor<4x32x64xf32>)
   %g = "tessel.reduce_sum"(%s#1) <{dims = array<i64: 0, 1>}> : (tensor<4x32x64xf32>) -> tensor<64xf32>
@@ -590,14 +603,14 @@ func.func @generic_input(%x: tensor<4x32x64xf32>, %w: tensor<192x64xf32>) -> ten
 
 // A bucket of two gradients: start (in-flight values of the inputs' types), then the wait.
 // CHECK-LABEL: func.func @all_reduce_bucket
-// CHECK: %[[F:.*]]:2 = tessel.all_reduce_start %{{.*}}, %{{.*}} reduce "avg" axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+// CHECK: %[[F:.*]]:2 = tessel.all_reduce_start %{{.*}}, %{{.*}} reduce avg axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
 // CHECK-NEXT: %[[R:.*]]:2 = tessel.all_reduce_wait %[[F]]#0, %[[F]]#1 : tensor<64xf32>, tensor<256x64xf32>
 // CHECK-NEXT: return %[[R]]#0, %[[R]]#1
 // GENERIC-LABEL: "func.func"() <{function_type = (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>), sym_name = "all_reduce_bucket"}>
-// GENERIC: "tessel.all_reduce_start"(%{{.*}}, %{{.*}}) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["ln_f.bias", "wte.weight"], reduce = "avg"}> : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
+// GENERIC: "tessel.all_reduce_start"(%{{.*}}, %{{.*}}) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["ln_f.bias", "wte.weight"], reduce = #tessel<reduce_kind avg>}> : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
 // GENERIC: "tessel.all_reduce_wait"(%{{.*}}#0, %{{.*}}#1) : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
 func.func @all_reduce_bucket(%b: tensor<64xf32>, %w: tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>) {
-  %f:2 = tessel.all_reduce_start %b, %w reduce "avg" axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+  %f:2 = tessel.all_reduce_start %b, %w reduce avg axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
   %r:2 = tessel.all_reduce_wait %f#0, %f#1 : tensor<64xf32>, tensor<256x64xf32>
   return %r#0, %r#1 : tensor<64xf32>, tensor<256x64xf32>
 }
@@ -605,9 +618,39 @@ func.func @all_reduce_bucket(%b: tensor<64xf32>, %w: tensor<256x64xf32>) -> (ten
 // -----
 
 // CHECK-LABEL: func.func @all_reduce_sum
-// CHECK: tessel.all_reduce_start %{{.*}} reduce "sum" axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+// CHECK: tessel.all_reduce_start %{{.*}} reduce sum axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+// GENERIC-LABEL: sym_name = "all_reduce_sum"
+// GENERIC: "tessel.all_reduce_start"(%{{.*}}) <{{{.*}}reduce = #tessel<reduce_kind sum>}>
 func.func @all_reduce_sum(%x: tensor<f32>) -> tensor<f32> {
-  %f = tessel.all_reduce_start %x reduce "sum" axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+  %f = tessel.all_reduce_start %x reduce sum axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
   %r = tessel.all_reduce_wait %f : tensor<f32>
   return %r : tensor<f32>
+}
+
+// -----
+
+// The maximum over the group (a sharded softmax's row max).
+// CHECK-LABEL: func.func @all_reduce_max
+// CHECK: tessel.all_reduce_start %{{.*}} reduce max axis "tp" group 2 bucket 0 params ["row_max"] : tensor<4x32xf32>
+// GENERIC-LABEL: sym_name = "all_reduce_max"
+// GENERIC: "tessel.all_reduce_start"(%{{.*}}) <{{{.*}}reduce = #tessel<reduce_kind max>}>
+func.func @all_reduce_max(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
+  %f = tessel.all_reduce_start %x reduce max axis "tp" group 2 bucket 0 params ["row_max"] : tensor<4x32xf32>
+  %r = tessel.all_reduce_wait %f : tensor<4x32xf32>
+  return %r : tensor<4x32xf32>
+}
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Discardable attributes of functions (TesselDialect.td)
+//===----------------------------------------------------------------------===//
+
+// CHECK-LABEL: func.func @function_attributes
+// CHECK-SAME: (%{{.*}}: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}, tensor<8xf32> {tessel.grad = "b"})
+// CHECK-SAME: attributes {tessel.batch_shards = 2 : i64, tessel.mixed_precision}
+func.func @function_attributes(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}, tensor<8xf32> {tessel.grad = "b"}) attributes {tessel.batch_shards = 2 : i64, tessel.mixed_precision} {
+  %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %b = tessel.reduce_sum %x [0] : tensor<4x8xf32> -> tensor<8xf32>
+  return %l, %b : tensor<f32>, tensor<8xf32>
 }

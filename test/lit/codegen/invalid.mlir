@@ -15,7 +15,7 @@ func.func @attention(%qkv: tensor<1x4x24xf32>) -> tensor<1x4x8xf32> {
 
 // CHECK: error: 'tessel.assign' op assigns "w" a second time
 func.func @assign_twice(%a: tensor<4xf32>, %b: tensor<4xf32>) {
-  %w = tessel.param "w" {init = "zeros"} : tensor<4xf32>
+  %w = tessel.param "w" init zeros : tensor<4xf32>
   tessel.assign "w", %a : tensor<4xf32>
   // expected-error @+1 {{'tessel.assign' op assigns "w" a second time}}
   tessel.assign "w", %b : tensor<4xf32>

@@ -49,8 +49,8 @@
 // CUDA: const float* step) { // step scalar
 func.func @train_step(%g: tensor<64x32xf32>, %gb: tensor<32xf32>, %lr: tensor<f32> {tessel.input = "lr"}, %t: tensor<f32>, %mx: tensor<f32>) -> tensor<f32> {
   %w = tessel.param "w" {std = 2.000000e-02 : f64} : tensor<64x32xf32>
-  %m = tessel.param "w:exp_avg" state {init = "zeros"} : tensor<64x32xf32>
-  %v = tessel.param "w:exp_avg_sq" state {init = "zeros"} : tensor<64x32xf32>
+  %m = tessel.param "w:exp_avg" state init zeros : tensor<64x32xf32>
+  %v = tessel.param "w:exp_avg_sq" state init zeros : tensor<64x32xf32>
   %n = tessel.global_norm %g, %gb : tensor<64x32xf32>, tensor<32xf32>
   %c = tessel.clip_coefficient %n, %mx : tensor<f32>
   %b1 = tessel.constant 0.9 : tensor<f32>
@@ -82,8 +82,8 @@ func.func @train_step(%g: tensor<64x32xf32>, %gb: tensor<32xf32>, %lr: tensor<f3
 // CUDA-NOT: scratch
 // CUDA: const float* step) { // step scalar
 func.func @sgd(%g: tensor<32xf32>, %lr: tensor<f32>, %mom: tensor<f32>, %wd: tensor<f32>, %t: tensor<f32>) {
-  %w = tessel.param "b" {init = "zeros"} : tensor<32xf32>
-  %buf = tessel.param "b:momentum_buffer" state {init = "zeros"} : tensor<32xf32>
+  %w = tessel.param "b" init zeros : tensor<32xf32>
+  %buf = tessel.param "b:momentum_buffer" state init zeros : tensor<32xf32>
   %w1, %buf1 = tessel.sgd %w, %g, %buf, %lr, %mom, %wd, %t : tensor<32xf32>
   tessel.assign "b", %w1 : tensor<32xf32>
   tessel.assign "b:momentum_buffer", %buf1 : tensor<32xf32>

@@ -19,7 +19,7 @@
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32> {tessel.input = "x"}, %[[T:.*]]: tensor<4xi32> {tessel.input = "t"})
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<16x8xf32> {tessel.grad = "fc.weight"}, tensor<16xf32> {tessel.grad = "fc.bias"})
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-// CHECK-NEXT: %[[B:.*]] = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
+// CHECK-NEXT: %[[B:.*]] = tessel.param "fc.bias" init zeros : tensor<16xf32>
 // CHECK-NEXT: %[[Y:.*]] = tessel.matmul %[[X]], %[[W]] transpose_rhs
 // CHECK-NEXT: %[[Z:.*]] = tessel.add %[[Y]], %[[B]]
 // CHECK-NEXT: %[[L:.*]] = tessel.cross_entropy %[[Z]], %[[T]]
@@ -32,7 +32,7 @@
 func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}, %t: tensor<4xi32> {tessel.input = "t"})
     -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32> {tessel.output = "logits"}) {
   %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-  %b = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
   %y = tessel.matmul %x, %w transpose_rhs : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %z = tessel.add %y, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %l = tessel.cross_entropy %z, %t : (tensor<4x16xf32>, tensor<4xi32>) -> tensor<f32>
@@ -104,8 +104,8 @@ func.func @forward(%x: tensor<2x3x4xf32> {tessel.input = "x"}) -> (tensor<f32> {
 // CHECK-NEXT: %[[DB:.*]] = tessel.reduce_sum %[[DD]] [0, 1] : tensor<2x4x16xf32> -> tensor<16xf32>
 // CHECK-NEXT: return %{{.*}}, %[[DB]], %[[DC]]
 func.func @forward(%y: tensor<2x4x16xf32> {tessel.input = "y"}) -> (tensor<f32> {tessel.output = "loss"}) {
-  %b = tessel.param "b" {init = "zeros"} : tensor<16xf32>
-  %c = tessel.param "c" {init = "zeros"} : tensor<4x16xf32>
+  %b = tessel.param "b" init zeros : tensor<16xf32>
+  %c = tessel.param "c" init zeros : tensor<4x16xf32>
   %z = tessel.add %b, %y : (tensor<16xf32>, tensor<2x4x16xf32>) -> tensor<2x4x16xf32>
   %d = tessel.sub %z, %c : (tensor<2x4x16xf32>, tensor<4x16xf32>) -> tensor<2x4x16xf32>
   %t = tessel.transpose %d [2, 0, 1] : tensor<2x4x16xf32> -> tensor<16x2x4xf32>
@@ -155,10 +155,10 @@ func.func @forward(%t: tensor<2x3xi32> {tessel.input = "tokens"}) -> (tensor<f32
 // CHECK-NEXT: return %{{.*}}, %[[ZERO1]], %[[DUSED]], %[[ZERO2]] : tensor<f32>, tensor<3xf32>, tensor<2x3xf32>, tensor<3xf32>
 func.func @forward() -> (tensor<3xf32> {tessel.output = "side"}, tensor<f32> {tessel.output = "loss"}) {
   // expected-remark @+1 {{parameter 'unused' does not affect the loss; its gradient is zero}}
-  %u = tessel.param "unused" {init = "ones"} : tensor<3xf32>
+  %u = tessel.param "unused" init ones : tensor<3xf32>
   %p = tessel.param "used" {std = 1.0 : f64} : tensor<2x3xf32>
   // expected-remark @+1 {{parameter 'side' does not affect the loss; its gradient is zero}}
-  %s = tessel.param "side" {init = "ones"} : tensor<3xf32>
+  %s = tessel.param "side" init ones : tensor<3xf32>
   %g = tessel.gelu %s : tensor<3xf32>
   %l = tessel.reduce_sum %p [0, 1] : tensor<2x3xf32> -> tensor<f32>
   return %g, %l : tensor<3xf32>, tensor<f32>
@@ -194,9 +194,9 @@ func.func @forward() -> (tensor<3xf32> {tessel.output = "side"}, tensor<f32> {te
 // CHECK-NEXT: return %[[L]], %[[DX]], %[[DG]], %[[DB]]
 func.func @forward(%t: tensor<4xi32> {tessel.input = "t"}) -> (tensor<f32> {tessel.output = "loss"}) {
   %x = tessel.param "x" {std = 1.0 : f64} : tensor<4x6xf32>
-  %g = tessel.param "ln.weight" {init = "ones"} : tensor<6xf32>
-  %b = tessel.param "ln.bias" {init = "zeros"} : tensor<6xf32>
-  %m = tessel.param "x:exp_avg" state {init = "zeros"} : tensor<4x6xf32>
+  %g = tessel.param "ln.weight" init ones : tensor<6xf32>
+  %b = tessel.param "ln.bias" init zeros : tensor<6xf32>
+  %m = tessel.param "x:exp_avg" state init zeros : tensor<4x6xf32>
   %ln = tessel.layer_norm %x, %g, %b {epsilon = 1.000000e-03 : f64} : (tensor<4x6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xf32>
   %s = tessel.add %ln, %m : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x6xf32>
   %p0, %p1, %p2 = tessel.split %s along 1 : tensor<4x6xf32> -> tensor<4x2xf32>, tensor<4x2xf32>, tensor<4x2xf32>
@@ -303,5 +303,21 @@ func.func @forward() -> (tensor<f32> {tessel.output = "loss"}) {
   // expected-error @+1 {{'tessel.concat' op has no VJP rule for inputs of unequal sizes along axis 1 (split produces equal parts only)}}
   %c = tessel.concat %a, %b along 1 : (tensor<2x3xf32>, tensor<2x5xf32>) -> tensor<2x8xf32>
   %l = tessel.reduce_sum %c [0, 1] : tensor<2x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Wrong stage: after fusion (tessel.fused has no VJP rule).
+// expected-error @+1 {{tessel-autodiff: @forward is already fused (tessel.fused present); it runs once, before tessel-fuse}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %0 = tessel.fused(%x, %w) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %w0: tensor<8xf32>):
+    %1 = tessel.mul %x0, %w0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  %l = tessel.reduce_mean %0 [0, 1] : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

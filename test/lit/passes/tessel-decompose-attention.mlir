@@ -2,9 +2,9 @@
 // qkv [B, T, 3C] with NH heads (HS = C / NH) becomes split -> reshape [B, T, NH, HS] ->
 // transpose [0, 2, 1, 3] -> matmul transpose_rhs -> scale 1/sqrt(HS) -> softmax causal ->
 // matmul -> transpose [0, 2, 1, 3] -> reshape [B, T, C]; every other op is left alone.
-// RUN: tessel-opt %s -split-input-file -tessel-decompose-attention | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-decompose-attention | FileCheck %s
 // The new ops keep the attention op's location (LOC prefix, one case below).
-// RUN: tessel-opt %s -split-input-file -tessel-decompose-attention -mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-decompose-attention -mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
 // B = 2, T = 8, C = 64, NH = 4, so HS = 16 and the scale is 1/sqrt(16) = 0.25.
 // CHECK-LABEL: func.func @four_heads
@@ -153,4 +153,18 @@ func.func @two_attentions(%qkv0: tensor<2x8x192xf32>, %w: tensor<192x64xf32>) ->
   %qkv1 = tessel.matmul %y0, %w transpose_rhs : (tensor<2x8x64xf32>, tensor<192x64xf32>) -> tensor<2x8x192xf32>
   %y1 = tessel.causal_attention %qkv1 heads 2 : tensor<2x8x192xf32> -> tensor<2x8x64xf32>
   return %y0, %y1 : tensor<2x8x64xf32>, tensor<2x8x64xf32>
+}
+
+// -----
+
+// Wrong stage: the function is already fused.
+// expected-error @+1 {{tessel-decompose-attention: @after_fuse is already fused (tessel.fused present); it runs before tessel-autodiff and tessel-fuse}}
+func.func @after_fuse(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = tessel.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
+    %1 = tessel.add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
 }

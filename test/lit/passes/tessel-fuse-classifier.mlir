@@ -1,5 +1,5 @@
-// RUN: tessel-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tessel-fuse-classifier))' | FileCheck %s
-// RUN: tessel-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tessel-fuse-classifier))' -mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(func.func(tessel-fuse-classifier))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(func.func(tessel-fuse-classifier))' -mlir-print-debuginfo | FileCheck %s --check-prefix=LOC
 
 // Rule: autodiff's pair (the loss, later its grad seeded with the constant 1.0) becomes one
 // fused op where the loss was; the seed moves before it; both results are replaced.
@@ -106,4 +106,18 @@ func.func @grad_first(%logits: tensor<8x32xf32>, %t: tensor<8xi32>, %dl: tensor<
   %s = tessel.scale %d, 2.000000e+00 : tensor<8x32xf32>
   %loss = tessel.cross_entropy %logits, %t : (tensor<8x32xf32>, tensor<8xi32>) -> tensor<f32>
   return %loss, %s : tensor<f32>, tensor<8x32xf32>
+}
+
+// -----
+
+// Wrong stage: the function is already fused.
+// expected-error @+1 {{tessel-fuse-classifier: @after_fuse is already fused (tessel.fused present); it runs after tessel-autodiff and before tessel-fuse}}
+func.func @after_fuse(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = tessel.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
+    %1 = tessel.add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
 }

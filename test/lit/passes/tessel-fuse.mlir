@@ -1,4 +1,4 @@
-// RUN: tessel-opt %s -split-input-file --pass-pipeline='builtin.module(func.func(tessel-fuse))' | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics --pass-pipeline='builtin.module(func.func(tessel-fuse))' | FileCheck %s
 
 // Rule: an elementwise chain of one shape becomes one fused kernel; only the value used
 // outside is yielded.
@@ -106,4 +106,18 @@ func.func @clip_adamw(%p: tensor<4x8xf32>, %g: tensor<4x8xf32>, %m: tensor<4x8xf
   %gc = tessel.mul %g, %c : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
   %p1, %m1, %v1 = tessel.adamw %p, %gc, %m, %v, %lr, %lr, %lr, %lr, %lr, %lr decay : tensor<4x8xf32>
   return %p1, %m1, %v1 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Wrong stage: the function is already fused.
+// expected-error @+1 {{tessel-fuse: @twice is already fused (tessel.fused present); it runs once, last}}
+func.func @twice(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = tessel.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
+    %1 = tessel.add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  return %0 : tensor<4x8xf32>
 }

@@ -3,11 +3,12 @@
 // table is not: it gathers f32 rows, cast by the first bf16 op that reads them); ops that
 // read bf16 compute in bf16; cross_entropy's loss stays f32; returned values keep their
 // declared types.
-// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision | FileCheck %s
-// RUN: tessel-opt %s -split-input-file -tessel-mixed-precision -tessel-autodiff | FileCheck %s --check-prefix=GRAD
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-mixed-precision | FileCheck %s
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-mixed-precision -tessel-autodiff | FileCheck %s --check-prefix=GRAD
 
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<4x8xf32>, %[[T:.*]]: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>)
+// CHECK-SAME: attributes {tessel.mixed_precision}
 // CHECK-NEXT: %[[X16:.*]] = tessel.cast %[[X]] : tensor<4x8xf32> -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight"
 // CHECK-NEXT: %[[W16:.*]] = tessel.cast %[[W]] : tensor<16x8xf32> -> tensor<16x8xbf16>
@@ -30,7 +31,7 @@
 // GRAD-DAG: tessel.cast {{.*}} : tensor<16xbf16> -> tensor<16xf32>
 func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi32>) -> (tensor<f32> {tessel.output = "loss"}, tensor<4x16xf32>) {
   %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-  %b = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
   %m = tessel.matmul %x, %w transpose_rhs : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
   %y = tessel.add %m, %b : (tensor<4x16xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %g = tessel.gelu %y : tensor<4x16xf32>
@@ -52,11 +53,39 @@ func.func @forward(%x: tensor<4x8xf32>, %t: tensor<4xi32>) -> (tensor<f32> {tess
 // CHECK: tessel.matmul {{.*}}, %[[WTE16]] transpose_rhs : (tensor<2x4x8xbf16>, tensor<32x8xbf16>) -> tensor<2x4x32xbf16>
 func.func @forward(%tok: tensor<2x4xi32>) -> (tensor<f32> {tessel.output = "loss"}) {
   %wte = tessel.param "wte.weight" {std = 2.000000e-02 : f64} : tensor<32x8xf32>
-  %g = tessel.param "ln.weight" {init = "ones"} : tensor<8xf32>
-  %be = tessel.param "ln.bias" {init = "zeros"} : tensor<8xf32>
+  %g = tessel.param "ln.weight" init ones : tensor<8xf32>
+  %be = tessel.param "ln.bias" init zeros : tensor<8xf32>
   %e = tessel.embedding %wte, %tok : (tensor<32x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
   %n = tessel.layer_norm %e, %g, %be : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
   %lg = tessel.matmul %n, %wte transpose_rhs : (tensor<2x4x8xf32>, tensor<32x8xf32>) -> tensor<2x4x32xf32>
   %l = tessel.cross_entropy %lg, %tok : (tensor<2x4x32xf32>, tensor<2x4xi32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Wrong stage: after autodiff. Rewriting @forward alone would leave @train_step in f32.
+// expected-error @+1 {{tessel-mixed-precision: @train_step already exists (tessel-autodiff has run); it runs once, before tessel-autodiff}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<8xf32> {tessel.grad = "w"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %g = tessel.constant 1.0 : tensor<8xf32>
+  return %l, %g : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+// Wrong stage: run twice.
+// expected-error @+1 {{tessel-mixed-precision: @forward already computes in bf16 (tessel.mixed_precision); it runs once, before tessel-autodiff}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) attributes {tessel.mixed_precision} {
+  %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }

@@ -18,21 +18,21 @@
 // SGD-SAME: %[[LR:[^:]*]]: tensor<f32> {tessel.input = "lr"}, %[[MOM:[^:]*]]: tensor<f32> {tessel.input = "momentum"}, %[[WD:[^:]*]]: tensor<f32> {tessel.input = "weight_decay"}, %[[STEP:[^:]*]]: tensor<f32> {tessel.input = "step"}, %[[MAX:[^:]*]]: tensor<f32> {tessel.input = "max_grad_norm"})
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<f32> {tessel.output = "grad_norm"})
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-// CHECK-NEXT: %[[B:.*]] = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
-// CHECK-NEXT: %[[S:.*]] = tessel.param "scale" {init = "ones"} : tensor<f32>
+// CHECK-NEXT: %[[B:.*]] = tessel.param "fc.bias" init zeros : tensor<16xf32>
+// CHECK-NEXT: %[[S:.*]] = tessel.param "scale" init ones : tensor<f32>
 // CHECK-NEXT: %[[P:.*]] = tessel.param "pos" {std = 1.000000e+00 : f64} : tensor<2x4x8xf32>
-// ADAMW-NEXT: %[[WM:.*]] = tessel.param "fc.weight:exp_avg" state {init = "zeros"} : tensor<16x8xf32>
-// ADAMW-NEXT: %[[WV:.*]] = tessel.param "fc.weight:exp_avg_sq" state {init = "zeros"} : tensor<16x8xf32>
-// ADAMW-NEXT: %[[BM:.*]] = tessel.param "fc.bias:exp_avg" state {init = "zeros"} : tensor<16xf32>
-// ADAMW-NEXT: %[[BV:.*]] = tessel.param "fc.bias:exp_avg_sq" state {init = "zeros"} : tensor<16xf32>
-// ADAMW-NEXT: %[[SM:.*]] = tessel.param "scale:exp_avg" state {init = "zeros"} : tensor<f32>
-// ADAMW-NEXT: %[[SV:.*]] = tessel.param "scale:exp_avg_sq" state {init = "zeros"} : tensor<f32>
-// ADAMW-NEXT: %[[PM:.*]] = tessel.param "pos:exp_avg" state {init = "zeros"} : tensor<2x4x8xf32>
-// ADAMW-NEXT: %[[PV:.*]] = tessel.param "pos:exp_avg_sq" state {init = "zeros"} : tensor<2x4x8xf32>
-// SGD-NEXT: %[[WBUF:.*]] = tessel.param "fc.weight:momentum_buffer" state {init = "zeros"} : tensor<16x8xf32>
-// SGD-NEXT: %[[BBUF:.*]] = tessel.param "fc.bias:momentum_buffer" state {init = "zeros"} : tensor<16xf32>
-// SGD-NEXT: %[[SBUF:.*]] = tessel.param "scale:momentum_buffer" state {init = "zeros"} : tensor<f32>
-// SGD-NEXT: %[[PBUF:.*]] = tessel.param "pos:momentum_buffer" state {init = "zeros"} : tensor<2x4x8xf32>
+// ADAMW-NEXT: %[[WM:.*]] = tessel.param "fc.weight:exp_avg" state init zeros : tensor<16x8xf32>
+// ADAMW-NEXT: %[[WV:.*]] = tessel.param "fc.weight:exp_avg_sq" state init zeros : tensor<16x8xf32>
+// ADAMW-NEXT: %[[BM:.*]] = tessel.param "fc.bias:exp_avg" state init zeros : tensor<16xf32>
+// ADAMW-NEXT: %[[BV:.*]] = tessel.param "fc.bias:exp_avg_sq" state init zeros : tensor<16xf32>
+// ADAMW-NEXT: %[[SM:.*]] = tessel.param "scale:exp_avg" state init zeros : tensor<f32>
+// ADAMW-NEXT: %[[SV:.*]] = tessel.param "scale:exp_avg_sq" state init zeros : tensor<f32>
+// ADAMW-NEXT: %[[PM:.*]] = tessel.param "pos:exp_avg" state init zeros : tensor<2x4x8xf32>
+// ADAMW-NEXT: %[[PV:.*]] = tessel.param "pos:exp_avg_sq" state init zeros : tensor<2x4x8xf32>
+// SGD-NEXT: %[[WBUF:.*]] = tessel.param "fc.weight:momentum_buffer" state init zeros : tensor<16x8xf32>
+// SGD-NEXT: %[[BBUF:.*]] = tessel.param "fc.bias:momentum_buffer" state init zeros : tensor<16xf32>
+// SGD-NEXT: %[[SBUF:.*]] = tessel.param "scale:momentum_buffer" state init zeros : tensor<f32>
+// SGD-NEXT: %[[PBUF:.*]] = tessel.param "pos:momentum_buffer" state init zeros : tensor<2x4x8xf32>
 // CHECK-NEXT: %[[L:.*]] = tessel.reduce_sum %[[X]]
 // CHECK-NEXT: %[[GW:.*]] = tessel.constant 2.000000e+00 : tensor<16x8xf32>
 // CHECK-NEXT: %[[GB:.*]] = tessel.constant 3.000000e+00 : tensor<16xf32>
@@ -72,8 +72,8 @@ func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
         tensor<16xf32> {tessel.grad = "fc.bias"}, tensor<f32> {tessel.grad = "scale"},
         tensor<2x4x8xf32> {tessel.grad = "pos"}) {
   %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
-  %b = tessel.param "fc.bias" {init = "zeros"} : tensor<16xf32>
-  %s = tessel.param "scale" {init = "ones"} : tensor<f32>
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
+  %s = tessel.param "scale" init ones : tensor<f32>
   %p = tessel.param "pos" {std = 1.0 : f64} : tensor<2x4x8xf32>
   %l = tessel.reduce_sum %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
   %gw = tessel.constant 2.0 : tensor<16x8xf32>
@@ -120,7 +120,7 @@ func.func @forward() -> (tensor<f32> {tessel.output = "loss"}) {
 func.func @train_step() -> (tensor<5xf32> {tessel.grad = "b"}, tensor<3xf32> {tessel.grad = "a"}, tensor<f32> {tessel.output = "loss"}) {
   %a = tessel.param "a" {std = 1.0 : f64} : tensor<3xf32>
   %b = tessel.param "b" {std = 1.0 : f64} : tensor<5xf32>
-  %old = tessel.param "a:old" state {init = "zeros"} : tensor<3xf32>
+  %old = tessel.param "a:old" state init zeros : tensor<3xf32>
   %ga = tessel.constant 1.0 : tensor<3xf32>
   %gb = tessel.constant 2.0 : tensor<5xf32>
   %l = tessel.constant 3.0 : tensor<f32>
@@ -130,7 +130,7 @@ func.func @train_step() -> (tensor<5xf32> {tessel.grad = "b"}, tensor<3xf32> {te
 // -----
 
 // Errors (the same with either optimizer).
-// expected-error @+1 {{tessel-optimizer: no @train_step (run tessel-autodiff first)}}
+// expected-error @+1 {{tessel-optimizer: there is no @train_step (run tessel-autodiff first); it runs once, after tessel-autodiff (and any gradient all-reduce) and before tessel-fuse}}
 module {
   func.func @forward() {
     return
@@ -154,4 +154,26 @@ func.func @train_step() -> (tensor<3xf32> {tessel.grad = "v"}) {
   %v = tessel.param "v" {std = 1.0 : f64} : tensor<3xf32>
   %g = tessel.constant 1.0 : tensor<3xf32>
   return %g : tensor<3xf32>
+}
+
+// -----
+
+// Wrong stage: run twice. The step already has the optimizer (and its hyper-parameter
+// inputs, which a second run would have taken for model inputs named like them).
+// expected-error @+1 {{tessel-optimizer: @train_step already updates the parameters (tessel.global_norm, tessel.adamw or tessel.sgd present); it runs once, after tessel-autodiff (and any gradient all-reduce) and before tessel-fuse}}
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"}, %lr: tensor<f32> {tessel.input = "lr"},
+    %mom: tensor<f32> {tessel.input = "momentum"}, %wd: tensor<f32> {tessel.input = "weight_decay"},
+    %t: tensor<f32> {tessel.input = "step"}, %max: tensor<f32> {tessel.input = "max_grad_norm"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<f32> {tessel.output = "grad_norm"}) {
+  %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
+  %buf = tessel.param "fc.bias:momentum_buffer" state init zeros : tensor<16xf32>
+  %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %g = tessel.constant 3.0 : tensor<16xf32>
+  %n = tessel.global_norm %g : tensor<16xf32>
+  %c = tessel.clip_coefficient %n, %max : tensor<f32>
+  %gc = tessel.mul %g, %c : (tensor<16xf32>, tensor<f32>) -> tensor<16xf32>
+  %p1, %b1 = tessel.sgd %b, %gc, %buf, %lr, %mom, %wd, %t : tensor<16xf32>
+  tessel.assign "fc.bias", %p1 : tensor<16xf32>
+  tessel.assign "fc.bias:momentum_buffer", %b1 : tensor<16xf32>
+  return %l, %n : tensor<f32>, tensor<f32>
 }

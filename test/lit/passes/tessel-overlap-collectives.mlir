@@ -3,8 +3,8 @@
 // while the rest of the backward pass computes) and each wait to right before the first op
 // that needs a reduced value. Without overlap, every start and then every wait sit right
 // before the first such op: all communication after the backward pass.
-// RUN: tessel-opt %s -tessel-overlap-collectives | FileCheck %s --check-prefix=ON
-// RUN: tessel-opt %s -tessel-overlap-collectives=overlap=false | FileCheck %s --check-prefix=OFF
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-overlap-collectives | FileCheck %s --check-prefix=ON
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-overlap-collectives=overlap=false | FileCheck %s --check-prefix=OFF
 
 // ON-LABEL: func.func @train_step
 // ON: %[[G3:.*]] = tessel.scale %{{.*}}, 4.0
@@ -34,11 +34,28 @@ func.func @train_step(%x: tensor<4xf32> {tessel.input = "x"})
   %g2 = tessel.scale %x, 3.0 : tensor<4xf32>
   %g1 = tessel.scale %x, 2.0 : tensor<4xf32>
   %g0 = tessel.scale %x, 1.0 : tensor<4xf32>
-  %f0:2 = tessel.all_reduce_start %g3, %g2 reduce "avg" axis "dp" group 2 bucket 0 params ["d", "c"] : tensor<4xf32>, tensor<4xf32>
+  %f0:2 = tessel.all_reduce_start %g3, %g2 reduce avg axis "dp" group 2 bucket 0 params ["d", "c"] : tensor<4xf32>, tensor<4xf32>
   %r0:2 = tessel.all_reduce_wait %f0#0, %f0#1 : tensor<4xf32>, tensor<4xf32>
-  %f1:2 = tessel.all_reduce_start %g1, %g0 reduce "avg" axis "dp" group 2 bucket 1 params ["b", "a"] : tensor<4xf32>, tensor<4xf32>
+  %f1:2 = tessel.all_reduce_start %g1, %g0 reduce avg axis "dp" group 2 bucket 1 params ["b", "a"] : tensor<4xf32>, tensor<4xf32>
   %r1:2 = tessel.all_reduce_wait %f1#0, %f1#1 : tensor<4xf32>, tensor<4xf32>
   %n0 = tessel.global_norm %r0#0, %r0#1 : tensor<4xf32>, tensor<4xf32>
   %n1 = tessel.global_norm %r1#0, %r1#1 : tensor<4xf32>, tensor<4xf32>
   return %n0, %n1 : tensor<f32>, tensor<f32>
+}
+
+// -----
+
+// Wrong stage: already fused. Fusion groups ops by their place in the block, so the
+// collectives must be placed before it.
+// expected-error @+1 {{tessel-overlap-collectives: @after_fuse is already fused (tessel.fused present); it runs after tessel-bucket-gradients and before tessel-fuse}}
+func.func @after_fuse(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {
+  %0 = tessel.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+  ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
+    %1 = tessel.add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %2 = tessel.gelu %1 : tensor<4x8xf32>
+    tessel.yield %2 : tensor<4x8xf32>
+  }
+  %f = tessel.all_reduce_start %0 reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4x8xf32>
+  %r = tessel.all_reduce_wait %f : tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
 }

@@ -9,6 +9,7 @@
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<4x4x16xf32> {tessel.input = "x"}, %[[T:.*]]: tensor<4x4xi32> {tessel.input = "t"})
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<4x4x8xf32> {tessel.output = "logits"})
+// CHECK-SAME: attributes {tessel.batch_shards = 2 : i64}
 // CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<8x16xf32>
 // CHECK-NEXT: %[[P:.*]] = tessel.param "pos" {std = 2.000000e-02 : f64} : tensor<4x16xf32>
 // CHECK-NEXT: %[[XP:.*]] = tessel.add %[[X]], %[[P]] : (tensor<4x4x16xf32>, tensor<4x16xf32>) -> tensor<4x4x16xf32>
@@ -61,5 +62,34 @@ func.func @forward(%x: tensor<8x16xf32> {tessel.input = "x"}, %y: tensor<4xf32> 
 func.func @forward(%x: tensor<8x16xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
   // expected-error @+1 {{the loss must be a mean over the batch}}
   %l = tessel.reduce_sum %x [0, 1] : tensor<8x16xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
+// Wrong stage: after autodiff. Sharding @forward alone would leave @train_step on the
+// global batch.
+// expected-error @+1 {{tessel-shard-batch: @train_step already exists (tessel-autodiff has run); it runs once (parts = data-parallel ranks x microsteps), before tessel-autodiff}}
+func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<8xf32> {tessel.grad = "w"}) {
+  %w = tessel.param "w" {std = 1.0 : f64} : tensor<8xf32>
+  %y = tessel.mul %x, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %l = tessel.reduce_mean %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %g = tessel.constant 1.0 : tensor<8xf32>
+  return %l, %g : tensor<f32>, tensor<8xf32>
+}
+
+// -----
+
+// Wrong stage: run twice (the batch would be split again).
+// expected-error @+1 {{tessel-shard-batch: @forward already runs on a local batch (tessel.batch_shards = 2); it runs once (parts = data-parallel ranks x microsteps), before tessel-autodiff}}
+func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) attributes {tessel.batch_shards = 2 : i64} {
+  %l = tessel.reduce_mean %x [0, 1] : tensor<2x8xf32> -> tensor<f32>
   return %l : tensor<f32>
 }
