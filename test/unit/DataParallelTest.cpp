@@ -76,14 +76,15 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
       RankResult& out = results[static_cast<size_t>(rank)];
       int64_t calls = 0;
       const int64_t k = plan.microsteps();
+      // Validation: step 1's global batch, this rank's rows of each microbatch.
+      auto val = tessel::trainer::orderedValidation(
+          kBatch, kBatch, rank, world, k, "rows of random bytes",
+          [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t a, int64_t n) {
+            auto t = globalBatch(1, false), y = globalBatch(1, true);
+            e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+            e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+          });
       auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
-        if (fn == "forward") {  // validation: the first microbatch of step 1's batch
-          auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, 0, k);
-          auto t = globalBatch(1, false), y = globalBatch(1, true);
-          e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-          e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-          return;
-        }
         int64_t step = calls / k, micro = calls % k;
         ++calls;
         if (micro == 0) out.paramHashes.push_back(hashParameters(ex));
@@ -99,7 +100,7 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
       o.evalBatches = 1;
       o.microsteps = k;
       o.comm = &comm;
-      out.stats = tessel::trainer::train(ex, o, feed, feed);
+      out.stats = tessel::trainer::train(ex, o, feed, val);
       out.paramHashes.push_back(hashParameters(ex));
       for (const tessel::ParameterSpec& p : program.parameters()) {
         const float* d = ex.data(ex.bufferId(p.name));
