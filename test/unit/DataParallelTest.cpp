@@ -2,7 +2,8 @@
 // global batches with dp = 2 and dp = 4 (ranks as threads of this process, over the
 // in-process ThreadCommunicator) matches dp = 1 in the loss and every parameter; replicas
 // are bitwise identical after every step; 4 x (B/4) gradient accumulation matches 1 x B;
-// a clipped run gives every rank the dp = 1 norm; the all-reduce payload per step is the
+// a clipped run gives every rank the dp = 1 norm; the validation loss, each rank evaluating
+// its rows of the validation batch, is the dp = 1 one; the all-reduce payload per step is the
 // total gradient bytes, in the buckets the packing rule predicts; plan errors point at
 // the plan's line.
 #include "ThreadCommunicator.h"
@@ -147,6 +148,8 @@ void expectMatches(const RankResult& got, const RankResult& want, const std::str
     EXPECT_NEAR(got.stats[s].loss, want.stats[s].loss, kLossTol) << what << " loss at step " << s + 1;
     EXPECT_NEAR(got.stats[s].gradNorm, want.stats[s].gradNorm, 1e-4 * want.stats[s].gradNorm)
         << what << " grad norm at step " << s + 1;
+    // The validation loss (after the last step) is a mean over the same global batch.
+    EXPECT_NEAR(got.stats[s].valLoss, want.stats[s].valLoss, kLossTol) << what << " val loss at step " << s + 1;
   }
   for (const auto& [name, values] : want.params) {
     const std::vector<float>& mine = got.params.at(name);
