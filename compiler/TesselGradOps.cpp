@@ -1,6 +1,7 @@
 // Verifiers of the backward and optimizer ops (TesselGradOps.td, TesselOptimOps.td).
 #include "compiler/TesselDialect.h"
 
+#include "compiler/ParamTable.h"
 #include "compiler/Shapes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -78,31 +79,9 @@ LogicalResult FusedClassifierOp::verify() {
 LogicalResult AssignOp::verify() {
   auto func = (*this)->getParentOfType<func::FuncOp>();
   if (!func) return emitOpError() << "must be inside a function";
-  // Parameters open the body (the DSL and the optimizer put them there), so the leading run
-  // of tessel.param ops is searched first; the whole body only if that fails. This keeps
-  // verification linear in practice (assigning every parameter is O(params^2) only in the
-  // number of parameters, not in the op count). Assigning a name twice is diagnosed by the
-  // interpreter and the lowering, which see every assignment in one pass.
-  ParamOp target;
-  for (Operation& op : func.getBody().front()) {
-    auto p = dyn_cast<ParamOp>(op);
-    if (!p) break;
-    if (p.getName() == getName()) {
-      target = p;
-      break;
-    }
-  }
-  if (!target)
-    func.walk([&](ParamOp p) {
-      if (p.getName() == getName()) target = p;
-    });
-  if (!target)
-    return emitOpError() << "assigns \"" << getName()
-                         << "\", which no tessel.param in the function declares";
-  if (target.getType() != getValue().getType())
-    return emitOpError() << "value type " << getValue().getType() << " differs from \""
-                         << getName() << "\"'s type " << target.getType();
-  return success();
+  // The target must exist with the value's type; one walk per function checks every
+  // assignment (compiler/ParamTable.h).
+  return verifyAssignTargets(*this, func);
 }
 
 }  // namespace tessel

@@ -2,6 +2,7 @@
 // compiler/Shapes.h and names the offending shapes in its message.
 #include "compiler/TesselDialect.h"
 
+#include "compiler/ParamTable.h"
 #include "compiler/Shapes.h"
 
 #include "mlir/IR/Builders.h"
@@ -42,26 +43,8 @@ LogicalResult ParamOp::verify() {
   if (init != InitKind::normal && stddev)
     return emitOpError() << "init " << stringifyInitKind(init) << " takes no std attribute";
   // Names are unique within a function: plans and checkpoints refer to parameters by
-  // name. Only the ops before this one are scanned (the later duplicate is the one
-  // reported), and the DSL puts every param at the top of the body, so this stays cheap.
-  Operation* scope = (*this)->getParentWithTrait<OpTrait::IsIsolatedFromAbove>();
-  if (!scope) return success();
-  ParamOp first;
-  scope->walk<WalkOrder::PreOrder>([&](ParamOp other) {
-    if (other == *this) return WalkResult::interrupt();
-    if (other.getNameAttr() == getNameAttr()) {
-      first = other;
-      return WalkResult::interrupt();
-    }
-    return WalkResult::advance();
-  });
-  if (first) {
-    InFlightDiagnostic diag = emitOpError()
-                              << "parameter name \"" << getName() << "\" is already used";
-    diag.attachNote(first.getLoc()) << "first declared here";
-    return diag;
-  }
-  return success();
+  // name. One walk per function checks them all (compiler/ParamTable.h).
+  return verifyParamNamesUnique(*this);
 }
 
 LogicalResult MatmulOp::verify() {

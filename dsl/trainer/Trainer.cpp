@@ -11,12 +11,8 @@
 
 namespace tessel::trainer {
 
-double evaluate(NativeProgram& native, int64_t batches, const BatchFeeder& feed) {
-  return evaluate(native.executor(), batches, feed);
-}
-
 std::vector<StepStats> train(NativeProgram& native, const Program& program, const TrainOptions& o,
-                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch) {
+                             const BatchFeeder& trainBatch, const ValidationFeeder& valBatch) {
   // The loop reads the hyper-parameter names from the lowered program; they must agree with
   // the compiled model's signature.
   std::vector<std::string> hyper = hyperParameterNames(native.program());

@@ -22,13 +22,11 @@ namespace tessel::trainer {
 
 /// Runs the loop on `native` (compiled with a @train_step): per step, `train` feeds a batch,
 /// the hyper-parameters are set, train_step runs; every evalEvery steps and at the end,
-/// `val` feeds evalBatches batches to @forward and the mean loss is the validation loss.
-/// Prints a progress line per step and writes the JSON log. Returns the per-step stats.
+/// the first evalBatches global batches of the fixed set `val` run through @forward and the
+/// mean loss is the validation loss (runtime/train/Validation.h). Prints a progress line
+/// per step and writes the JSON log. Returns the per-step stats.
 std::vector<StepStats> train(NativeProgram& native, const Program& program, const TrainOptions& o,
-                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch);
-
-/// Mean forward loss over `batches` batches fed by `feed`.
-double evaluate(NativeProgram& native, int64_t batches, const BatchFeeder& feed);
+                             const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 
 /// Prints what the data-parallel collectives of `steps` training steps cost on this rank:
 /// all-reduces and payload per step, the ring wire bytes 2 (N - 1) / N x payload, the time in

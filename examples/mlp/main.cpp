@@ -82,14 +82,15 @@ int main(int argc, char** argv) {
     };
     std::vector<int64_t> testOrder(test.count);
     std::iota(testOrder.begin(), testOrder.end(), 0);
-    int64_t testPosition = 0;
-    auto testFeeder = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
-      feed(ex, fn, tessel::gatherImages(test, testOrder, testPosition++ * flags.batch, flags.batch));
-    };
+    // Validation: the test set in file order, the same whole batches on every evaluation.
+    tessel::trainer::ValidationFeeder testFeeder = tessel::trainer::orderedValidation(
+        test.count, flags.batch, 0, 1, 1, "test images",
+        [&](tessel::rt::ProgramExecutor& ex, const std::string& fn, int64_t first, int64_t count) {
+          feed(ex, fn, tessel::gatherImages(test, testOrder, first, count));
+        });
     train.steps = flags.steps > 0 ? flags.steps : perEpoch;
     train.tokensPerStep = flags.batch;
     train.throughputUnit = "img/s";
-    train.evalBatches = std::min<int64_t>(train.evalBatches, test.count / flags.batch);
     tessel::trainer::train(native, program, train, trainFeeder, testFeeder);
 
     // Test accuracy over every whole batch of the test set.

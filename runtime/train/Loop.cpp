@@ -99,18 +99,8 @@ static double meanOverRanks(rt::Communicator* comm, double value) {
   return v;
 }
 
-double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed) {
-  double sum = 0;
-  for (int64_t i = 0; i < batches; ++i) {
-    feed(ex, "forward");
-    ex.run("forward");
-    sum += ex.outputs("forward").at(0).value();
-  }
-  return sum / static_cast<double>(batches);
-}
-
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
-                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch) {
+                             const BatchFeeder& trainBatch, const ValidationFeeder& valBatch) {
   const std::vector<std::string> names = hyperParameterNames(ex.program());
   size_t firstHyper = ex.program().function("forward")->inputs.size();
   std::ofstream log;
@@ -120,6 +110,16 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   if (!o.logJson.empty() && (!o.comm || o.comm->rank() == 0)) {
     log.open(o.logJson);
     if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
+  }
+  if (valBatch.microsteps != o.microsteps)
+    throw std::logic_error(fmt::format("the validation set feeds {} microbatches per batch, the loop runs {}",
+                                       valBatch.microsteps, o.microsteps));
+  const int64_t evalBatches = evaluationBatches(o.evalBatches, valBatch);
+  if (!o.comm || o.comm->rank() == 0) {
+    std::string note = o.evalBatches > valBatch.batches
+                           ? fmt::format(" (--eval-batches {} is more than it holds)", o.evalBatches)
+                           : std::string();
+    fmt::print("{}{}\n", describeValidation(valBatch, evalBatches), note);
   }
   double clip = (o.gradClip > 0 && std::isfinite(o.gradClip))
                     ? o.gradClip
@@ -163,9 +163,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
     s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
     bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
-    // With k microsteps @forward takes one microbatch: k runs cover each validation batch.
-    if (evaluated)
-      s.valLoss = meanOverRanks(o.comm, evaluate(ex, o.evalBatches * o.microsteps, valBatch));
+    // The ranks' batch means have equal sizes, so their mean is the global batch mean.
+    if (evaluated) s.valLoss = meanOverRanks(o.comm, evaluate(ex, valBatch, evalBatches));
     const bool print = !o.comm || o.comm->rank() == 0;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
@@ -210,8 +209,9 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
       ->capture_default_str()->check(nonNegativeNumber());
   app.add_option("--eval-every", o.evalEvery, "validate every N steps (0: at the end)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 40));
-  app.add_option("--eval-batches", o.evalBatches, "batches per validation")
-      ->capture_default_str()->check(integerIn(1, int64_t{1} << 20));
+  app.add_option("--eval-batches", o.evalBatches,
+                 "global batches per validation: the first of the held-out data, in order (0: all)")
+      ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE");
 }
 

@@ -10,7 +10,8 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/ProgramExecutor.h"
-#include "runtime/train/FlagChecks.h"  // the checks of every numeric flag
+add_library(tessel_train_loop STATIC train/Loop.cpp train/TextBatches.cpp train/FlagChecks.cpp
+            train/Validation.cpp)
 
 #include <CLI/CLI.hpp>
 
@@ -35,7 +36,7 @@ struct TrainOptions {
   double momentum = 0.9;             // sgd
   double gradClip = 1.0;             // global-norm threshold; <= 0 or inf disables
   int64_t evalEvery = 0;             // 0: only at the end
-  int64_t evalBatches = 8;
+  int64_t evalBatches = 8;           // global batches per validation, the first of the fixed set (0: all)
   std::string logJson;               // one JSON object per step
   int64_t tokensPerStep = 0;         // items per step, for the throughput column
   std::string throughputUnit = "tok/s";  // what the progress line calls those items per second
@@ -76,14 +77,13 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program);
 
 /// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
 /// feeds a batch, the hyper-parameters are set, train_step runs; every evalEvery steps and at
-/// the end, `valBatch` feeds evalBatches x microsteps (micro)batches to @forward and the mean
-/// loss (averaged over the ranks) is the validation loss. Prints a progress line per step and writes the JSON log. Returns the
-/// per-step stats.
+/// the end, the first evaluationBatches(evalBatches, valBatch) global batches of the fixed
+/// validation set run through @forward (each as `microsteps` microbatches) and their mean
+/// loss, averaged over the ranks, is the validation loss (Validation.h). Prints which
+/// held-out items that is, a progress line per step, and writes the JSON log. Returns the
+/// per-step stats. Throws std::logic_error when valBatch was made for other microsteps.
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
-                             const BatchFeeder& trainBatch, const BatchFeeder& valBatch);
-
-/// Mean @forward loss over `batches` batches fed by `feed`.
-double evaluate(rt::ProgramExecutor& ex, int64_t batches, const BatchFeeder& feed);
+                             const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 
 /// Registers --lr, --warmup, --schedule, --weight-decay, --grad-clip, --optimizer,
 /// --eval-every, --eval-batches and --log-json (--optimizer only with `optimizerFlag`: a

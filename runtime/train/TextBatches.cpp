@@ -4,10 +4,11 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/DistributedSampler.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <memory>
 #include <stdexcept>
-#include <random>
 
 namespace tessel::trainer {
 
@@ -55,16 +56,17 @@ BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
   };
 }
 
-BatchFeeder textValFeeder(const TextBatchOptions& o) {
-  auto rng = std::make_shared<std::mt19937_64>(o.seed + 1);
-  auto call = std::make_shared<int64_t>(0);
-  auto global = std::make_shared<TokenBatch>();
-  return [o, rng, call, global](rt::ProgramExecutor& ex, const std::string& fn) {
-    const int64_t micro = *call % o.microsteps;
-    ++*call;
-    if (micro == 0) *global = o.data->sample(Split::Val, o.batch, o.seq, *rng);
-    feedRows(ex, fn, *global, o.seq, microbatchRows(o.batch, o.rank, o.world, micro, o.microsteps));
-  };
+ValidationFeeder textValFeeder(const TextBatchOptions& o) {
+  const TextDataset* data = o.data;
+  const int64_t seq = o.seq;
+  return orderedValidation(
+      textWindowCount(data->valSize(), seq), o.batch, o.rank, o.world, o.microsteps,
+      fmt::format("windows of {} bytes of the held-out split", seq + 1),
+      [data, seq](rt::ProgramExecutor& ex, const std::string& fn, int64_t first, int64_t count) {
+        std::vector<int64_t> offsets;
+        for (int64_t w = first; w < first + count; ++w) offsets.push_back(textWindowOffset(w, seq));
+        feedRows(ex, fn, data->windows(Split::Val, offsets, seq), seq, {0, count});
+      });
 }
 
 }  // namespace tessel::trainer

@@ -9,15 +9,16 @@
 //   of an epoch is dropped). Rank r of N feeds rows microbatchRows(B, r, N, m, k) of it at
 //   microstep m of k, so the ranks and microsteps of a step cover its global batch exactly
 //   once.
-// - Validation batches: every rank draws the same global batch of random windows of the
-//   validation split from its own generator (seeded from seed + 1); with k microsteps the
-//   feeder is called k times per batch (the loop runs @forward once per microbatch) and
-//   feeds rows microbatchRows(B, r, N, m, k) at call m, so every row of the global batch is
-//   evaluated once and the loop's mean over calls and ranks is the global batch's mean.
+// - Validation (runtime/train/Validation.h): the fixed set is the validation split's windows
+//   of seq+1 bytes at stride seq (window i at byte i*seq, as for training: every target byte
+//   of the split is predicted once), in order, in global batches of B; an evaluation runs
+//   the first --eval-batches of them (0: all) whatever the seed, and rank r feeds the same
+//   rows microbatchRows(B, r, N, m, k) of each as in training.
 #pragma once
 
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/Loop.h"
+#include "runtime/train/Validation.h"
 
 #include <cstdint>
 #include <utility>
@@ -47,7 +48,8 @@ void requireLogIsNotData(const std::string& logJson, const TextDataset& data);
 /// The training feeder: one call per microstep, in order (see the promise). Throws
 /// DataError when the train split has fewer windows than one global batch.
 BatchFeeder textTrainFeeder(const TextBatchOptions& o);
-/// The validation feeder (see the promise).
-BatchFeeder textValFeeder(const TextBatchOptions& o);
+/// The validation set (see the promise): textWindowCount(valSize, seq) windows, the trailing
+/// count % B of them left out. Throws DataError when the split holds fewer than B windows.
+ValidationFeeder textValFeeder(const TextBatchOptions& o);
 
 }  // namespace tessel::trainer

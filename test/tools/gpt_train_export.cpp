@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
     std::vector<int32_t> tokens, targets;
     tokens.reserve(static_cast<size_t>(steps * B * T));
     targets.reserve(static_cast<size_t>(steps * B * T));
-    std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
+    std::mt19937_64 rng(flags.seed);
     auto feed = [&](const tessel::TokenBatch& b, tessel::rt::ProgramExecutor& ex, const std::string& fn) {
       ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
       ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
@@ -119,9 +119,8 @@ int main(int argc, char** argv) {
       targets.insert(targets.end(), b.targets.begin(), b.targets.end());
       feed(b, ex, fn);
     };
-    auto valBatch = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
-      feed(data.sample(tessel::Split::Val, B, T, valRng), ex, fn);
-    };
+    tessel::trainer::ValidationFeeder valBatch =
+        tessel::trainer::textValFeeder({&data, B, T, 0, 1, 1, flags.seed});
     train.steps = steps;
     train.evalBatches = 1;
     train.tokensPerStep = B * T;

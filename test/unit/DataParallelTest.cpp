@@ -2,7 +2,8 @@
 // global batches with dp = 2 and dp = 4 (ranks as threads of this process, over the
 // in-process ThreadCommunicator) matches dp = 1 in the loss and every parameter; replicas
 // are bitwise identical after every step; 4 x (B/4) gradient accumulation matches 1 x B;
-// a clipped run gives every rank the dp = 1 norm; the all-reduce payload per step is the
+// a clipped run gives every rank the dp = 1 norm; the validation loss, each rank evaluating
+// its rows of the validation batch, is the dp = 1 one; the all-reduce payload per step is the
 // total gradient bytes, in the buckets the packing rule predicts; plan errors point at
 // the plan's line.
 #include "ThreadCommunicator.h"
@@ -76,14 +77,15 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
       RankResult& out = results[static_cast<size_t>(rank)];
       int64_t calls = 0;
       const int64_t k = plan.microsteps();
+      // Validation: step 1's global batch, this rank's rows of each microbatch.
+      auto val = tessel::trainer::orderedValidation(
+          kBatch, kBatch, rank, world, k, "rows of random bytes",
+          [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t a, int64_t n) {
+            auto t = globalBatch(1, false), y = globalBatch(1, true);
+            e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+            e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+          });
       auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
-        if (fn == "forward") {  // validation: the first microbatch of step 1's batch
-          auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, 0, k);
-          auto t = globalBatch(1, false), y = globalBatch(1, true);
-          e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-          e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-          return;
-        }
         int64_t step = calls / k, micro = calls % k;
         ++calls;
         if (micro == 0) out.paramHashes.push_back(hashParameters(ex));
@@ -99,7 +101,7 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
       o.evalBatches = 1;
       o.microsteps = k;
       o.comm = &comm;
-      out.stats = tessel::trainer::train(ex, o, feed, feed);
+      out.stats = tessel::trainer::train(ex, o, feed, val);
       out.paramHashes.push_back(hashParameters(ex));
       for (const tessel::ParameterSpec& p : program.parameters()) {
         const float* d = ex.data(ex.bufferId(p.name));
@@ -146,6 +148,8 @@ void expectMatches(const RankResult& got, const RankResult& want, const std::str
     EXPECT_NEAR(got.stats[s].loss, want.stats[s].loss, kLossTol) << what << " loss at step " << s + 1;
     EXPECT_NEAR(got.stats[s].gradNorm, want.stats[s].gradNorm, 1e-4 * want.stats[s].gradNorm)
         << what << " grad norm at step " << s + 1;
+    // The validation loss (after the last step) is a mean over the same global batch.
+    EXPECT_NEAR(got.stats[s].valLoss, want.stats[s].valLoss, kLossTol) << what << " val loss at step " << s + 1;
   }
   for (const auto& [name, values] : want.params) {
     const std::vector<float>& mine = got.params.at(name);

@@ -74,7 +74,10 @@ std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) {
     e.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
     e.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
   };
-  return trainer::train(ex, o, feed, feed);
+  trainer::ValidationFeeder val = trainer::orderedValidation(
+      kBatch, kBatch, 0, 1, 1, "rows of random bytes",
+      [&](rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) { feed(e, fn); });
+  return trainer::train(ex, o, feed, val);
 }
 
 TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {

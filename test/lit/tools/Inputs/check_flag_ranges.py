@@ -35,7 +35,7 @@ OUT_OF_RANGE = {
     "--weight-decay": ["-1", "nan"],
     "--grad-clip": ["-1", "inf"],
     "--eval-every": ["-1"],
-    "--eval-batches": ["0", "1048577"],
+    "--eval-batches": ["-1", "1048577"],
     "--sample-bytes": ["-1", "1048577"],
     "--temperature": ["0", "101", "nan"],
     "--top-k": ["-1", "257"],

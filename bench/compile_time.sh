@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): how compile time grows with depth. Times the compile phase alone,
+# `tessel-gpt --emit-bundle DIR` with a warm kernel cache (the host compiler does not run),
+# for a GPT with C=64, NH=4, T=64, B=4 (small, so the passes, lowering, memory plan and
+# bundle writing dominate, not kernel builds) at L = 12, 48, 96 and 192 blocks.
+#
+# The kernel cache is a folder this script owns (TESSEL_CACHE_DIR); every depth is compiled
+# once to fill it (its kernel library differs per depth), then timed RUNS times, keeping the
+# fastest run (noise on a shared machine only adds time). Prints each time, the marginal
+# seconds per layer early, (t48 - t12) / 36, and late, (t192 - t96) / 96, and their ratio,
+# and appends a row to bench/RESULTS.md.
+# Target: ratio <= 1.5 (compile time linear in depth; a quadratic part shows as a ratio
+# well above 1: it was 4.4 before the memory plan and the param/assign verifiers were fixed).
+#
+# Usage: bench/compile_time.sh [runs]   (default 3)
+#   TESSEL_GPT=path/to/tessel-gpt times that binary instead of building build/bin/tessel-gpt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS="${1:-3}"
+GPT="${TESSEL_GPT:-}"
+if [ -z "$GPT" ]; then
+  scripts/build.sh tessel-gpt >/dev/null
+  GPT=build/bin/tessel-gpt
+fi
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+export TESSEL_CACHE_DIR="$tmp/cache"
+
+/usr/bin/python3 - "$GPT" "$tmp" "$RUNS" <<'PY'
+import os, resource, shutil, subprocess, sys, time
+
+gpt, tmp, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
+depths = [12, 48, 96, 192]
+
+def compile_once(layers):
+    """Wall and CPU (user + sys) seconds of one --emit-bundle at `layers` blocks."""
+    out = os.path.join(tmp, f"bundle{layers}")
+    shutil.rmtree(out, ignore_errors=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([gpt, "--layers", str(layers), "--channels", "64", "--heads", "4",
+                    "--seq", "64", "--batch", "4", "--emit-bundle", out],
+                   check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+for layers in depths:  # fill the kernel cache
+    compile_once(layers)
+wall, cpu = {}, {}
+for layers in depths:
+    samples = [compile_once(layers) for _ in range(runs)]
+    wall[layers] = min(s[0] for s in samples)
+    cpu[layers] = min(s[1] for s in samples)
+
+def slopes(t):
+    early = (t[48] - t[12]) / 36
+    late = (t[192] - t[96]) / 96
+    return early, late, late / early
+
+print(f"GPT C=64 NH=4 T=64 B=4, --emit-bundle with a warm kernel cache, best of {runs}")
+for layers in depths:
+    print(f"L={layers:<4d} wall {wall[layers]:.3f} s   cpu {cpu[layers]:.3f} s")
+for name, t in (("wall", wall), ("cpu", cpu)):
+    early, late, ratio = slopes(t)
+    print(f"{name}: marginal {early * 1e3:.2f} ms/layer (L 12->48), {late * 1e3:.2f} ms/layer "
+          f"(L 96->192), ratio {ratio:.2f} (target <= 1.5)")
+
+early, late, ratio = slopes(wall)
+cpu_model = ""
+with open("/proc/cpuinfo") as f:
+    for line in f:
+        if line.startswith("model name"):
+            cpu_model = line.split(":", 1)[1].strip()
+            break
+times = ", ".join(f"L{l} {wall[l]:.2f} s" for l in depths)
+row = (f"| {time.strftime('%Y-%m-%d', time.gmtime())} "
+       f"| compile_time (GPT C64 NH4 T64 B4, --emit-bundle, warm kernel cache, best of {runs}; "
+       f"ratio = late/early marginal s/layer, target <= 1.5) "
+       f"| {os.cpu_count()} cores, {cpu_model} "
+       f"| {times}; L96->192 {late * 1e3:.2f} ms/layer "
+       f"| L12->48 {early * 1e3:.2f} ms/layer | {ratio:.2f} |\n")
+with open("bench/RESULTS.md", "a") as f:
+    f.write(row)
+PY
