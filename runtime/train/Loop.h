@@ -10,8 +10,8 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/ProgramExecutor.h"
-add_library(tessel_train_loop STATIC train/Loop.cpp train/TextBatches.cpp train/FlagChecks.cpp
-            train/Validation.cpp)
+#include "runtime/train/FlagChecks.h"  // the checks of every numeric flag
+#include "runtime/train/Validation.h"
 
 #include <CLI/CLI.hpp>
 
