@@ -80,8 +80,6 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
 }
 
 int TrainerApp::run(int argc, char** argv, const std::function<ModelRecipe()>& makeRecipe) {
-  // The ranks' world outlives runMain's error handlers: a failed collective ends the job
-  // there (rt::abortJob) without the world's orderly shutdown, which would wait for peers.
   return runMain(app_, argc, argv, [&] { return train(argc, argv, makeRecipe()); });
 }
 
@@ -94,15 +92,19 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || (flags_.explain && !launch.launched() && planRanks != 1);
-  if (compileOnly && launch.launched() && launch.size != 1)
-    throw std::runtime_error(fmt::format("launched as {} ranks, but {} only compiles, in one plain process, for "
-                                         "any plan; run it without a launcher",
-                                         launch.size, emitting ? "--emit-bundle" : "--explain"));
-  std::optional<rt::World> ranks;
-  if (!compileOnly) ranks = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
-  rt::Communicator* comm = ranks ? ranks->comm.get() : nullptr;
-  const int rank = ranks ? ranks->info.rank : 0, world = comm ? comm->worldSize() : 1;
-  if (comm) {
+  if (emitting && launch.launched() && launch.size != 1) {
+    // Joined to learn the size (a PMIx launcher tells it only to MPI), and so that every rank
+    // reports before any exits (see world_).
+    world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+    if (world_->comm->worldSize() > 1)
+      throw std::runtime_error(fmt::format("launched as {} ranks, but --emit-bundle only compiles, in one plain "
+                                           "process, for any plan; run it without a launcher",
+                                           world_->comm->worldSize()));
+  }
+  if (!compileOnly) world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+  rt::Communicator* comm = world_ ? world_->comm.get() : nullptr;
+  const int rank = world_ ? world_->info.rank : 0, world = comm ? comm->worldSize() : 1;
+  if (comm && !compileOnly) {
     checkSameCommandLine(argc, argv, *comm);
     if (launch.launched()) requireWorldSize(world, planRanks, flags_.plan, "pass");
   }
@@ -136,7 +138,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   }
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
   RankData data = recipe.data({rank, world, flags_.batch, plan.microsteps(), flags_.seed}, train_);
-  requireSameData(*comm, data.fingerprint, data.describe);
+  requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
   NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile};

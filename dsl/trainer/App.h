@@ -25,6 +25,7 @@
 
 #include "dsl/tessel.h"
 #include "dsl/trainer/Flags.h"
+#include "runtime/comm/World.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
 
@@ -33,6 +34,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 namespace tessel::rt {
@@ -72,6 +74,7 @@ struct DataShard {
 struct RankData {
   BatchFeeder train, val;       // the loop's feeders of this rank's rows
   DataFingerprint fingerprint;  // compared across ranks before training
+  std::string where;            // the data as given, e.g. "'data.txt'", for a mismatch's message
   std::string describe;         // for the header line, e.g. "data 'x.txt' (1115394 bytes)"
   int64_t itemsPerStep = 0;     // tokens or images per optimizer step (global)
   std::string unit = "tok/s";   // the throughput column's unit
@@ -121,6 +124,11 @@ class TrainerApp {
   Flags& flags_;
   TrainOptions& train_;
   RunFlags run_;
+  /// The launcher's world. It outlives runMain's error handlers, so every rank reports its
+  /// error before the world's orderly shutdown (MPI_Finalize waits for every rank, and then
+  /// the first rank to exit ends the job), and a failed collective ends the job there
+  /// (rt::abortJob) without that shutdown, which would wait for failed peers.
+  std::optional<rt::World> world_;
 };
 
 /// Copies every parameter of `from` into the same-named parameter of `to` where the sizes

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
                                                 s.seed};
       return tessel::trainer::RankData{
           tessel::trainer::textTrainFeeder(o), tessel::trainer::textValFeeder(o),
-          tessel::trainer::fingerprintOf(*data),
+          tessel::trainer::fingerprintOf(*data), fmt::format("'{}'", flags.data),
           fmt::format("data '{}' ({} bytes)", data->path(), data->size()), flags.batch * flags.seq, "tok/s"};
     };
     r.report = [&, cfg](const tessel::trainer::Trained& trained) {

@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
       t.evalBatches = std::min<int64_t>(t.evalBatches, test->count / s.batch);
       return tessel::trainer::RankData{tessel::trainer::imageTrainFeeder(o), tessel::trainer::imageValFeeder(o),
                                        tessel::trainer::fingerprintOf({trainSet.get(), test.get()}),
+                                       fmt::format("'{}'", flags.data),
                                        fmt::format("{} training and {} test images", trainSet->count, test->count),
                                        s.batch, "img/s"};
     };

@@ -64,6 +64,7 @@ struct BundleData {
   tessel::trainer::BatchFeeder train, val;
   tessel::trainer::DataFingerprint fingerprint;
   std::string describe;  // "data 'x' (N bytes)"
+  std::string where;     // the data as given, for a mismatch's message
   int64_t itemsPerStep = 0;
   std::string unit;
 };
@@ -81,6 +82,7 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.train = tessel::trainer::textTrainFeeder(o);
     d.val = tessel::trainer::textValFeeder(o);
     d.fingerprint = tessel::trainer::fingerprintOf(*d.text);
+    d.where = fmt::format("'{}'", d.text->path());
     d.describe = fmt::format("data '{}' ({} bytes)", d.text->path(), d.text->size());
     d.itemsPerStep = batch * info.seq;
     d.unit = "tok/s";
@@ -92,6 +94,7 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.train = tessel::trainer::imageTrainFeeder(o);
     d.val = tessel::trainer::imageValFeeder(o);
     d.fingerprint = tessel::trainer::fingerprintOf({&d.images, &d.test});
+    d.where = fmt::format("'{}'", dir);
     d.describe = fmt::format("{} training and {} test images", d.images.count, d.test.count);
     d.itemsPerStep = batch;
     d.unit = "img/s";
@@ -110,8 +113,8 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   ranks = tessel::rt::makeWorld({.timeoutSeconds = f.commTimeout});
   const int rank = ranks->info.rank, world = ranks->comm->worldSize();
   tessel::rt::Communicator* comm = ranks->comm.get();
-  tessel::trainer::requireWorldSize(world, plan.ranks(), plan.meshText(), "compile the bundle with");
   tessel::trainer::checkSameCommandLine(argc, argv, *comm);
+  tessel::trainer::requireWorldSize(world, plan.ranks(), plan.meshText(), "compile the bundle with");
   // Decide the device before anything else is loaded: "cuda" without a driver is an error.
   // Ranks launched onto GPUs learn together (the NCCL bootstrap) whether every rank can.
   const bool hasCuda = bundle.cuda.has_value();
@@ -125,7 +128,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   }
   BundleData data;
   loadData(data, bundle.info, f, rank, world, train);
-  tessel::trainer::requireSameData(*comm, data.fingerprint, data.describe);
+  tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
   if (device == "cuda" && world > 1)
     nccl = std::make_unique<tessel::rt::NcclCommunicator>(

@@ -35,7 +35,8 @@ std::vector<std::array<uint64_t, N>> gatherWords(rt::Communicator& comm, const s
 void requireWorldSize(int world, int64_t planRanks, const std::string& plan, const std::string& remedy) {
   if (planRanks == world) return;
   throw std::runtime_error(fmt::format(
-      "launched as {} but the plan is {} ({}); {} --plan dp={} or launch {}", ranksWord(world), plan,
+      "{} as {} but the plan is {} ({}); {} --plan dp={} or launch {}", world == 1 ? "started" : "launched",
+      ranksWord(world), plan,
       ranksWord(planRanks), remedy, world,
       planRanks == 1 ? std::string("one process") : fmt::format("{} processes (mpirun -np {})", planRanks, planRanks)));
 }
@@ -77,7 +78,7 @@ DataFingerprint fingerprintOf(std::initializer_list<const ImageDataset*> sets) {
   return f;
 }
 
-void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& what) {
+void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where) {
   if (comm.worldSize() == 1) return;
   auto all = gatherWords(comm, std::array<uint64_t, 2>{mine.hash, mine.bytes}, "data_fingerprint");
   std::vector<std::string> differ;
@@ -86,9 +87,9 @@ void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const 
       differ.push_back(fmt::format("{} ({} bytes{})", r, all[r][1], all[r][1] == all[0][1] ? ", other contents" : ""));
   if (!differ.empty())
     throw std::runtime_error(fmt::format(
-        "the ranks read different data {}: rank(s) {} differ from rank 0 ({} bytes); every rank "
+        "the ranks read different data at {}: rank(s) {} differ from rank 0 ({} bytes); every rank "
         "must read the same data, or the global batches are not the ones the plan promises",
-        what, fmt::join(differ, ", "), all[0][1]));
+        where, fmt::join(differ, ", "), all[0][1]));
 }
 
 void reportError(const std::string& message) {

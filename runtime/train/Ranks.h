@@ -24,7 +24,8 @@ namespace tessel::trainer {
 /// ranks, described as `plan` (the --plan syntax, e.g. "dp=2"). The message says how to fix
 /// it: `remedy` followed by the --plan that would fit, or the launch that would, e.g.
 ///   "launched as 2 ranks but the plan is dp=1 (one rank); pass --plan dp=2 or launch one process"
-/// (remedy "pass"; a bundle says "compile the bundle with"). Not collective: every rank
+/// (remedy "pass"; a bundle says "compile the bundle with"); a world of one "started as one
+/// rank". Not collective: every rank
 /// decides the same from the same plan and world size, so every rank refuses.
 void requireWorldSize(int world, int64_t planRanks, const std::string& plan, const std::string& remedy);
 
@@ -53,8 +54,8 @@ DataFingerprint fingerprintOf(std::initializer_list<const ImageDataset*> sets);
 /// data differ from rank 0's, with both sizes, unless all agree: ranks that read different
 /// files (another copy at the same path on another host, a different --data) would
 /// otherwise train on different global batches while their replicas stayed in step.
-/// `what` names the data in the message (e.g. "'input.txt'"). A world of one always passes.
-void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& what);
+/// `where` names the data in the message (e.g. "'input.txt'", the path as given). A world of one always passes.
+void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where);
 
 /// Writes `message` and a newline to stderr in one write, so the lines of several ranks
 /// (forwarded by mpirun) never run into each other; under a launcher the line ends with
