@@ -1,18 +1,11 @@
 // The trainer front end; see Flags.h.
 #include "dsl/trainer/Flags.h"
 
-#include "runtime/comm/World.h"
-
-#include <cstdio>
-#include <cstring>
-
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
 
 #include <cmath>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <iostream>
 
 namespace tessel::trainer {
 
