@@ -83,16 +83,10 @@ int TrainerApp::run(int argc, char** argv, const std::function<ModelRecipe()>& m
   return runMain(app_, argc, argv, [&] { return train(argc, argv, makeRecipe()); });
 }
 
-int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
-  const std::string name = app_.get_name();
-  const Plan plan = planFromFlags(flags_);
-  const int64_t planRanks = plan.mesh().size();
+void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly) {
   const rt::WorldInfo launch = rt::detectWorld();
-  const bool emitting = !run_.emitBundle.empty();
-  // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
-  // plain process, for any plan: no world to join.
-  const bool compileOnly = emitting || (flags_.explain && !launch.launched() && planRanks != 1);
-  if (emitting && launch.launched() && launch.size != 1) {
+  const int64_t planRanks = plan.mesh().size();
+  if (!run_.emitBundle.empty() && launch.launched() && launch.size != 1) {
     // Joined to learn the size (a PMIx launcher tells it only to MPI), and so that every rank
     // reports before any exits (see world_).
     world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
@@ -101,14 +95,30 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                            "process, for any plan; run it without a launcher",
                                            world_->comm->worldSize()));
   }
-  if (!compileOnly) world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+  if (compileOnly) {
+    plan.check_world_size(planRanks);  // only the axes: the plan is for any world
+    return;
+  }
+  world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+  // First the collective check, so that ranks with other plans on their command lines are
+  // told so rather than deciding differently below.
+  checkSameCommandLine(argc, argv, *world_->comm);
+  const int world = world_->comm->worldSize();
+  if (launch.launched()) requireWorldSize(world, planRanks, flags_.plan, "pass");
+  plan.check_world_size(world);  // unsupported axes; in a plain run, the launch the plan needs
+}
+
+int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
+  const std::string name = app_.get_name();
+  const Plan plan = planFromFlags(flags_);
+  const int64_t planRanks = plan.mesh().size();
+  const bool emitting = !run_.emitBundle.empty();
+  // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
+  // plain process, for any plan: no world to join.
+  const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
+  join(argc, argv, plan, compileOnly);
   rt::Communicator* comm = world_ ? world_->comm.get() : nullptr;
   const int rank = world_ ? world_->info.rank : 0, world = comm ? comm->worldSize() : 1;
-  if (comm && !compileOnly) {
-    checkSameCommandLine(argc, argv, *comm);
-    if (launch.launched()) requireWorldSize(world, planRanks, flags_.plan, "pass");
-  }
-  plan.check_world_size(compileOnly ? planRanks : world);  // unsupported axes; a plain run's plan
   // The device. Emitting needs none: --device cuda only asks for CUDA kernels in the bundle.
   // Ranks launched onto GPUs learn together whether every rank can use its GPU (the NCCL
   // bootstrap), so one rank without a GPU makes every rank exit with the reasons.

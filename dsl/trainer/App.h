@@ -118,6 +118,8 @@ class TrainerApp {
   const RunFlags& runFlags() const { return run_; }
 
  private:
+  /// Step 2 of the file comment: joins the world (world_) unless `compileOnly`, or refuses.
+  void join(int argc, char** argv, const Plan& plan, bool compileOnly);
   int train(int argc, char** argv, const ModelRecipe& recipe);
 
   CLI::App& app_;
