@@ -1,19 +1,11 @@
 // The trainer front end; see Flags.h.
 #include "dsl/trainer/Flags.h"
 
-#include "runtime/comm/World.h"
-#include "runtime/numeric/Fnv1a.h"
-
-#include <cstdio>
-#include <cstring>
-
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
 
 #include <cmath>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-#include <iostream>
 
 namespace tessel::trainer {
 
@@ -70,14 +62,6 @@ Plan planFromFlags(const Flags& f) {
   return plan;
 }
 
-void requireSingleRankPlan(const Flags& f, const std::string& program) {
-  Plan plan = planFromFlags(f);
-  if (plan.mesh().size() != 1 || plan.microsteps() != 1)
-    throw std::runtime_error(fmt::format("{} runs on one rank without gradient accumulation so far; --plan {} "
-                                         "--grad-accumulation {} needs tessel-gpt",
-                                         program, f.plan, f.microsteps));
-}
-
 void addTransformerFlags(CLI::App& app, Flags& f) {
   sizeFlag(app, "--layers", f.layers, "transformer blocks L", 4096);
   sizeFlag(app, "--channels", f.channels, "channels C", int64_t{1} << 16);
@@ -118,64 +102,20 @@ int64_t parameterCount(const Program& program) {
   return total;
 }
 
-namespace {
-
-/// Writes `message` and a newline to stderr in one write, so the lines of several ranks
-/// (forwarded by mpirun) never run into each other; under a launcher the line ends with
-/// " [rank R of N]" (the message itself keeps its "file:line:col: error:" start).
-void reportError(const std::string& message) {
-  std::string line = message;
-  try {
-    rt::WorldInfo w = rt::detectWorld();
-    if (w.size > 1) line += fmt::format(" [rank {} of {}]", w.rank, w.size);
-  } catch (const std::exception&) {  // malformed launcher variables: report without the rank
-  }
-  line += "\n";
-  std::fwrite(line.data(), 1, line.size(), stderr);
-  std::fflush(stderr);
-}
-
-}  // namespace
-
-void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm) {
-  if (comm.worldSize() == 1) return;
-  uint64_t h = numeric::kFnv1aOffsetBasis;  // over the arguments, each with its NUL
-  for (int i = 1; i < argc; ++i) h = numeric::fnv1a(h, argv[i], std::strlen(argv[i]) + 1);
-  std::vector<uint64_t> all(static_cast<size_t>(comm.worldSize()));
-  comm.allGather(&h, all.data(), 2 * static_cast<int64_t>(all.size()), rt::DType::I32,
-                 "command_line")->wait();
-  std::vector<int> differ;
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
-  if (!differ.empty())
-    throw std::runtime_error(fmt::format(
-        "rank(s) {} were started with other arguments than rank 0; every rank of a "
-        "data-parallel job must run the same command",
-        fmt::join(differ, ", ")));
-}
-
 int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  try {
-    return body();
-  } catch (const rt::CommError& e) {
-    // A collective failed (a dead or late rank, a timeout): every surviving rank ends here,
-    // naming the collective, its size, the step and the missing ranks.
-    rt::abortJob(rt::detectWorld().rank, e.what());
-  } catch (const ModelError& e) {
-    reportError(e.what());
-  } catch (const std::bad_alloc&) {
-    reportError(app.get_name() +
-                ": error: out of memory: the model, batch or data set does not fit in this "
-                "machine's memory; reduce the model size or --batch");
-  } catch (const std::exception& e) {
-    reportError(app.get_name() + ": error: " + e.what());
-  }
-  return 1;
+  return runGuarded(app.get_name(), [&] {
+    try {
+      return body();
+    } catch (const ModelError& e) {  // already "file:line:col: error: ..."
+      reportError(e.what());
+      return 1;
+    }
+  });
 }
 
 }  // namespace tessel::trainer

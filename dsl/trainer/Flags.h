@@ -4,6 +4,7 @@
 
 #include "dsl/tessel.h"
 #include "runtime/train/Loop.h"  // finiteNumber
+#include "runtime/train/Ranks.h"  // checkSameCommandLine, requireWorldSize, runGuarded
 #include "runtime/train/TextBatches.h"  // microbatchRows, the text feeders
 
 #include <CLI/CLI.hpp>
@@ -44,10 +45,6 @@ struct Flags {
 /// ("--plan:1:col: error: ...") for a malformed plan.
 Plan planFromFlags(const Flags& flags);
 
-/// For trainers without data parallelism yet: throws std::runtime_error naming `program`
-/// unless --plan is dp=1 and --grad-accumulation 1 (so the flags are never silently ignored).
-void requireSingleRankPlan(const Flags& flags, const std::string& program);
-
 /// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`
 /// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest
 /// --steps value (0 where the example gives 0 a meaning).
@@ -71,12 +68,6 @@ std::map<std::string, ref::Tensor> initParameters(const Program& program, uint64
 
 /// Total element count of the program's parameters.
 int64_t parameterCount(const Program& program);
-
-/// Every rank of an SPMD job must run the same command: all-gathers a hash of argv[1..] and
-/// throws std::runtime_error naming the ranks whose arguments differ from rank 0's (e.g. a
-/// different --batch or --seed under mpirun's MPMD syntax, which would train on different
-/// batches or diverge silently). A world of one always passes.
-void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm);
 
 /// Runs `body`, turning every error a user can cause (ModelError, data and I/O errors,
 /// interpreter errors, CLI errors) into a message on stderr and exit code 1 (CLI11's own

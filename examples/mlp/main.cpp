@@ -1,114 +1,87 @@
 // tessel-mlp: trains the MLP of model.h on Fashion-MNIST and reports test accuracy.
 //
 // One epoch by default (--steps 0: as many steps as one pass over the training images);
-// the training order is a seeded shuffle per epoch. Runs as generated C++ kernels and
-// OpenBLAS GEMMs.
+// the training order is the distributed sampler's seeded shuffle per epoch
+// (runtime/train/ImageBatches.h), so `--plan dp=N` under `mpirun -np N` trains each rank on
+// its rows of the same global batches. The trainer (dsl/trainer/App.h) gives it every
+// standard flag: --plan, --device, --emit-bundle, --precision, --log-json, --explain.
 #include "examples/mlp/model.h"
 
-#include "dsl/trainer/Flags.h"
-#include "dsl/trainer/Trainer.h"
+#include "dsl/trainer/App.h"
 #include "runtime/data/Idx.h"
+#include "runtime/train/ImageBatches.h"
 
 #include <algorithm>
 #include <fmt/format.h>
-#include <numeric>
-#include <random>
-
-namespace {
-
-std::vector<int64_t> shuffled(int64_t n, std::mt19937_64& rng) {
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[rng() % (i + 1)]);
-  return order;
-}
-
-void feed(tessel::rt::ProgramExecutor& ex, const std::string& fn, const tessel::ImageBatch& b) {
-  ex.setInput(fn, 0, b.images.data(), b.images.size() * sizeof(float));
-  ex.setInput(fn, 1, b.labels.data(), b.labels.size() * sizeof(int32_t));
-}
-
-}  // namespace
+#include <memory>
 
 int main(int argc, char** argv) {
   CLI::App app{"tessel-mlp: an MLP classifier trained on Fashion-MNIST", "tessel-mlp"};
   tessel::trainer::Flags flags;
   flags.batch = 64;
   flags.steps = 0;
-  tessel::trainer::addCommonFlags(app, flags, "/usr/share/datasets/fashion-mnist",
-                                  "folder with Fashion-MNIST's {train,t10k}-*-idx*-ubyte.gz",
-                                  /*minSteps=*/0, "training steps (0: one epoch)");
+  tessel::trainer::TrainOptions train;
+  train.schedule = "constant";
+  tessel::trainer::TrainerApp trainer(app, flags, train,
+                                      {.defaultPath = "/usr/share/datasets/fashion-mnist",
+                                       .help = "folder with Fashion-MNIST's {train,t10k}-*-idx*-ubyte.gz",
+                                       .minSteps = 0,
+                                       .stepsHelp = "training steps (0: one epoch)"});
   mlp::Config cfg;
   app.add_option("--hidden", cfg.hidden, "hidden width")->capture_default_str()
       ->check(tessel::trainer::integerIn(1, int64_t{1} << 16));
-  tessel::trainer::TrainOptions train;
-  train.schedule = "constant";
-  tessel::trainer::addTrainFlags(app, train);
-  int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
 
-  return tessel::trainer::runMain(app, argc, argv, [&] {
-    tessel::trainer::requireSingleRankPlan(flags, app.get_name());
-    tessel::trainer::resolveDeviceFlag(flags, app.get_name());
-    tessel::ImageDataset trainSet = tessel::readFashionMnist(flags.data, tessel::Split::Train);
-    tessel::ImageDataset test = tessel::readFashionMnist(flags.data, tessel::Split::Val);
-    cfg.pixels = test.pixels();
-    if (flags.batch > test.count || flags.batch > trainSet.count)
-      throw std::runtime_error(fmt::format(
-          "--batch {} is larger than the data: {} training and {} test images", flags.batch,
-          trainSet.count, test.count));
-    mlp::Mlp model(cfg);
-    mlp::build(model, flags.batch);
-    tessel::Program program =
-        model.compile({.dump_ir_dir = flags.dumpIr,
-                       .optimizer = train.optimizer,
-                       .precision = flags.precisionType()});
-    tessel::NativeProgram native = program.native({.threads = threads, .seed = flags.seed});
-    fmt::print("tessel-mlp: {} -> {} -> {} -> {}, B={}, {} parameters, {} training and {} test "
-               "images\n",
-               cfg.pixels, cfg.hidden, cfg.hidden, cfg.classes, flags.batch,
-               tessel::trainer::parameterCount(program), trainSet.count, test.count);
-
-    const int64_t perEpoch = trainSet.count / flags.batch;  // the remainder is dropped
-    std::mt19937_64 rng(flags.seed);
-    std::vector<int64_t> order = shuffled(trainSet.count, rng);
-    int64_t position = 0;
-    auto trainFeeder = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
-      if (position == perEpoch) {  // a new epoch: a new shuffle
-        order = shuffled(trainSet.count, rng);
-        position = 0;
-      }
-      feed(ex, fn, tessel::gatherImages(trainSet, order, position++ * flags.batch, flags.batch));
+  auto trainSet = std::make_shared<tessel::ImageDataset>();
+  auto test = std::make_shared<tessel::ImageDataset>();
+  return trainer.run(argc, argv, [&] {
+    *trainSet = tessel::readFashionMnist(flags.data, tessel::Split::Train);
+    *test = tessel::readFashionMnist(flags.data, tessel::Split::Val);
+    cfg.pixels = test->pixels();
+    tessel::trainer::requireImageBatch({trainSet.get(), test.get(), flags.batch});
+    tessel::trainer::ModelRecipe r;
+    r.model = "mlp";
+    r.config = {{"pixels", cfg.pixels}, {"hidden", cfg.hidden}, {"classes", cfg.classes}};
+    r.describe = fmt::format("{} -> {} -> {} -> {}, B={}", cfg.pixels, cfg.hidden, cfg.hidden, cfg.classes,
+                             flags.batch);
+    r.compile = [&](const tessel::CompileOptions& o) {
+      mlp::Mlp model(cfg);
+      mlp::build(model, flags.batch);
+      return model.compile(o);
     };
-    std::vector<int64_t> testOrder(test.count);
-    std::iota(testOrder.begin(), testOrder.end(), 0);
-    // Validation: the test set in file order, the same whole batches on every evaluation.
-    tessel::trainer::ValidationFeeder testFeeder = tessel::trainer::orderedValidation(
-        test.count, flags.batch, 0, 1, 1, "test images",
-        [&](tessel::rt::ProgramExecutor& ex, const std::string& fn, int64_t first, int64_t count) {
-          feed(ex, fn, tessel::gatherImages(test, testOrder, first, count));
-        });
-    train.steps = flags.steps > 0 ? flags.steps : perEpoch;
-    train.tokensPerStep = flags.batch;
-    train.throughputUnit = "img/s";
-    tessel::trainer::train(native, program, train, trainFeeder, testFeeder);
-
-    // Test accuracy over every whole batch of the test set.
-    tessel::rt::Executor& ex = native.executor();
-    int64_t correct = 0, seen = 0;
-    for (int64_t first = 0; first + flags.batch <= test.count; first += flags.batch) {
-      tessel::ImageBatch b = tessel::gatherImages(test, testOrder, first, flags.batch);
-      feed(ex, "forward", b);
-      ex.run("forward");
-      const float* logits = static_cast<const float*>(ex.outputs("forward").at(1).data);
-      for (int64_t i = 0; i < flags.batch; ++i) {
-        const float* row = logits + i * cfg.classes;
-        correct += (std::max_element(row, row + cfg.classes) - row) == b.labels[i];
+    r.data = [&](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
+      const tessel::trainer::ImageBatchOptions o{trainSet.get(), test.get(), s.batch, s.rank, s.world,
+                                                 s.microsteps, s.seed};
+      if (t.steps == 0) t.steps = trainSet->count / s.batch;  // one epoch; the remainder is dropped
+      return tessel::trainer::RankData{tessel::trainer::imageTrainFeeder(o), tessel::trainer::imageValFeeder(o),
+                                       tessel::trainer::fingerprintOf({trainSet.get(), test.get()}),
+                                       fmt::format("'{}'", flags.data),
+                                       fmt::format("{} training and {} test images", trainSet->count, test->count),
+                                       s.batch, "img/s"};
+    };
+    // Test accuracy over every whole local batch of the test set, on rank 0 (@forward takes
+    // the rows of one rank and microstep).
+    r.report = [&](const tessel::trainer::Trained& trained) {
+      tessel::rt::ProgramExecutor& ex = trained.executor;
+      const tessel::rt::Function* forward = ex.program().function("forward");
+      const int64_t rows = ex.program().buffers.at(static_cast<size_t>(forward->inputs[0])).shape[0];
+      int64_t correct = 0, seen = 0;
+      for (int64_t first = 0; first + rows <= test->count; first += rows) {
+        std::vector<int64_t> ids(static_cast<size_t>(rows));
+        for (int64_t i = 0; i < rows; ++i) ids[static_cast<size_t>(i)] = first + i;
+        tessel::ImageBatch b = tessel::gatherImages(*test, ids, 0, rows);
+        ex.setInput("forward", 0, b.images.data(), b.images.size() * sizeof(float));
+        ex.setInput("forward", 1, b.labels.data(), b.labels.size() * sizeof(int32_t));
+        ex.run("forward");
+        const float* logits = static_cast<const float*>(ex.outputs("forward").at(1).data);
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* row = logits + i * cfg.classes;
+          correct += (std::max_element(row, row + cfg.classes) - row) == b.labels[static_cast<size_t>(i)];
+        }
+        seen += rows;
       }
-      seen += flags.batch;
-    }
-    fmt::print("test accuracy: {:.2f}% ({} of {} images)\n",
-               100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
-    return 0;
+      fmt::print("test accuracy: {:.2f}% ({} of {} images)\n",
+                 100.0 * static_cast<double>(correct) / static_cast<double>(seen), correct, seen);
+    };
+    return r;
   });
 }

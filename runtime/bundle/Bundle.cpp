@@ -1,7 +1,10 @@
 // AOT bundles; see Bundle.h.
 #include "runtime/bundle/Bundle.h"
 
+#include "runtime/bundle/BundleConfig.h"
 #include "runtime/exec/KernelLibrary.h"
+
+#include <cmath>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -46,7 +49,62 @@ bool validArch(const std::string& arch) {
          arch.find_first_not_of("0123456789", 3) == std::string::npos;
 }
 
+json planJson(const BundlePlan& p) {
+  json mesh = json::array();
+  for (const auto& [axis, size] : p.mesh) mesh.push_back({{"axis", axis}, {"size", size}});
+  return {{"mesh", mesh}, {"batch_axis", p.batchAxis}, {"microsteps", p.microsteps},
+          {"bucket_mb", p.bucketMb}, {"overlap", p.overlap}};
+}
+
+/// bundle.json's "plan"; throws std::runtime_error naming the field when malformed.
+BundlePlan readPlan(const json& j, const std::string& file) {
+  BundlePlan p;
+  try {
+    p.mesh.clear();
+    for (const json& a : j.at("mesh")) p.mesh.emplace_back(a.at("axis").get<std::string>(), a.at("size").get<int64_t>());
+    p.batchAxis = j.at("batch_axis").get<std::string>();
+    p.microsteps = j.at("microsteps").get<int64_t>();
+    p.bucketMb = j.at("bucket_mb").get<double>();
+    p.overlap = j.at("overlap").get<bool>();
+  } catch (const json::exception& e) {
+    throw std::runtime_error(fmt::format("'{}': bad field plan: {}", file, e.what()));
+  }
+  auto bad = [&](const std::string& why) {
+    return std::runtime_error(fmt::format("'{}': plan {}", file, why));
+  };
+  if (p.mesh.empty()) throw bad("has an empty mesh");
+  std::set<std::string> seen;
+  for (const auto& [axis, size] : p.mesh) {
+    if (size < 1 || size > (1 << 20)) throw bad(fmt::format("axis {} has size {} (must be 1 to 2^20)", axis, size));
+    if (!seen.insert(axis).second) throw bad(fmt::format("names axis {} twice", axis));
+    if (size > 1 && axis != p.batchAxis)
+      throw bad(fmt::format("axis {}={} is not the batch axis '{}' (only data parallelism is supported)", axis,
+                            size, p.batchAxis));
+  }
+  if (p.microsteps < 1 || p.microsteps > (1 << 20)) throw bad(fmt::format("microsteps {} is not in 1 to 2^20", p.microsteps));
+  if (!(p.bucketMb > 0) || !std::isfinite(p.bucketMb)) throw bad(fmt::format("bucket_mb {} is not positive", p.bucketMb));
+  return p;
+}
+
 }  // namespace
+
+int64_t BundlePlan::ranks() const {
+  int64_t n = 1;
+  for (const auto& axis : mesh) n *= axis.second;
+  return n;
+}
+
+int64_t BundlePlan::dp() const {
+  for (const auto& [axis, size] : mesh)
+    if (axis == batchAxis) return size;
+  return 1;
+}
+
+std::string BundlePlan::meshText() const {
+  std::string text;
+  for (const auto& [axis, size] : mesh) text += fmt::format("{}{}={}", text.empty() ? "" : ",", axis, size);
+  return text;
+}
 
 void writeBundle(const Program& program, const std::string& kernelLibrary, BundleInfo info,
                  const std::string& dir, const CudaBinary* cuda) {
@@ -91,6 +149,7 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
            {"config", info.config},
            {"train_flags", {{"seq", info.seq}, {"batch", info.batch}}},
            {"optimizer", info.optimizer},
+           {"plan", planJson(info.plan)},
            {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum},
                         {"cpu_flags", info.cpuFlags}}},
            // The step list is checked whole: an edited program.json (a kernel given the wrong
@@ -164,6 +223,7 @@ Bundle readBundle(const std::string& dir) {
     b.info.seq = field("train_flags").at("seq").get<int64_t>();
     b.info.batch = field("train_flags").at("batch").get<int64_t>();
     b.info.optimizer = field("optimizer").get<std::string>();
+    b.info.plan = readPlan(field("plan"), file);
     b.info.kernelsChecksum = field("kernels").at("checksum").get<std::string>();
     b.info.cpuFlags = field("kernels").value("cpu_flags", std::string());
   } catch (const json::exception& e) {
@@ -186,6 +246,7 @@ Bundle readBundle(const std::string& dir) {
           (root / "program.json").string(), got, want));
   }
   b.program = loadProgram(dir);  // names program.json/kernels.cpp on any problem
+  checkBundleConfig(b.info, b.program, file);
   fs::path lib = root / "kernels.so";
   std::string sum = kernelLibraryChecksum(readBytes(lib));
   if (sum != b.info.kernelsChecksum)

@@ -2,7 +2,9 @@
 //
 // Promise: a bundle folder holds program.json + kernels.cpp (saveProgram), kernels.so (the
 // compiled kernel library) and bundle.json (format version, Tessel version, model config,
-// the training flags the program was compiled for, and kernels.so's checksum). writeBundle
+// the training flags the program was compiled for, the plan with its mesh, and kernels.so's
+// checksum). The program is every rank's program (data parallelism is SPMD): a bundle of a
+// plan for N ranks runs under a launcher of N ranks (`mpirun -np N tessel-run DIR`). writeBundle
 // builds it in a temporary sibling folder and renames it into place, so a reader never sees
 // a half-written bundle. readBundle refuses, with a message naming the file, a missing
 // folder or file, malformed JSON, another format version, or a kernels.so whose checksum
@@ -22,14 +24,33 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessel::rt {
 
-/// The `format` field writeBundle writes and readBundle accepts. 3: program.json with kernel
-/// signatures and collective bucket numbers (runtime/exec/Program.h, program format 3 and 4).
+/// The `format` field writeBundle writes and readBundle accepts. Version 3: program.json with
+/// kernel signatures and collective bucket numbers (runtime/exec/Program.h, program format 3
+/// and 4), and "plan" in bundle.json (the mesh, microsteps, bucket size and overlap).
 inline constexpr int kBundleFormatVersion = 3;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";
+
+/// The parallelism plan a bundle was compiled for (dsl/Plan.h, flattened): bundle.json's
+/// "plan". Every axis other than the batch axis has size 1 (what the compiler supports).
+struct BundlePlan {
+  std::vector<std::pair<std::string, int64_t>> mesh{{"dp", 1}};  // axes in mesh order
+  std::string batchAxis = "dp";  // the axis the global batch is sharded over
+  int64_t microsteps = 1;        // gradient accumulation: microsteps per optimizer step
+  double bucketMb = 25.0;        // gradient all-reduce bucket capacity, MiB
+  bool overlap = true;           // all-reduces start during the backward pass
+  /// Ranks the plan runs on: the product of the mesh's axis sizes.
+  int64_t ranks() const;
+  /// Ranks the batch is split over (the batch axis's size; 1 without one).
+  int64_t dp() const;
+  /// The mesh in --plan syntax, e.g. "dp=2".
+  std::string meshText() const;
+};
 
 /// What bundle.json records besides the format and Tessel versions.
 struct BundleInfo {
@@ -38,6 +59,7 @@ struct BundleInfo {
   int64_t seq = 0;          // --seq the program was compiled for (tokens per row)
   int64_t batch = 0;        // --batch the program was compiled for
   std::string optimizer;    // the optimizer built into @train_step
+  BundlePlan plan;          // how the program is laid over the ranks
   std::string kernelsChecksum;  // kernelLibraryChecksum of kernels.so (set by writeBundle)
   std::string cpuFlags;         // hostCpuFlags() where kernels.so was built (set by writeBundle)
 };
@@ -72,7 +94,9 @@ void requireCpuKernels(const Bundle& bundle);
 void writeBundle(const Program& program, const std::string& kernelLibrary, BundleInfo info,
                  const std::string& dir, const CudaBinary* cuda = nullptr);
 
-/// Reads and verifies a bundle folder; throws std::runtime_error naming the offending file.
+/// Reads and verifies a bundle folder; throws std::runtime_error naming the offending file
+/// (and the field, for a model config or plan that disagrees with program.json: see
+/// runtime/bundle/BundleConfig.h).
 /// A kernels.so built for CPU features this CPU lacks is not an error here (a GPU run does
 /// not load it); it is recorded in cpuKernelsProblem.
 Bundle readBundle(const std::string& dir);

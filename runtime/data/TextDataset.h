@@ -54,6 +54,8 @@ class TextDataset {
 
   const std::string& path() const { return path_; }
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
+  /// Every byte of the corpus: the train split, then the validation split.
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
   int64_t trainSize() const { return trainEnd_; }
   int64_t valSize() const { return size() - trainEnd_; }
 

@@ -1,28 +1,39 @@
-// tessel-run: trains a compiled bundle (written by `tessel-gpt --emit-bundle DIR`) with no
-// compiler in the process: no MLIR, no LLVM, no host compiler. It reads and verifies the
-// bundle, dlopens its kernels.so, initialises the parameters from --seed exactly as the JIT
-// path does (Executor::initParameters), and runs the shared training loop
-// (runtime/train/Loop.h) on byte text, printing the same progress lines and JSON log.
+// tessel-run: trains a compiled bundle (written by `tessel-gpt --emit-bundle DIR` or
+// `tessel-mlp --emit-bundle DIR`) with no compiler in the process: no MLIR, no LLVM, no host
+// compiler. It reads and verifies the bundle, dlopens its kernels.so, initialises the
+// parameters from --seed exactly as the JIT path does (Executor::initParameters), and runs
+// the shared training loop (runtime/train/Loop.h) on byte text (gpt) or images (mlp),
+// printing the same progress lines and JSON log.
+//
+// Ranks: the bundle records its plan. Under a launcher of N ranks (`mpirun -np N
+// tessel-run DIR`) the plan must be for N ranks, or every rank refuses with one line; the
+// ranks then check that they run the same command on the same data, and train their rows
+// of each global batch (runtime/train/TextBatches.h, ImageBatches.h) exactly as
+// `tessel-gpt --plan dp=N` does, so the losses are the JIT run's, bit for bit.
 //
 // --device cuda runs a bundle compiled for the GPU (tessel-gpt --emit-bundle DIR --device
 // cuda) on the GPU executor (runtime/cuda/CudaExecutor.h) instead, from its cubin; the same
 // bundle still runs on the CPU with --device cpu. --device auto picks the GPU when the bundle
 // has CUDA kernels and a driver with a device is present.
 #include "runtime/bundle/Bundle.h"
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/Driver.h"
+#include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/data/TextDataset.h"
+#include "runtime/train/ImageBatches.h"
 #include "runtime/train/Loop.h"
+#include "runtime/train/Ranks.h"
 #include "runtime/train/TextBatches.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <iostream>
 #include <memory>
-#include <random>
+#include <optional>
 
 namespace {
 
@@ -33,68 +44,145 @@ int64_t parameterCount(const tessel::rt::Program& program) {
   return n;
 }
 
-struct DeviceFlags {
+struct RunFlags {
+  std::string dir;   // BUNDLE
+  std::string data;  // --data; empty: the model's default
+  uint64_t seed = 1337;
+  int threads = 0;
+  int64_t steps = 300;
   std::string device = "auto";
   bool graphs = false;
-  int index = -1;
+  int index = -1;  // --cuda-device
+  bool checkSchedule = false, checkReplicas = false;
+  double commTimeout = 300.0;
 };
 
-int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed, int threads,
-              int64_t steps, tessel::trainer::TrainOptions train, const DeviceFlags& dev) {
-  tessel::rt::Bundle bundle = tessel::rt::readBundle(dir);
+/// A bundle's data on this rank: the feeders of its rows, and what identifies the data.
+struct BundleData {
+  std::unique_ptr<tessel::TextDataset> text;
+  tessel::ImageDataset images, test;
+  tessel::trainer::BatchFeeder train;
+  tessel::trainer::ValidationFeeder val;
+  tessel::trainer::DataFingerprint fingerprint;
+  std::string describe;  // "data 'x' (N bytes)"
+  std::string where;     // the data as given, for a mismatch's message
+  int64_t itemsPerStep = 0;
+  std::string unit;
+};
+
+/// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
+/// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
+void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
+              const tessel::trainer::TrainOptions& train) {
+  const int64_t batch = info.batch, microsteps = info.plan.microsteps;
+  if (info.model == "gpt") {
+    d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? "/usr/share/games/fortunes" : f.data);
+    d.text->requireSequenceLength(info.seq);
+    tessel::trainer::requireLogIsNotData(train.logJson, *d.text);
+    const tessel::trainer::TextBatchOptions o{d.text.get(), batch, info.seq, rank, world, microsteps, f.seed};
+    d.train = tessel::trainer::textTrainFeeder(o);
+    d.val = tessel::trainer::textValFeeder(o);
+    d.fingerprint = tessel::trainer::fingerprintOf(*d.text);
+    d.where = fmt::format("'{}'", d.text->path());
+    d.describe = fmt::format("data '{}' ({} bytes)", d.text->path(), d.text->size());
+    d.itemsPerStep = batch * info.seq;
+    d.unit = "tok/s";
+  } else if (info.model == "mlp") {
+    const std::string dir = f.data.empty() ? "/usr/share/datasets/fashion-mnist" : f.data;
+    d.images = tessel::readFashionMnist(dir, tessel::Split::Train);
+    d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
+    const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed};
+    d.train = tessel::trainer::imageTrainFeeder(o);
+    d.val = tessel::trainer::imageValFeeder(o);
+    d.fingerprint = tessel::trainer::fingerprintOf({&d.images, &d.test});
+    d.where = fmt::format("'{}'", dir);
+    d.describe = fmt::format("{} training and {} test images", d.images.count, d.test.count);
+    d.itemsPerStep = batch;
+    d.unit = "img/s";
+  } else {
+    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt) nor an "
+                                         "image classifier (mlp); tessel-run trains only those",
+                                         f.dir, info.model));
+  }
+}
+
+int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, char** argv,
+              std::optional<tessel::rt::World>& ranks) {
+  tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
+  const tessel::rt::BundlePlan& plan = bundle.info.plan;
+  // The ranks: the launcher's world must be the bundle's plan; every rank decides alike.
+  ranks = tessel::rt::makeWorld({.timeoutSeconds = f.commTimeout});
+  const int rank = ranks->info.rank, world = ranks->comm->worldSize();
+  tessel::rt::Communicator* comm = ranks->comm.get();
+  tessel::trainer::checkSameCommandLine(argc, argv, *comm);
+  tessel::trainer::requireWorldSize(world, plan.ranks(), plan.meshText(), "compile the bundle with");
   // Decide the device before anything else is loaded: "cuda" without a driver is an error.
+  // Ranks launched onto GPUs learn together (the NCCL bootstrap) whether every rank can.
   const bool hasCuda = bundle.cuda.has_value();
-  std::string device = tessel::rt::resolveDevice(dev.device, /*cudaBackendReady=*/true);
+  const bool gpuRanks = f.device == "cuda" && world > 1;
+  std::string device = gpuRanks ? std::string("cuda") : tessel::rt::resolveDevice(f.device, /*cudaBackendReady=*/true);
   if (device == "cuda" && !hasCuda) {
-    if (dev.device == "cuda")
-      throw std::runtime_error(fmt::format("'{}' has no CUDA kernels; compile it for the GPU with tessel-gpt "
-                                           "--emit-bundle DIR --device cuda, or use --device cpu", dir));
+    if (f.device == "cuda")
+      throw std::runtime_error(fmt::format("'{}' has no CUDA kernels; compile it for the GPU with --emit-bundle "
+                                           "DIR --device cuda, or use --device cpu", f.dir));
     device = "cpu";
   }
-  if (bundle.info.model != "gpt")
-    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is not a byte-level GPT; "
-                                         "tessel-run trains text models only",
-                                         dir, bundle.info.model));
-  const int64_t batch = bundle.info.batch, seq = bundle.info.seq;
-  tessel::TextDataset data(dataPath);
-  data.requireSequenceLength(seq);
-  tessel::trainer::requireLogIsNotData(train.logJson, data);
+  BundleData data;
+  loadData(data, bundle.info, f, rank, world, train);
+  tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
+  std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
+  if (device == "cuda" && world > 1)
+    nccl = std::make_unique<tessel::rt::NcclCommunicator>(
+        *comm, tessel::rt::NcclOptions{.timeoutSeconds = f.commTimeout, .device = f.index, .hostWait = false});
   tessel::KernelLibrary lib;
   tessel::rt::Program program = std::move(bundle.program);
   std::unique_ptr<tessel::rt::ProgramExecutor> ex;
   tessel::rt::CudaExecutor* gpu = nullptr;
   if (device == "cuda") {
     auto g = std::make_unique<tessel::rt::CudaExecutor>(std::move(program), *bundle.cuda,
-                                                        tessel::rt::CudaExecutorOptions{dev.index, dev.graphs});
+                                                        tessel::rt::CudaExecutorOptions{f.index, f.graphs});
+    g->setCommunicator(nccl.get());
     gpu = g.get();
     ex = std::move(g);
   } else {
     tessel::rt::requireCpuKernels(bundle);
     lib = tessel::loadKernelLibrary(bundle.kernelsPath);
-    ex = std::make_unique<tessel::rt::Executor>(
+    auto cpu = std::make_unique<tessel::rt::Executor>(
         std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
-        tessel::rt::ExecutorOptions{threads, false});
+        tessel::rt::ExecutorOptions{f.threads, false});
+    cpu->setCommunicator(comm);
+    ex = std::move(cpu);
   }
-  ex->initParameters(seed);
+  if (f.checkSchedule) tessel::rt::checkCollectiveSchedule(ex->program(), *comm);
+  ex->initParameters(f.seed);
   const nlohmann::json& c = bundle.info.config;
-  fmt::print("tessel-run: bundle '{}' ({} L={} C={} NH={} T={} B={}), {} parameters, arena "
-             "{:.1f} MiB, data '{}' ({} bytes), device {}{}\n",
-             dir, bundle.info.model, c.value("layers", 0), c.value("channels", 0),
-             c.value("heads", 0), seq, batch, parameterCount(ex->program()),
-             static_cast<double>(ex->arenaBytes()) / (1 << 20), data.path(), data.size(),
-             ex->deviceName(), gpu ? (gpu->usingGraphs() ? ", CUDA graphs" : ", eager launches") : "");
+  const std::string shape =
+      bundle.info.model == "gpt"
+          ? fmt::format("gpt L={} C={} NH={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
+                        c.value("heads", 0), bundle.info.seq, bundle.info.batch)
+          : fmt::format("mlp {} -> {} -> {} -> {} B={}", c.value("pixels", 0), c.value("hidden", 0),
+                        c.value("hidden", 0), c.value("classes", 0), bundle.info.batch);
+  if (rank == 0)
+    fmt::print("tessel-run: bundle '{}' ({}{}), {} parameters, arena {:.1f} MiB, {}, device {}{}\n", f.dir, shape,
+               plan.ranks() * plan.microsteps == 1 ? std::string() : ", plan " + plan.meshText() +
+                   (plan.microsteps > 1 ? fmt::format(" x {} microsteps", plan.microsteps) : std::string()),
+               parameterCount(ex->program()), static_cast<double>(ex->arenaBytes()) / (1 << 20), data.describe,
+               ex->deviceName(), gpu ? (gpu->usingGraphs() ? ", CUDA graphs" : ", eager launches") : "");
 
-  // The same batches as tessel-gpt (runtime/train/TextBatches.h), from --seed.
-  const tessel::trainer::TextBatchOptions batches{&data, batch, seq, 0, 1, 1, seed};
-  train.steps = steps;
-  train.tokensPerStep = batch * seq;
+  train.steps = f.steps;
+  train.tokensPerStep = data.itemsPerStep;
+  train.throughputUnit = data.unit;
   train.optimizer = bundle.info.optimizer;
-  tessel::trainer::train(*ex, train, tessel::trainer::textTrainFeeder(batches),
-                         tessel::trainer::textValFeeder(batches));
-  fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
-             static_cast<double>(ex->arenaBytes()) / (1 << 20),
-             static_cast<double>(ex->highWaterBytes()) / (1 << 20));
-  if (gpu) {
+  train.microsteps = plan.microsteps;
+  train.comm = comm;
+  train.deviceComm = nccl.get();
+  train.checkReplicas = f.checkReplicas;
+  tessel::trainer::train(*ex, train, data.train, data.val);
+  if (rank == 0)
+    fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
+               static_cast<double>(ex->arenaBytes()) / (1 << 20),
+               static_cast<double>(ex->highWaterBytes()) / (1 << 20));
+  if (gpu && rank == 0) {
     tessel::rt::CudaMemoryReport m = gpu->memory();
     auto mib = [](int64_t b) { return static_cast<double>(b) / (1 << 20); };
     fmt::print("device memory: allocated {:.1f} MiB (persistent {:.1f}, arena {:.1f}, workspace {:.1f}); "
@@ -102,7 +190,7 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
                mib(m.allocated), mib(m.persistent), mib(m.arena), mib(m.workspace), mib(m.devicePeakUsed),
                mib(m.deviceTotal));
     fmt::print("device time: train_step {:.3f} ms per step ({})\n",
-               gpu->deviceMilliseconds("train_step") / static_cast<double>(steps),
+               gpu->deviceMilliseconds("train_step") / static_cast<double>(f.steps),
                gpu->usingGraphs() ? "CUDA graphs" : "eager launches");
   }
   ex.reset();  // before the library it calls into
@@ -112,28 +200,32 @@ int runBundle(const std::string& dir, const std::string& dataPath, uint64_t seed
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tessel-run: train a compiled bundle (tessel-gpt --emit-bundle DIR); no compiler "
-               "needed", "tessel-run"};
-  std::string dir;
-  app.add_option("BUNDLE", dir, "bundle folder written by --emit-bundle")->required();
-  std::string data = "/usr/share/games/fortunes";
-  app.add_option("--data", data, "text: a file, or a folder whose text files are concatenated")
-      ->capture_default_str();
-  uint64_t seed = 1337;
-  app.add_option("--seed", seed, "parameter init and batch sampling")->capture_default_str()
+  CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt or tessel-mlp); no "
+               "compiler needed", "tessel-run"};
+  RunFlags f;
+  app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")->required();
+  app.add_option("--data", f.data, "the data: for a gpt bundle a text file or a folder of text files (default "
+                 "/usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
+                 "/usr/share/datasets/fashion-mnist)");
+  // The same range as the trainers' --seed (dsl/trainer/Flags.cpp): out of range is an error,
+  // never a saturated or wrapped seed.
+  app.add_option("--seed", f.seed, "parameter init and batch sampling")->capture_default_str()
       ->check(tessel::trainer::integerIn(0, int64_t{1} << 62));
-  int64_t steps = 300;
-  app.add_option("--steps", steps, "number of training steps")->capture_default_str()
+  app.add_option("--steps", f.steps, "number of training steps")->capture_default_str()
       ->check(tessel::trainer::integerIn(1, int64_t{1} << 40));
-  int threads = 0;
-  app.add_option("--threads", threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
-  DeviceFlags dev;
-  app.add_option("--device", dev.device, "where to run: cpu, cuda, or auto (the GPU when the bundle has CUDA "
+  app.add_option("--threads", f.threads, "CPU threads (0: all cores)")->check(tessel::trainer::integerIn(0, 1024));
+  app.add_option("--device", f.device, "where to run: cpu, cuda, or auto (the GPU when the bundle has CUDA "
                  "kernels and a GPU is usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  app.add_flag("--cuda-graphs", dev.graphs, "capture a training step into a CUDA graph and replay it");
-  app.add_option("--cuda-device", dev.index, "CUDA device index (default: the local rank, else 0)")
+  app.add_flag("--cuda-graphs", f.graphs, "capture a training step into a CUDA graph and replay it");
+  app.add_option("--cuda-device", f.index, "CUDA device index (default: the local rank, else 0)")
       ->check(tessel::trainer::integerIn(0, 1023));
+  app.add_flag("--check-schedule", f.checkSchedule,
+               "before training, compare every rank's collective schedule and fail fast on a mismatch");
+  app.add_flag("--check-replicas", f.checkReplicas,
+               "after every step, check that every rank holds bitwise the same parameters and optimizer state");
+  app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
+      ->capture_default_str()->check(tessel::trainer::positiveNumber());
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {
@@ -141,12 +233,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  try {
-    return runBundle(dir, data, seed, threads, steps, train, dev);
-  } catch (const std::bad_alloc&) {
-    std::cerr << "tessel-run: error: out of memory\n";
-  } catch (const std::exception& e) {
-    std::cerr << "tessel-run: error: " << e.what() << "\n";
-  }
-  return 1;
+  // The world outlives the error handlers: a failed collective ends the job there
+  // (rt::abortJob) without the world's orderly shutdown, which would wait for peers.
+  std::optional<tessel::rt::World> ranks;
+  return tessel::trainer::runGuarded("tessel-run", [&] { return runBundle(f, train, argc, argv, ranks); });
 }

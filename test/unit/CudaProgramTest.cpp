@@ -152,6 +152,8 @@ rt::CudaBinary writeCudaBundle(const rt::Program& p, const std::string& dir) {
   rt::CudaBinary bin{"sm_90", std::string("\x7f" "ELF", 4) + std::string(100, 'c'), ".version 9.0\n"};
   rt::BundleInfo info;
   info.model = "gpt";
+  // gptProgram()'s config: readBundle checks it against the program's shapes.
+  info.config = {{"layers", 2}, {"channels", 64}, {"heads", 4}, {"seq", 32}, {"vocab", 256}};
   info.seq = 32;
   info.batch = 4;
   info.optimizer = "adamw";

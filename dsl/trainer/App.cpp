@@ -1,0 +1,210 @@
+// The trainer application; see App.h.
+#include "dsl/trainer/App.h"
+
+#include "codegen/HostCompiler.h"
+#include "codegen/Nvrtc.h"
+#include "dsl/trainer/Trainer.h"
+#include "runtime/bundle/Bundle.h"
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/comm/World.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "runtime/exec/Collectives.h"
+
+#include <fmt/format.h>
+#include <memory>
+#include <optional>
+
+namespace tessel::trainer {
+
+namespace {
+
+/// The CUDA module of `program` (NVRTC, cached): a cubin for `arch` and its PTX.
+rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch) {
+  CudaCompileOptions o;
+  o.arch = arch;
+  o.lineInfo = false;  // a bundle ships: keep the cubin small
+  CudaModule m = compileCuda(program.cudaSource, o);
+  return {arch, std::string(m.cubin.begin(), m.cubin.end()), m.ptx};
+}
+
+/// The plan as bundle.json records it.
+rt::BundlePlan bundlePlan(const Plan& plan) {
+  rt::BundlePlan p;
+  p.mesh = plan.mesh().axes();
+  p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
+  p.microsteps = plan.microsteps();
+  p.bucketMb = plan.bucket_mb();
+  p.overlap = plan.overlap();
+  return p;
+}
+
+/// --emit-bundle: lowers `program` (with CUDA kernels for --device cuda) and writes the bundle.
+void emitBundle(const Program& program, const ModelRecipe& recipe, const Flags& flags, const RunFlags& run,
+                const std::string& optimizer, const Plan& plan, const std::string& name) {
+  const bool cuda = flags.device == "cuda";
+  rt::Program lowered = program.lower(cuda);
+  KernelLibrary lib = buildKernelLibrary(lowered.kernelSource);
+  std::optional<rt::CudaBinary> binary;
+  if (cuda) binary = compileForGpu(lowered, run.cudaArch);
+  rt::BundleInfo info;
+  info.model = recipe.model;
+  info.config = recipe.config;
+  info.seq = recipe.seq > 0 ? recipe.seq : 1;
+  info.batch = flags.batch;
+  info.optimizer = optimizer;
+  info.plan = bundlePlan(plan);
+  rt::writeBundle(lowered, lib.path(), info, run.emitBundle, binary ? &*binary : nullptr);
+  const int64_t ranks = plan.mesh().size();
+  fmt::print("{}: wrote bundle '{}' ({}, {} parameters{}{}); train it with: {}tessel-run {}\n", name,
+             run.emitBundle, recipe.describe, parameterCount(program),
+             cuda ? fmt::format(", CUDA kernels for {}", run.cudaArch) : std::string(),
+             ranks * plan.microsteps() == 1 ? std::string() : ", plan " + plan.describe(),
+             ranks == 1 ? std::string() : fmt::format("mpirun -np {} ", ranks), run.emitBundle);
+}
+
+}  // namespace
+
+TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const DataFlag& data)
+    : app_(app), flags_(flags), train_(train) {
+  addCommonFlags(app, flags, data.defaultPath, data.help, data.minSteps, data.stepsHelp);
+  addTrainFlags(app, train);
+  app.add_option("--threads", run_.threads, "CPU threads (0: all cores)")->check(integerIn(0, 1024));
+  app.add_flag("--profile", run_.profile, "time every step and print where a train step's time goes");
+  app.add_option("--emit-bundle", run_.emitBundle,
+                 "only compile, in one plain process, for any --plan: write the train program as a bundle folder "
+                 "for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
+      ->type_name("DIR");
+  app.add_option("--cuda-arch", run_.cudaArch, "GPU architecture of the cubin in a CUDA bundle")
+      ->capture_default_str();
+  app.add_flag("--cuda-graphs", run_.graphs, "on the GPU: capture a training step into a CUDA graph and replay it");
+}
+
+int TrainerApp::run(int argc, char** argv, const std::function<ModelRecipe()>& makeRecipe) {
+  return runMain(app_, argc, argv, [&] { return train(argc, argv, makeRecipe()); });
+}
+
+void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly) {
+  const rt::WorldInfo launch = rt::detectWorld();
+  const int64_t planRanks = plan.mesh().size();
+  if (!run_.emitBundle.empty() && launch.launched() && launch.size != 1) {
+    // Joined to learn the size (a PMIx launcher tells it only to MPI), and so that every rank
+    // reports before any exits (see world_).
+    world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+    if (world_->comm->worldSize() > 1)
+      throw std::runtime_error(fmt::format("launched as {} ranks, but --emit-bundle only compiles, in one plain "
+                                           "process, for any plan; run it without a launcher",
+                                           world_->comm->worldSize()));
+  }
+  if (compileOnly) {
+    plan.check_world_size(planRanks);  // only the axes: the plan is for any world
+    return;
+  }
+  world_ = rt::makeWorld({.timeoutSeconds = flags_.commTimeout});
+  // First the collective check, so that ranks with other plans on their command lines are
+  // told so rather than deciding differently below.
+  checkSameCommandLine(argc, argv, *world_->comm);
+  const int world = world_->comm->worldSize();
+  if (launch.launched()) requireWorldSize(world, planRanks, flags_.plan, "pass");
+  plan.check_world_size(world);  // unsupported axes; in a plain run, the launch the plan needs
+}
+
+int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
+  const std::string name = app_.get_name();
+  const Plan plan = planFromFlags(flags_);
+  const int64_t planRanks = plan.mesh().size();
+  const bool emitting = !run_.emitBundle.empty();
+  // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
+  // plain process, for any plan: no world to join.
+  const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
+  join(argc, argv, plan, compileOnly);
+  rt::Communicator* comm = world_ ? world_->comm.get() : nullptr;
+  const int rank = world_ ? world_->info.rank : 0, world = comm ? comm->worldSize() : 1;
+  // The device. Emitting needs none: --device cuda only asks for CUDA kernels in the bundle.
+  // Ranks launched onto GPUs learn together whether every rank can use its GPU (the NCCL
+  // bootstrap), so one rank without a GPU makes every rank exit with the reasons.
+  const bool gpuRanks = flags_.device == "cuda" && world > 1;
+  const std::string device = compileOnly ? flags_.device
+                             : gpuRanks  ? std::string("cuda")
+                                         : resolveDeviceFlag(flags_, name, /*cudaReady=*/true);
+  std::unique_ptr<rt::NcclCommunicator> nccl;  // declared before the executor, which holds its work
+  if (device == "cuda" && world > 1)
+    nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,
+                                                                         .hostWait = false});
+
+  Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
+                                    .optimizer = train_.optimizer,
+                                    .precision = flags_.precisionType(),
+                                    .plan = plan});
+  if (flags_.explain && rank == 0) {
+    fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
+               planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
+    std::string report = rt::explainCollectives(program.lower(false), "train_step");
+    fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+    if (compileOnly && !emitting) return 0;
+  }
+  if (emitting) {
+    emitBundle(program, recipe, flags_, run_, train_.optimizer, plan, name);
+    return 0;
+  }
+  train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
+  RankData data = recipe.data({rank, world, flags_.batch, plan.microsteps(), flags_.seed}, train_);
+  requireSameData(*comm, data.fingerprint, data.where);
+
+  // The CPU program, or the GPU executor.
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile};
+  std::optional<NativeProgram> cpu;
+  std::unique_ptr<rt::CudaExecutor> gpu;
+  if (device == "cuda") {
+    rt::Program lowered = program.lower(/*cuda_kernels=*/true);
+    rt::CudaBinary binary = compileForGpu(lowered, run_.cudaArch);
+    gpu = std::make_unique<rt::CudaExecutor>(std::move(lowered), binary, rt::CudaExecutorOptions{-1, run_.graphs});
+    gpu->setCommunicator(nccl.get());
+    gpu->initParameters(flags_.seed);
+  } else {
+    cpu = program.native(native);
+    cpu->executor().setCommunicator(comm);
+  }
+  rt::ProgramExecutor& ex = gpu ? static_cast<rt::ProgramExecutor&>(*gpu) : cpu->executor();
+  if (flags_.checkSchedule) {
+    rt::checkCollectiveSchedule(ex.program(), *comm);
+    if (rank == 0) fmt::print("schedule check: the {} ranks' collective schedules agree\n", world);
+  }
+  if (rank == 0)
+    fmt::print("{}: {}, {} parameters, arena {:.1f} MiB, {}{}\n", name, recipe.describe, parameterCount(program),
+               static_cast<double>(ex.arenaBytes()) / (1 << 20), data.describe,
+               gpu ? ", device " + gpu->deviceName() : std::string());
+
+  train_.microsteps = plan.microsteps();
+  train_.comm = comm;
+  train_.deviceComm = nccl.get();
+  train_.checkReplicas = flags_.checkReplicas;
+  if (train_.steps < 1) throw std::logic_error(name + ": the recipe left --steps 0 without a meaning");
+  train_.tokensPerStep = data.itemsPerStep;
+  train_.throughputUnit = data.unit;
+  if (cpu)
+    trainer::train(*cpu, program, train_, data.train, data.val);
+  else
+    trainer::train(ex, train_, data.train, data.val);
+  if (rank != 0) return 0;  // rank 0 reports communication, memory and the model's report
+  if (cpu) printCommunication(*cpu, train_.steps, world);
+  if (run_.profile && cpu) printProfile(*cpu, "train_step", train_.steps);
+  fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
+             static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));
+  if (recipe.report) recipe.report(Trained{ex, program, native, world});
+  return 0;
+}
+
+int copyParametersByName(rt::ProgramExecutor& from, NativeProgram& to) {
+  const rt::Program& mine = to.program();
+  int copied = 0;
+  for (size_t i = 0; i < mine.buffers.size(); ++i) {
+    if (mine.buffers[i].kind != rt::BufferKind::Parameter) continue;
+    int j = from.program().findBuffer(mine.buffers[i].name);
+    if (j < 0 || from.program().buffers[static_cast<size_t>(j)].bytes() != mine.buffers[i].bytes()) continue;
+    from.readBuffer(j, to.executor().raw(static_cast<int>(i)));
+    ++copied;
+  }
+  return copied;
+}
+
+}  // namespace tessel::trainer

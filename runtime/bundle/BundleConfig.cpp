@@ -1,0 +1,93 @@
+// The model config against the program; see BundleConfig.h.
+#include "runtime/bundle/BundleConfig.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <set>
+#include <span>
+#include <stdexcept>
+
+namespace tessel::rt {
+
+namespace {
+
+/// A config field and the buffer dimension it must equal. A buffer named "@0" is the
+/// model's first input of @train_step.
+struct ConfigDim {
+  const char* field;
+  const char* buffer;
+  size_t dim;
+};
+
+// What each shipped model's config fixes in its program (examples/gpt/model.h,
+// examples/mlp/model.h; a Linear's weight is [out, in], an Embedding's [rows, channels]).
+constexpr ConfigDim kGpt[] = {{"vocab", "wte.weight", 0},    {"channels", "wte.weight", 1},
+                              {"seq", "wpe.weight", 0},      {"channels", "ln_f.weight", 0},
+                              {"seq", "@0", 1}};
+constexpr ConfigDim kMlp[] = {{"pixels", "fc1.weight", 1},   {"hidden", "fc1.weight", 0},
+                              {"hidden", "head.weight", 1},  {"classes", "head.weight", 0},
+                              {"pixels", "@0", 1}};
+
+std::runtime_error mismatch(const std::string& file, const std::string& what) {
+  return std::runtime_error(fmt::format("'{}': {} (edited, or written for another program)", file, what));
+}
+
+/// The positive integer config.<field>; throws naming the field otherwise.
+int64_t configValue(const BundleInfo& info, const std::string& field, const std::string& file) {
+  const auto& c = info.config;
+  if (!c.is_object() || !c.contains(field) || !c.at(field).is_number_integer() || c.at(field).get<int64_t>() < 1)
+    throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs a positive integer", file,
+                                         field, c.is_object() && c.contains(field) ? c.at(field).dump() : "missing",
+                                         info.model));
+  return c.at(field).get<int64_t>();
+}
+
+}  // namespace
+
+void checkBundleConfig(const BundleInfo& info, const Program& program, const std::string& file) {
+  const Function* step = program.function("train_step");
+  if (!step || step->inputs.empty())
+    throw std::runtime_error(fmt::format("'{}': program.json has no @train_step with inputs; it cannot be trained",
+                                         file));
+  const Buffer& input = program.buffers.at(static_cast<size_t>(step->inputs[0]));
+  const int64_t split = info.plan.dp() * info.plan.microsteps;
+  if (info.batch % split != 0 || input.shape.empty() || input.shape[0] * split != info.batch)
+    throw mismatch(file, fmt::format("train_flags.batch {} with plan {} and {} microstep(s) does not match "
+                                     "program.json: input '{}' has shape [{}], {} rows per rank and microstep",
+                                     info.batch, info.plan.meshText(), info.plan.microsteps, input.name,
+                                     fmt::join(input.shape, ", "), input.shape.empty() ? 0 : input.shape[0]));
+  std::span<const ConfigDim> table;
+  if (info.model == "gpt") table = kGpt;
+  if (info.model == "mlp") table = kMlp;
+  for (const ConfigDim& d : table) {
+    const int64_t want = configValue(info, d.field, file);
+    const Buffer* b = &input;
+    if (std::string(d.buffer) != "@0") {
+      int i = program.findBuffer(d.buffer);
+      if (i < 0 || program.buffers[static_cast<size_t>(i)].kind != BufferKind::Parameter)
+        throw mismatch(file, fmt::format("model '{}' needs the parameter '{}', which program.json lacks",
+                                         info.model, d.buffer));
+      b = &program.buffers[static_cast<size_t>(i)];
+    }
+    if (b->shape.size() <= d.dim || b->shape[d.dim] != want)
+      throw mismatch(file, fmt::format("config.{} {} does not match program.json: '{}' has shape [{}]", d.field,
+                                       want, b->name, fmt::join(b->shape, ", ")));
+  }
+  if (info.model != "gpt") return;
+  if (int64_t seq = configValue(info, "seq", file); seq != info.seq)
+    throw mismatch(file, fmt::format("config.seq {} differs from train_flags.seq {}", seq, info.seq));
+  // Layers: the blocks.<i> groups of parameters. Heads divide the channels; how many there
+  // are is compiled into the attention kernels and not visible in a shape.
+  std::set<std::string> blocks;
+  for (const Buffer& b : program.buffers)
+    if (b.kind == BufferKind::Parameter && b.name.rfind("blocks.", 0) == 0)
+      blocks.insert(b.name.substr(0, b.name.find('.', 7)));
+  if (int64_t layers = configValue(info, "layers", file); layers != static_cast<int64_t>(blocks.size()))
+    throw mismatch(file, fmt::format("config.layers {} does not match program.json, which has {} blocks", layers,
+                                     blocks.size()));
+  if (int64_t heads = configValue(info, "heads", file); configValue(info, "channels", file) % heads != 0)
+    throw mismatch(file, fmt::format("config.heads {} does not divide config.channels {}", heads,
+                                     configValue(info, "channels", file)));
+}
+
+}  // namespace tessel::rt

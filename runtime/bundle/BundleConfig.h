@@ -1,0 +1,27 @@
+// The model config of bundle.json checked against the program it describes. MLIR-free.
+//
+// Promise: bundle.json's numbers are what tessel-run believes (the batch it feeds, the
+// sequence length it cuts, the plan it joins), and program.json's shapes are what the
+// kernels were compiled for. checkBundleConfig refuses any disagreement before anything
+// runs, naming the field, both values and the buffer it was compared with:
+// - train_flags.batch against the model's first input of @train_step: its leading
+//   dimension is the rows one rank feeds per microstep, batch / (dp x microsteps);
+// - for the models Tessel ships, each config field against the parameter or input
+//   dimension it fixes (table in BundleConfig.cpp), e.g. gpt's vocab against the rows of
+//   wte.weight, layers against the number of blocks.<i> parameter groups; gpt's config.seq
+//   and train_flags.seq against the input's second dimension.
+// A config field a model needs that is missing or not a positive integer is refused too.
+// Models without a table (user models) are checked on the batch alone.
+#pragma once
+
+#include "runtime/bundle/Bundle.h"
+
+#include <string>
+
+namespace tessel::rt {
+
+/// Throws std::runtime_error ("'<file>': config.vocab 300 does not match program.json: ...")
+/// on the first disagreement (see the promise); `file` names bundle.json in the message.
+void checkBundleConfig(const BundleInfo& info, const Program& program, const std::string& file);
+
+}  // namespace tessel::rt

@@ -1,0 +1,44 @@
+// Image batches for the training loop (e.g. Fashion-MNIST through runtime/data/Idx.h), shared
+// by tessel-mlp and tessel-run, so an image bundle trains on the same batches as the JIT run.
+// MLIR-free.
+//
+// Promise (the image counterpart of TextBatches.h):
+// - Training: global step s is the DistributedSampler's global batch s over the training
+//   images (a seeded shuffle per epoch, the remainder of each epoch dropped), independent of
+//   the world size. Rank r of N feeds rows microbatchRows(B, r, N, m, k) of it at microstep m
+//   of k, so the ranks and microsteps of a step cover its global batch exactly once.
+// - Validation: the fixed set of runtime/train/Validation.h over the test images in file
+//   order: global batch b is images [b B, (b + 1) B), the same on every evaluation, and rank r
+//   feeds rows microbatchRows(B, r, N, m, k) of it.
+// Inputs: index 0 the images [b, pixels] (f32), index 1 the labels [b] (i32), b the rows fed.
+#pragma once
+
+#include "runtime/data/Idx.h"
+#include "runtime/train/Loop.h"
+
+#include <cstdint>
+
+namespace tessel::trainer {
+
+/// What the image feeders need. `train` and `test` must outlive the feeders.
+struct ImageBatchOptions {
+  const ImageDataset* train = nullptr;
+  const ImageDataset* test = nullptr;
+  int64_t batch = 1;  // global batch B (divisible by world * microsteps; at most either set's count)
+  int rank = 0, world = 1;
+  int64_t microsteps = 1;  // k: calls per training step
+  uint64_t seed = 1337;
+};
+
+/// The training feeder (see the promise). Throws DataError when the training set has fewer
+/// images than one global batch.
+BatchFeeder imageTrainFeeder(const ImageBatchOptions& o);
+/// The validation set (see the promise). Throws DataError when the test set has fewer images
+/// than one global batch.
+ValidationFeeder imageValFeeder(const ImageBatchOptions& o);
+
+/// Throws DataError naming --batch and both counts when the global batch is larger than the
+/// training or the test set.
+void requireImageBatch(const ImageBatchOptions& o);
+
+}  // namespace tessel::trainer
