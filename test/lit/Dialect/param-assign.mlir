@@ -12,17 +12,17 @@
 // CHECK: tessel.param "w"
 func.func @scattered(%x: tensor<4xf32>) {
   %a = tessel.add %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %b = tessel.param "b" {init = "zeros"} : tensor<4xf32>
+  %b = tessel.param "b" init zeros : tensor<4xf32>
   tessel.assign "w", %a : tensor<4xf32>
   %c = tessel.add %a, %b : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   tessel.assign "b", %c : tensor<4xf32>
-  %w = tessel.param "w" {init = "ones"} : tensor<4xf32>
+  %w = tessel.param "w" init ones : tensor<4xf32>
   return
 }
 // CHECK-LABEL: func.func @same_names
 func.func @same_names() {
-  %b = tessel.param "b" {init = "zeros"} : tensor<4xf32>
-  %w = tessel.param "w" {init = "ones"} : tensor<4xf32>
+  %b = tessel.param "b" init zeros : tensor<4xf32>
+  %w = tessel.param "w" init ones : tensor<4xf32>
   tessel.assign "w", %b : tensor<4xf32>
   return
 }
@@ -30,13 +30,13 @@ func.func @same_names() {
 // -----
 
 func.func @duplicate_after_other_ops(%x: tensor<4xf32>) {
-  %a = tessel.param "a" {init = "zeros"} : tensor<4xf32>
+  %a = tessel.param "a" init zeros : tensor<4xf32>
   // expected-note @+1 {{first declared here}}
-  %b = tessel.param "b" {init = "zeros"} : tensor<4xf32>
+  %b = tessel.param "b" init zeros : tensor<4xf32>
   %s = tessel.add %x, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
-  %c = tessel.param "c" {init = "zeros"} : tensor<4xf32>
+  %c = tessel.param "c" init zeros : tensor<4xf32>
   // expected-error @+1 {{parameter name "b" is already used}}
-  %d = tessel.param "b" {init = "ones"} : tensor<4xf32>
+  %d = tessel.param "b" init ones : tensor<4xf32>
   return
 }
 
@@ -46,16 +46,16 @@ func.func @duplicate_after_other_ops(%x: tensor<4xf32>) {
 func.func @duplicate_of_a_late_leader(%x: tensor<4xf32>) {
   %s = tessel.add %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   // expected-note @+1 {{first declared here}}
-  %a = tessel.param "a" {init = "zeros"} : tensor<4xf32>
+  %a = tessel.param "a" init zeros : tensor<4xf32>
   // expected-error @+1 {{parameter name "a" is already used}}
-  %b = tessel.param "a" {init = "zeros"} : tensor<4xf32>
+  %b = tessel.param "a" init zeros : tensor<4xf32>
   return
 }
 
 // -----
 
 func.func @assign_unknown_name(%x: tensor<4xf32>) {
-  %w = tessel.param "w" {init = "ones"} : tensor<4xf32>
+  %w = tessel.param "w" init ones : tensor<4xf32>
   tessel.assign "w", %x : tensor<4xf32>
   %s = tessel.add %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   // expected-error @+1 {{assigns "blocks.0.mlp.fc.weight", which no tessel.param in the function declares}}
@@ -67,7 +67,7 @@ func.func @assign_unknown_name(%x: tensor<4xf32>) {
 
 // A parameter of another function is not a target.
 func.func @declares() {
-  %w = tessel.param "w" {init = "ones"} : tensor<4xf32>
+  %w = tessel.param "w" init ones : tensor<4xf32>
   return
 }
 func.func @assigns_elsewhere(%x: tensor<4xf32>) {
@@ -79,8 +79,8 @@ func.func @assigns_elsewhere(%x: tensor<4xf32>) {
 // -----
 
 func.func @assign_wrong_type(%x: tensor<4xf32>, %y: tensor<8xf32>) {
-  %w = tessel.param "w" {init = "ones"} : tensor<4xf32>
-  %v = tessel.param "v" {init = "ones"} : tensor<4xf32>
+  %w = tessel.param "w" init ones : tensor<4xf32>
+  %v = tessel.param "v" init ones : tensor<4xf32>
   tessel.assign "w", %x : tensor<4xf32>
   // expected-error @+1 {{value type 'tensor<8xf32>' differs from "v"'s type 'tensor<4xf32>'}}
   tessel.assign "v", %y : tensor<8xf32>
