@@ -10,7 +10,7 @@
 # seconds per layer early, (t48 - t12) / 36, and late, (t192 - t96) / 96, and their ratio,
 # and appends a row to bench/RESULTS.md.
 # Target: ratio <= 1.5 (compile time linear in depth; a quadratic part shows as a ratio
-# well above 1: it was 4.4 before the memory plan and the param/assign verifiers were fixed).
+# well above 1: it was 7.0 before the memory plan and the param/assign verifiers were fixed).
 #
 # Usage: bench/compile_time.sh [runs]   (default 3)
 #   TESSEL_GPT=path/to/tessel-gpt times that binary instead of building build/bin/tessel-gpt.
