@@ -1,0 +1,430 @@
+// The JSON encoding of a program, program.json (see ProgramJson.h; Program.cpp saves and
+// loads it beside kernels.cpp and, for a program with CUDA kernels, kernels.cu).
+//
+// program.json (written with keys in this order; `?` marks optional keys and their defaults):
+//   {"format": "tessel-program", "version": 3 (CPU only) or 4 (with CUDA kernels),
+//    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
+//                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
+//                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
+//    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
+//                   "arenaBytes", "steps": [
+//       {"op": "kernel", "symbol", "args": [ids], "location"? "",
+//        "launch" (version 4 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
+//                                                         "shared": bytes}},
+//       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
+//        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
+//        "location"? ""},
+//       {"op": "copy", "src", "dst"},
+//       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
+//        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
+//        "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "", "anchor"? ""}]}],
+//    "kernels": [{"symbol", "args": [{"dtype", "numel", "at_least"?}]}]}
+// Unknown keys are errors (a misspelt optional key would otherwise silently take its
+// default). Version 4 means kernels.cu exists and every kernel step has a launch. After
+// decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
+// kernels.cpp (and kernels.cu). Every error names the file and the field, e.g.
+// "out/program.json: functions[0].steps[3].m: ...".
+#include "runtime/exec/ProgramJson.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <climits>
+#include <stdexcept>
+
+namespace tessel::rt {
+namespace {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr const char* kFormat = "tessel-program";
+
+const char* dtypeName(DType d) {
+  switch (d) {
+  case DType::F32: return "f32";
+  case DType::I32: return "i32";
+  case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+
+const char* kindName(BufferKind k) {
+  switch (k) {
+    case BufferKind::Parameter: return "parameter";
+    case BufferKind::State: return "state";
+    case BufferKind::Input: return "input";
+    case BufferKind::Temp: return "temp";
+  }
+  return "?";
+}
+
+// ---- writing --------------------------------------------------------------
+
+ordered_json toJson(const Step& step) {
+  ordered_json j;
+  if (auto* k = std::get_if<KernelStep>(&step)) {
+    j["op"] = "kernel";
+    j["symbol"] = k->symbol;
+    j["args"] = k->args;
+    j["location"] = k->location;
+    if (k->launch)
+      j["launch"] = {{"grid", k->launch->grid}, {"block", k->launch->block}, {"shared", k->launch->sharedBytes}};
+  } else if (auto* g = std::get_if<GemmStep>(&step)) {
+    j["op"] = "gemm";
+    for (auto [key, v] : {std::pair{"a", g->a}, {"b", g->b}, {"c", g->c}}) j[key] = v;
+    for (auto [key, v] : {std::pair{"m", g->m}, {"n", g->n}, {"k", g->k}, {"batch", g->batch}}) j[key] = v;
+    for (auto [key, v] : {std::pair{"transA", g->transA}, {"transB", g->transB}, {"accumulate", g->accumulate}})
+      j[key] = v;
+    for (auto [key, v] : {std::pair{"strideA", g->strideA}, {"strideB", g->strideB}, {"strideC", g->strideC}})
+      j[key] = v;
+    j["location"] = g->location;
+  } else if (auto* c = std::get_if<CopyStep>(&step)) {
+    j["op"] = "copy";
+    j["src"] = c->src;
+    j["dst"] = c->dst;
+  } else {
+    const auto& col = std::get<CollectiveStep>(step);
+    j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
+    j["bucket"] = col.bucket;
+    j["buffer"] = col.buffer;
+    j["tensors"] = col.tensors;
+    j["names"] = col.names;
+    j["reduce"] = col.reduce;
+    j["axis"] = col.axis;
+    j["group"] = col.group;
+    j["location"] = col.location;
+    j["anchor"] = col.anchor;
+  }
+  return j;
+}
+
+ordered_json toJson(const Program& p) {
+  ordered_json root;
+  root["format"] = kFormat;
+  root["version"] = p.cudaSource.empty() ? kProgramFormatVersionCpu : kProgramFormatVersion;
+  ordered_json buffers = ordered_json::array();
+  for (const Buffer& b : p.buffers) {
+    ordered_json j;
+    j["name"] = b.name;
+    j["dtype"] = dtypeName(b.dtype);
+    j["shape"] = b.shape;
+    j["kind"] = kindName(b.kind);
+    if (b.kind == BufferKind::Temp) j["offset"] = b.offset;
+    if (b.kind == BufferKind::Parameter) {
+      j["init"] = b.init;
+      j["stddev"] = b.stddev;
+    }
+    j["location"] = b.location;
+    buffers.push_back(std::move(j));
+  }
+  root["buffers"] = std::move(buffers);
+  ordered_json functions = ordered_json::array();
+  for (const Function& f : p.functions) {
+    ordered_json j;
+    j["name"] = f.name;
+    j["inputs"] = f.inputs;
+    j["outputs"] = f.outputs;
+    j["outputNames"] = f.outputNames;
+    j["arenaBytes"] = f.arenaBytes;
+    ordered_json steps = ordered_json::array();
+    for (const Step& s : f.steps) steps.push_back(toJson(s));
+    j["steps"] = std::move(steps);
+    functions.push_back(std::move(j));
+  }
+  root["functions"] = std::move(functions);
+  ordered_json kernels = ordered_json::array();
+  for (const auto& [symbol, args] : p.kernels) {
+    ordered_json a = ordered_json::array();
+    for (const KernelArg& arg : args) {
+      ordered_json one{{"dtype", dtypeName(arg.dtype)}, {"numel", arg.numel}};
+      if (arg.atLeast) one["at_least"] = true;
+      a.push_back(std::move(one));
+    }
+    kernels.push_back({{"symbol", symbol}, {"args", std::move(a)}});
+  }
+  root["kernels"] = std::move(kernels);
+  return root;
+}
+
+// ---- reading --------------------------------------------------------------
+
+/// Typed access to JSON values, failing with "<file>: <field>: <problem>".
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw std::runtime_error(fmt::format("{}: {}: {}", file_, field, problem));
+  }
+
+  /// Checks `j` is an object holding only `allowed` keys.
+  void object(const json& j, const std::string& field, std::initializer_list<const char*> allowed) const {
+    if (!j.is_object()) fail(field, fmt::format("expected an object, got {}", j.type_name()));
+    for (const auto& [key, value] : j.items()) {
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || key == a;
+      if (!ok) fail(field, fmt::format("unknown field '{}'", key));
+    }
+  }
+
+  const json* find(const json& obj, const char* key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+
+  const json& need(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) fail(join(field, key), "missing");
+    return *v;
+  }
+
+  static std::string join(const std::string& field, const char* key) {
+    return field.empty() ? key : field + "." + key;
+  }
+
+  int64_t integer(const json& v, const std::string& field) const {
+    if (!v.is_number_integer()) fail(field, fmt::format("expected an integer, got {}", v.dump()));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+      fail(field, fmt::format("{} is too large", v.dump()));
+    return v.get<int64_t>();
+  }
+  int64_t integer(const json& obj, const char* key, const std::string& field) const {
+    return integer(need(obj, key, field), join(field, key));
+  }
+  int64_t integer(const json& obj, const char* key, const std::string& field, int64_t dflt) const {
+    const json* v = find(obj, key);
+    return v ? integer(*v, join(field, key)) : dflt;
+  }
+
+  /// A buffer id: range-checked here only against int (validateProgram checks the count).
+  int id(const json& v, const std::string& field) const {
+    int64_t i = integer(v, field);
+    if (i < INT_MIN || i > INT_MAX) fail(field, fmt::format("buffer id {} out of range", i));
+    return static_cast<int>(i);
+  }
+  int id(const json& obj, const char* key, const std::string& field) const {
+    return id(need(obj, key, field), join(field, key));
+  }
+
+  bool boolean(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) return false;
+    if (!v->is_boolean()) fail(join(field, key), fmt::format("expected true or false, got {}", v->dump()));
+    return v->get<bool>();
+  }
+
+  double number(const json& obj, const char* key, const std::string& field) const {
+    const json* v = find(obj, key);
+    if (!v) return 0.0;
+    if (!v->is_number()) fail(join(field, key), fmt::format("expected a number, got {}", v->dump()));
+    return v->get<double>();
+  }
+
+  std::string string(const json& v, const std::string& field) const {
+    if (!v.is_string()) fail(field, fmt::format("expected a string, got {}", v.dump()));
+    return v.get<std::string>();
+  }
+  std::string string(const json& obj, const char* key, const std::string& field) const {
+    return string(need(obj, key, field), join(field, key));
+  }
+  std::string string(const json& obj, const char* key, const std::string& field, const char* dflt) const {
+    const json* v = find(obj, key);
+    return v ? string(*v, join(field, key)) : dflt;
+  }
+
+  const json& array(const json& obj, const char* key, const std::string& field) const {
+    const json& v = need(obj, key, field);
+    if (!v.is_array()) fail(join(field, key), fmt::format("expected an array, got {}", v.type_name()));
+    return v;
+  }
+
+  template <typename T, typename F>
+  std::vector<T> list(const json& obj, const char* key, const std::string& field, F element) const {
+    std::vector<T> out;
+    const json& a = array(obj, key, field);
+    for (size_t i = 0; i < a.size(); ++i) out.push_back(element(a[i], fmt::format("{}[{}]", join(field, key), i)));
+    return out;
+  }
+
+ private:
+  std::string file_;
+};
+
+DType readDType(const Reader& r, const json& j, const std::string& field) {
+  std::string dtype = r.string(j, "dtype", field);
+  if (dtype == "f32") return DType::F32;
+  if (dtype == "i32") return DType::I32;
+  if (dtype == "bf16") return DType::BF16;
+  r.fail(field + ".dtype", fmt::format("unknown dtype '{}' (expected f32, i32 or bf16)", dtype));
+}
+
+/// One entry of "kernels": a symbol and its arguments.
+std::pair<std::string, std::vector<KernelArg>> readKernel(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"symbol", "args"});
+  std::string symbol = r.string(j, "symbol", field);
+  std::vector<KernelArg> args = r.list<KernelArg>(j, "args", field, [&](const json& v, const std::string& f) {
+    r.object(v, f, {"dtype", "numel", "at_least"});
+    return KernelArg{readDType(r, v, f), r.integer(v, "numel", f), r.boolean(v, "at_least", f)};
+  });
+  return {std::move(symbol), std::move(args)};
+}
+
+Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location"});
+  Buffer b;
+  b.name = r.string(j, "name", field);
+  b.dtype = readDType(r, j, field);
+  b.shape = r.list<int64_t>(j, "shape", field, [&](const json& v, const std::string& f) { return r.integer(v, f); });
+  std::string kind = r.string(j, "kind", field);
+  if (kind == "parameter") b.kind = BufferKind::Parameter;
+  else if (kind == "state") b.kind = BufferKind::State;
+  else if (kind == "input") b.kind = BufferKind::Input;
+  else if (kind == "temp") b.kind = BufferKind::Temp;
+  else r.fail(field + ".kind", fmt::format("unknown kind '{}' (expected parameter, state, input or temp)", kind));
+  b.offset = b.kind == BufferKind::Temp ? r.integer(j, "offset", field) : r.integer(j, "offset", field, 0);
+  b.init = b.kind == BufferKind::Parameter ? r.string(j, "init", field) : r.string(j, "init", field, "");
+  b.stddev = r.number(j, "stddev", field);
+  b.location = r.string(j, "location", field, "");
+  return b;
+}
+
+/// Three launch dimensions, each in [1, 2^31).
+std::array<uint32_t, 3> readDims(const Reader& r, const json& obj, const char* key, const std::string& field) {
+  std::vector<int64_t> v =
+      r.list<int64_t>(obj, key, field, [&](const json& x, const std::string& f) { return r.integer(x, f); });
+  std::string f = Reader::join(field, key);
+  if (v.size() != 3) r.fail(f, fmt::format("expected 3 dimensions, got {}", v.size()));
+  std::array<uint32_t, 3> out{};
+  for (size_t i = 0; i < 3; ++i) {
+    if (v[i] < 1 || v[i] > INT_MAX) r.fail(fmt::format("{}[{}]", f, i), fmt::format("{} is not in [1, 2^31)", v[i]));
+    out[i] = static_cast<uint32_t>(v[i]);
+  }
+  return out;
+}
+
+LaunchConfig readLaunch(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"grid", "block", "shared"});
+  LaunchConfig l;
+  l.grid = readDims(r, j, "grid", field);
+  l.block = readDims(r, j, "block", field);
+  int64_t shared = r.integer(j, "shared", field);
+  if (shared < 0 || shared > INT_MAX) r.fail(field + ".shared", fmt::format("{} is not in [0, 2^31)", shared));
+  l.sharedBytes = static_cast<uint32_t>(shared);
+  return l;
+}
+
+Step readStep(const Reader& r, const json& j, const std::string& field, bool cuda) {
+  if (!j.is_object()) r.fail(field, fmt::format("expected an object, got {}", j.type_name()));
+  std::string op = r.string(j, "op", field);
+  if (op == "kernel") {
+    if (cuda) r.object(j, field, {"op", "symbol", "args", "location", "launch"});
+    else r.object(j, field, {"op", "symbol", "args", "location"});
+    KernelStep k;
+    k.symbol = r.string(j, "symbol", field);
+    k.args = r.list<int>(j, "args", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    k.location = r.string(j, "location", field, "");
+    if (cuda) k.launch = readLaunch(r, r.need(j, "launch", field), field + ".launch");
+    return k;
+  }
+  if (op == "gemm") {
+    r.object(j, field, {"op", "a", "b", "c", "m", "n", "k", "batch", "transA", "transB", "accumulate", "strideA",
+                        "strideB", "strideC", "location"});
+    GemmStep g;
+    g.a = r.id(j, "a", field);
+    g.b = r.id(j, "b", field);
+    g.c = r.id(j, "c", field);
+    g.m = r.integer(j, "m", field);
+    g.n = r.integer(j, "n", field);
+    g.k = r.integer(j, "k", field);
+    g.batch = r.integer(j, "batch", field, 1);
+    g.transA = r.boolean(j, "transA", field);
+    g.transB = r.boolean(j, "transB", field);
+    g.accumulate = r.boolean(j, "accumulate", field);
+    g.strideA = r.integer(j, "strideA", field, 0);
+    g.strideB = r.integer(j, "strideB", field, 0);
+    g.strideC = r.integer(j, "strideC", field, 0);
+    g.location = r.string(j, "location", field, "");
+    return g;
+  }
+  if (op == "copy") {
+    r.object(j, field, {"op", "src", "dst"});
+    return CopyStep{r.id(j, "src", field), r.id(j, "dst", field)};
+  }
+  if (op == "all_reduce_start" || op == "all_reduce_wait") {
+    r.object(j, field, {"op", "bucket", "buffer", "tensors", "names", "reduce", "axis", "group", "location",
+                        "anchor"});
+    CollectiveStep c;
+    c.kind = op == "all_reduce_start" ? CollectiveStep::Kind::AllReduceStart : CollectiveStep::Kind::AllReduceWait;
+    int64_t bucket = r.integer(j, "bucket", field);
+    if (bucket < 0 || bucket > INT_MAX) r.fail(field + ".bucket", fmt::format("bucket number {} is out of range", bucket));
+    c.bucket = static_cast<int>(bucket);
+    c.buffer = r.id(j, "buffer", field);
+    c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    if (j.contains("names"))
+      c.names = r.list<std::string>(j, "names", field,
+                                    [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.reduce = r.string(j, "reduce", field, "avg");
+    c.axis = r.string(j, "axis", field, "dp");
+    c.group = r.integer(j, "group", field, 1);
+    c.location = r.string(j, "location", field, "");
+    c.anchor = r.string(j, "anchor", field, "");
+    return c;
+  }
+  r.fail(field + ".op",
+         fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start or all_reduce_wait)", op));
+}
+
+Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {
+  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "steps"});
+  Function f;
+  f.name = r.string(j, "name", field);
+  auto ids = [&](const json& v, const std::string& fl) { return r.id(v, fl); };
+  f.inputs = r.list<int>(j, "inputs", field, ids);
+  f.outputs = r.list<int>(j, "outputs", field, ids);
+  f.outputNames = r.list<std::string>(j, "outputNames", field,
+                                      [&](const json& v, const std::string& fl) { return r.string(v, fl); });
+  f.arenaBytes = r.integer(j, "arenaBytes", field);
+  f.steps = r.list<Step>(j, "steps", field,
+                         [&](const json& v, const std::string& fl) { return readStep(r, v, fl, cuda); });
+  return f;
+}
+
+}  // namespace
+
+std::string encodeProgramJson(const Program& program) { return toJson(program).dump(1) + "\n"; }
+
+Program decodeProgramJson(const std::string& text, const std::string& file, int64_t& version) {
+  Reader r(file);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    r.fail("(document)", fmt::format("invalid JSON: {}", e.what()));
+  }
+  r.object(root, "(document)", {"format", "version", "buffers", "functions", "kernels"});
+  if (std::string format = r.string(root, "format", ""); format != kFormat)
+    r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
+  version = r.integer(root, "version", "");
+  if (version == 1 || version == 2)
+    r.fail("version", fmt::format("version {} was written by an older Tessel (no kernel signatures; a collective's "
+                                  "'bucket' was its buffer); compile the program again", version));
+  if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu)
+    r.fail("version", fmt::format("unsupported version {} (this build reads {} and {})", version,
+                                  kProgramFormatVersionCpu, kProgramFormatVersion));
+  const bool cuda = version == kProgramFormatVersion;
+  Program p;
+  p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
+  p.functions = r.list<Function>(root, "functions", "",
+                                 [&](const json& v, const std::string& f) { return readFunction(r, v, f, cuda); });
+  const json& kernels = r.array(root, "kernels", "");
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    std::string field = fmt::format("kernels[{}]", i);
+    auto [symbol, args] = readKernel(r, kernels[i], field);
+    if (!p.kernels.emplace(symbol, std::move(args)).second)
+      r.fail(field + ".symbol", fmt::format("kernel '{}' is listed twice", symbol));
+  }
+  return p;
+}
+
+}  // namespace tessel::rt
