@@ -3,6 +3,7 @@
 
 #include "runtime/Init.h"
 #include "runtime/cuda/Driver.h"
+#include "runtime/train/LastValueWins.h"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -103,6 +104,7 @@ int64_t parameterCount(const Program& program) {
 }
 
 int runMain(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+  lastValueWins(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -25,6 +25,7 @@
 #include "runtime/exec/KernelLibrary.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/ImageBatches.h"
+#include "runtime/train/LastValueWins.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
 #include "runtime/train/TextBatches.h"
@@ -229,6 +230,7 @@ int main(int argc, char** argv) {
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {
+    tessel::trainer::lastValueWins(app);
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);

@@ -203,8 +203,9 @@ TEST(ProgramCheck, EveryMutationIsRefusedNamingTheFieldAndFunction) {
       EXPECT_EQ(what.rfind("edited/program.json: ", 0), 0u) << what;
       EXPECT_TRUE(what.find(": buffers[") != std::string::npos || what.find(": functions[") != std::string::npos)
           << "no field named: " << what;
-      if (!m.function.empty() && what.find(": buffers[") == std::string::npos)
+      if (!m.function.empty() && what.find(": buffers[") == std::string::npos) {
         EXPECT_NE(what.find("(function '" + m.function + "')"), std::string::npos) << what;
+      }
       EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
     }
   }
