@@ -113,7 +113,7 @@ MpiCommunicator::~MpiCommunicator() {
     // A barrier with the timeout first: MPI_Finalize synchronises with every rank and has no
     // timeout of its own, so a dead peer must be detected before it.
     try {
-      barrier("finalize")->wait();
+      barrier(kFinalizeBarrier)->wait();
     } catch (const CommError& e) {
       abortJob(impl_->rank, e.what());
     }
