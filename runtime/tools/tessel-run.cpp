@@ -203,7 +203,8 @@ int main(int argc, char** argv) {
   CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt or tessel-mlp); no "
                "compiler needed", "tessel-run"};
   RunFlags f;
-  app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")->required()->check(tessel::trainer::nonEmpty("bundle folder"));
+  app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")
+      ->required()->check(tessel::trainer::nonEmpty("bundle folder"));
   app.add_option("--data", f.data, "the data: for a gpt bundle a text file or a folder of text files (default "
                  "/usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
                  "/usr/share/datasets/fashion-mnist)")->check(tessel::trainer::nonEmpty("file or folder"));
