@@ -7,17 +7,16 @@ flag, e.g. tessel-run's BUNDLE positional; parsing fails before it is used.)
 The flags are read from `BINARY --help`: CLI11 prints TEXT, FILE or DIR after a flag or a
 positional that takes a path, a name or a choice. An empty value ('--log-json ""') used to
 mean "not given" for some of them (--emit-bundle '' trained instead of compiling), so every
-one must be refused: the binary exits non-zero within MAX_SECONDS (a refusal happens while
-parsing; a value taken as "not given" starts a compile or a training run), and its first
-output line names the flag. Prints one line per binary and exits 1 listing every problem.
+one must be refused as check_flag_ranges.refusal checks: the binary exits non-zero within
+20 s (a refusal happens while parsing; a value taken as "not given" starts a compile or a
+training run), and its first output line names the flag. Prints one line per binary and exits 1 listing every problem.
 """
 import re
 import subprocess
 import sys
 
-# Seconds a refusal may take: parsing takes well under a second; 20 s leaves room for a
-# loaded machine, and a value wrongly accepted starts work that takes longer.
-MAX_SECONDS = 20
+from check_flag_ranges import refusal, report  # the same checks and report as for numeric flags
+
 OPTION = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)(?:,[!\w-]+)*\s+(?:TEXT|FILE|DIR)\b")
 POSITIONAL = re.compile(r"^\s+([A-Z][A-Z_]*)\s+(?:TEXT|FILE|DIR)\b")
 
@@ -47,21 +46,8 @@ def main(argv):
     runs = [(flag, [flag, ""] + extra) for flag in options]
     runs += [(pos, [""]) for pos in positionals]
     for flag, args in runs:
-        try:
-            r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=MAX_SECONDS)
-        except subprocess.TimeoutExpired:
-            problems.append(f"{name} {flag} '': still running after {MAX_SECONDS} s (taken as not given?)")
-            continue
-        out = (r.stderr + r.stdout).strip()
-        first = out.splitlines()[0] if out else ""
-        if r.returncode == 0:
-            problems.append(f"{name} {flag} '': accepted")
-        elif flag not in first:
-            problems.append(f"{name} {flag} '': the error does not name the flag: {first!r}")
-    for p in problems:
-        print(p)
-    print(f"{name}: {len(runs)} text-valued flags, {len(problems)} problems")
-    return 1 if problems else 0
+        refusal(binary, args, flag, f"{name} {flag} ''", problems)
+    return report(problems, f"{name}: {len(runs)} text-valued flags")
 
 
 if __name__ == "__main__":
