@@ -379,7 +379,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       fn.steps.push_back(std::move(k));
     } else {
       return op->emitError() << "'" << op->getName()
-                             << "' has no C++ kernel; it cannot be compiled for the CPU";
+                             << (options_.cuda ? "' has no CUDA kernel; it cannot be compiled for the GPU"
+                                               : "' has no C++ kernel; it cannot be compiled for the CPU");
     }
     // Assignment copies whose last reader was this op.
     auto pending = pendingCopies.find(i);
@@ -403,12 +404,45 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   return mlir::success();
 }
 
+/// Fails, at the op or function, on a tensor whose shape is not static: every buffer gets a
+/// fixed size and every kernel constant extents, so `?` (or an unranked tensor) has no lowering.
+mlir::LogicalResult requireStaticShapes(mlir::func::FuncOp f) {
+  auto dynamic = [](mlir::Type t) {
+    auto tensor = mlir::dyn_cast<mlir::TensorType>(t);
+    return tensor && !tensor.hasStaticShape();
+  };
+  for (mlir::Type t : f.getFunctionType().getInputs())
+    if (dynamic(t))
+      return f.emitError() << "@" << f.getSymName() << " takes " << t
+                           << ": codegen needs static shapes (every buffer has a fixed size)";
+  for (mlir::Type t : f.getFunctionType().getResults())
+    if (dynamic(t))
+      return f.emitError() << "@" << f.getSymName() << " returns " << t
+                           << ": codegen needs static shapes (every buffer has a fixed size)";
+  mlir::WalkResult walk = f.walk([&](mlir::Operation* op) {
+    for (mlir::Type t : op->getResultTypes())
+      if (dynamic(t)) {
+        op->emitError() << "'" << op->getName() << "' makes " << t
+                        << ": codegen needs static shapes (every buffer has a fixed size)";
+        return mlir::WalkResult::interrupt();
+      }
+    return mlir::WalkResult::advance();
+  });
+  return mlir::failure(walk.wasInterrupted());
+}
+
 }  // namespace
 
 mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
                                    const LoweringOptions& options) {
+  auto functions = module.getOps<mlir::func::FuncOp>();
+  if (functions.empty())
+    return module.emitError() << "the module has no func.func to lower: codegen translates the functions of a "
+                                 "tessel module (such as the last stage --dump-ir writes)";
+  for (auto f : functions)
+    if (mlir::failed(requireStaticShapes(f))) return mlir::failure();
   Lowerer lowerer(program, options);
-  for (auto f : module.getOps<mlir::func::FuncOp>())
+  for (auto f : functions)
     if (mlir::failed(lowerer.lower(f))) return mlir::failure();
   lowerer.finish();
   return mlir::success();

@@ -29,8 +29,9 @@ struct LoweringOptions {
 };
 
 /// Lowers every func.func of `module` into `program` (buffers shared by name across
-/// functions for parameters and optimizer state). Emits diagnostics and fails on ops
-/// without a kernel (with options.cuda: without a CUDA kernel).
+/// functions for parameters and optimizer state). Emits diagnostics and fails on a module
+/// without a func.func, on a tensor type that is not statically shaped, and on ops without a
+/// kernel (with options.cuda: without a CUDA kernel).
 mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
                                    const LoweringOptions& options = {});
 

@@ -136,6 +136,12 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options) {
 std::string checkPipelineOptions(const PipelineOptions& o) {
   if (o.dp < 1) return fmt::format("dp={}: must be at least 1", o.dp);
   if (o.microsteps < 1) return fmt::format("microsteps={}: must be at least 1", o.microsteps);
+  // The batch is split into dp * microsteps parts (tessel-shard-batch); the product must not
+  // overflow, and no batch has more than 2^31 rows to split.
+  constexpr int64_t kMaxParts = int64_t{1} << 31;
+  if (o.dp > kMaxParts / o.microsteps)
+    return fmt::format("dp={} microsteps={}: dp * microsteps must be at most 2^31 (the batch is split into "
+                       "that many parts)", o.dp, o.microsteps);
   if (!(o.bucketMb > 0)) return fmt::format("bucket-mb={}: must be more than 0", o.bucketMb);
   if (o.optimizer != "adamw" && o.optimizer != "sgd" && o.optimizer != "none")
     return fmt::format("optimizer={}: must be adamw, sgd or none", o.optimizer);

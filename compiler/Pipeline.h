@@ -54,10 +54,11 @@ std::vector<std::string> pipelineStageNames(const PipelineOptions& options);
 /// runPipeline runs them: one pass manager then replays the whole pipeline.
 void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 
-/// Checks the options a pipeline cannot run with: dp or microsteps below 1, bucketMb not
-/// positive, an optimizer other than adamw, sgd or none, a precision other than f32 or bf16,
-/// an empty forwardName. Returns "" when they are valid, else a one-line reason naming the
-/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
+/// Checks the options a pipeline cannot run with: dp or microsteps below 1, dp * microsteps
+/// above 2^31 (an overflow included), bucketMb not positive, an optimizer other than adamw,
+/// sgd or none, a precision other than f32 or bf16, an empty forwardName. Returns "" when
+/// they are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
+/// "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,

@@ -28,10 +28,16 @@ Mesh::Mesh(std::vector<std::pair<std::string, int64_t>> axes, PlanSite site)
   for (size_t i = 0; i < axes_.size(); ++i) {
     const auto& [name, size] = axes_[i];
     if (name.empty()) fail(site_, "mesh axis names must not be empty");
-    if (size < 1) fail(site_, fmt::format("mesh axis '{}' has size {}; sizes must be >= 1", name, size));
+    if (size < 1 || size > kMaxMeshRanks)
+      fail(site_, fmt::format("mesh axis '{}' has size {}; sizes must be in [1, 2^20]", name, size));
     for (size_t j = 0; j < i; ++j)
       if (axes_[j].first == name) fail(site_, fmt::format("mesh axis '{}' appears twice", name));
   }
+  // Each size is at most 2^20, so the running product cannot overflow before it is checked.
+  int64_t ranks = 1;
+  for (const auto& a : axes_)
+    if ((ranks *= a.second) > kMaxMeshRanks)
+      fail(site_, fmt::format("the mesh ({}) has more than 2^20 ranks", axesString(*this)));
 }
 
 int64_t Mesh::size(const std::string& axis) const {
@@ -134,8 +140,9 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     int64_t size = 0;
     bool digits = value.size() <= 9 && value.find_first_not_of("0123456789") == std::string::npos;
     if (digits) size = std::stoll(value);
-    if (!digits || size < 1)
-      fail(site(pos + eq + 1), fmt::format("the size of axis '{}' must be a positive integer, got '{}'", name, value));
+    if (!digits || size < 1 || size > kMaxMeshRanks)
+      fail(site(pos + eq + 1), fmt::format("the size of axis '{}' must be an integer in [1, 2^20], got '{}'",
+                                           name, value));
     for (const auto& a : axes)
       if (a.first == name) fail(site(pos), fmt::format("axis '{}' appears twice", name));
     axes.emplace_back(name, size);

@@ -35,9 +35,13 @@ struct PlanSite {
   }
 };
 
+/// The most ranks a mesh may have (and so each of its axes): 2^20, far above any job, and
+/// small enough that products of sizes and batch splits cannot overflow int64.
+inline constexpr int64_t kMaxMeshRanks = int64_t{1} << 20;
+
 /// The logical array of ranks with named axes, e.g. Mesh{{"dp", 2}, {"tp", 2}}; its size is
 /// the product of the axis sizes. Throws ModelError at its line for an empty or duplicate
-/// axis name or a size < 1.
+/// axis name, a size outside [1, 2^20] or a product of sizes above 2^20 (kMaxMeshRanks).
 class Mesh {
  public:
   Mesh(std::initializer_list<std::pair<std::string, int64_t>> axes,

@@ -25,7 +25,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
+#include <string_view>
 #include <variant>
+#include <vector>
 
 namespace {
 
@@ -86,9 +90,30 @@ mlir::LogicalResult translate(mlir::ModuleOp module, llvm::raw_ostream& os, bool
 
 void registerDialects(mlir::DialectRegistry& registry) { tessel::registerTesselDialects(registry); }
 
+/// The translations named on the command line ("-tessel-to-cpp" or "--tessel-to-cuda", with
+/// or without "=..."): more than one is a usage error, which MLIR's driver would report only
+/// as a parse error of the option.
+std::vector<std::string> translationsNamed(int argc, char** argv) {
+  std::vector<std::string> named;
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "--") break;
+    arg.remove_prefix(std::min(arg.find_first_not_of('-'), arg.size()));
+    arg = arg.substr(0, arg.find('='));
+    if (arg == "tessel-to-cpp" || arg == "tessel-to-cuda") named.emplace_back(arg);
+  }
+  return named;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (std::vector<std::string> named = translationsNamed(argc, argv); named.size() > 1) {
+    llvm::errs() << fmt::format("tessel-translate: error: --{} and --{} given together; choose one translation "
+                                "(--tessel-to-cpp: C++ kernels, --tessel-to-cuda: CUDA kernels)\n",
+                                named[0], named[1]);
+    return 1;
+  }
   mlir::TranslateFromMLIRRegistration toCpp(
       "tessel-to-cpp", "the C++ kernels (and step program) of a tessel module",
       [](mlir::ModuleOp m, llvm::raw_ostream& os) { return translate(m, os, /*cuda=*/false); },

@@ -10,6 +10,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
 
+#include <filesystem>
 #include <fmt/format.h>
 #include <memory>
 #include <optional>
@@ -62,6 +63,18 @@ void emitBundle(const Program& program, const ModelRecipe& recipe, const Flags& 
              ranks == 1 ? std::string() : fmt::format("mpirun -np {} ", ranks), run.emitBundle);
 }
 
+/// --dump-ir DIR: creates the folder (as the pipeline would) before anything is compiled, so
+/// that a path that is a file, or a folder that cannot be made, is an error naming the flag
+/// and the path rather than one at the model's source line, where the pipeline reports it.
+void prepareDumpIrFolder(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw std::runtime_error(fmt::format("--dump-ir '{}': exists and is not a folder", dir));
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::runtime_error(fmt::format("--dump-ir '{}': cannot create the folder: {}", dir, ec.message()));
+}
+
 }  // namespace
 
 TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const DataFlag& data)
@@ -73,9 +86,9 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
   app.add_option("--emit-bundle", run_.emitBundle,
                  "only compile, in one plain process, for any --plan: write the train program as a bundle folder "
                  "for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
-      ->type_name("DIR");
+      ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--cuda-arch", run_.cudaArch, "GPU architecture of the cubin in a CUDA bundle")
-      ->capture_default_str();
+      ->capture_default_str()->check(nonEmpty("GPU architecture (such as sm_90)"));
   app.add_flag("--cuda-graphs", run_.graphs, "on the GPU: capture a training step into a CUDA graph and replay it");
 }
 
@@ -111,6 +124,7 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
 int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const std::string name = app_.get_name();
   const Plan plan = planFromFlags(flags_);
+  prepareDumpIrFolder(flags_.dumpIr);
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one

@@ -2,6 +2,7 @@
 #include "dsl/trainer/Flags.h"
 
 #include "runtime/Init.h"
+#include "runtime/comm/Communicator.h"  // kMaxTimeoutSeconds
 #include "runtime/cuda/Driver.h"
 #include "runtime/train/LastValueWins.h"
 
@@ -23,9 +24,9 @@ CLI::Option* sizeFlag(CLI::App& app, const char* name, int64_t& value, const std
 void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                     const std::string& dataHelp, int64_t minSteps, const std::string& stepsHelp) {
   f.data = defaultData;
-  app.add_option("--data", f.data, dataHelp)->capture_default_str();
+  app.add_option("--data", f.data, dataHelp)->capture_default_str()->check(nonEmpty("file or folder"));
   app.add_option("--dump-ir", f.dumpIr, "write the IR after every pipeline stage into this folder")
-      ->type_name("DIR");
+      ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--seed", f.seed, "seed of parameter init and batch sampling")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 62));
   sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
@@ -54,7 +55,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                "after every step, check that every rank holds bitwise the same parameters and "
                "optimizer state (a hash per rank, all-gathered)");
   app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
-      ->capture_default_str()->check(positiveNumber());
+      ->capture_default_str()->check(positiveUpTo(rt::kMaxTimeoutSeconds));
 }
 
 Plan planFromFlags(const Flags& f) {

@@ -42,6 +42,15 @@ struct CommError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The longest collective timeout accepted, in seconds (about 11.6 days). A timeout becomes a
+/// std::chrono deadline in nanoseconds (int64, at most about 292 years), so 1e10 s and more
+/// would overflow it; 1e6 s is far below that and far above any real collective.
+inline constexpr double kMaxTimeoutSeconds = 1e6;
+
+/// Throws CommError unless `seconds` is a collective timeout in (0, kMaxTimeoutSeconds]
+/// (NaN and infinities are refused): every backend checks setTimeout and its options with it.
+void checkTimeoutSeconds(double seconds);
+
 /// The half-open element range [first, second) of shard `rank` when `n` elements are split
 /// over `world` ranks: the first n % world ranks get ceil(n / world) elements, the rest
 /// floor(n / world) (torch.tensor_split's rule). Requires n >= 0, 0 <= rank < world.

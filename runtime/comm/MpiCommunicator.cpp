@@ -76,9 +76,7 @@ std::shared_ptr<Op> MpiCommunicator::Impl::issue(OpKind kind, const std::string&
 }
 
 MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_unique<Impl>()) {
-  if (!(options.timeoutSeconds > 0) || !std::isfinite(options.timeoutSeconds))
-    throw CommError(fmt::format(
-        "collective timeout must be a positive number of seconds, got {}", options.timeoutSeconds));
+  checkTimeoutSeconds(options.timeoutSeconds);
   if (mpiClaimed.exchange(true))
     throw CommError("MPI can be initialised only once per process; an MpiCommunicator already "
                     "exists or existed");
@@ -97,8 +95,9 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
       rank = detectWorld().rank;
     } catch (const std::exception&) {
     }
-    abortJob(rank, fmt::format("MPI did not start within {} s (--comm-timeout): a rank did not "
-                               "join MPI_Init (stopped, crashed or not launched)",
+    abortJob(rank, fmt::format("MPI did not start within {} s (--comm-timeout): the timeout may be "
+                               "too short for this launch, or a rank did not join MPI_Init "
+                               "(stopped, crashed or not launched)",
                                options.timeoutSeconds));
   }
   std::string error = result.get();
@@ -114,7 +113,7 @@ MpiCommunicator::~MpiCommunicator() {
     // A barrier with the timeout first: MPI_Finalize synchronises with every rank and has no
     // timeout of its own, so a dead peer must be detected before it.
     try {
-      barrier("finalize")->wait();
+      barrier(kFinalizeBarrier)->wait();
     } catch (const CommError& e) {
       abortJob(impl_->rank, e.what());
     }
@@ -206,9 +205,7 @@ std::unique_ptr<Work> MpiCommunicator::barrier(const std::string& name) {
 }
 
 void MpiCommunicator::setTimeout(double seconds) {
-  if (!(seconds > 0) || !std::isfinite(seconds))
-    throw CommError(fmt::format("collective timeout must be a positive number of seconds, got {}",
-                                seconds));
+  checkTimeoutSeconds(seconds);
   impl_->timeout = seconds;
 }
 

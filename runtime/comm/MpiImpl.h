@@ -45,6 +45,14 @@ inline Announce announceOf(const Op& op) {
   return a;
 }
 
+/// The name of the barrier every rank's communicator runs on destruction, before MPI_Finalize:
+/// a rank that issues it has ended (finished, or left after an error it reported).
+inline constexpr const char* kFinalizeBarrier = "finalize";
+
+inline bool isFinalizeBarrier(const Announce& a) {
+  return static_cast<OpKind>(a.kind) == OpKind::Barrier && std::strcmp(a.name, kFinalizeBarrier) == 0;
+}
+
 inline bool sameCollective(const Announce& a, const Announce& b) {
   return a.seq == b.seq && a.count == b.count && a.kind == b.kind && a.dtype == b.dtype &&
          a.reduce == b.reduce && a.root == b.root && std::strcmp(a.name, b.name) == 0;

@@ -239,10 +239,22 @@ bool MpiCommunicator::Impl::advanceFront() {
       continue;
     }
     Announce theirs = announced[p].front();
-    if (!sameCollective(theirs, announceOf(*op))) {
-      fail(op, fmt::format("{} on rank {} does not match rank {}, which issued {}: every rank must "
-                           "issue the same collectives in the same order",
-                           describe(*op), rank, p, describeAnnounce(theirs)));
+    const Announce mine = announceOf(*op);
+    if (!sameCollective(theirs, mine)) {
+      // A rank that ends early (after an error it reported itself, e.g. unreadable data)
+      // reaches its final barrier while the others wait in a collective: say that, rather
+      // than calling it a protocol mismatch.
+      if (isFinalizeBarrier(theirs) && !isFinalizeBarrier(mine))
+        fail(op, fmt::format("{} on rank {} cannot complete: rank {} has ended (it reached its final barrier, "
+                             "most likely after an error it reported)",
+                             describe(*op), rank, p));
+      else if (isFinalizeBarrier(mine) && !isFinalizeBarrier(theirs))
+        fail(op, fmt::format("rank {} has ended while rank {} waits in {}; the other ranks stop too", rank, p,
+                             describeAnnounce(theirs)));
+      else
+        fail(op, fmt::format("{} on rank {} does not match rank {}, which issued {}: every rank must "
+                             "issue the same collectives in the same order",
+                             describe(*op), rank, p, describeAnnounce(theirs)));
       return true;
     }
     announced[p].pop_front();

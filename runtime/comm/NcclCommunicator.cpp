@@ -271,9 +271,7 @@ std::unique_ptr<Work> NcclCommunicator::Impl::issue(const char* kind, const std:
 
 NcclCommunicator::NcclCommunicator(Communicator& bootstrap, const NcclOptions& options)
     : impl_(std::make_unique<Impl>()) {
-  if (!(options.timeoutSeconds > 0) || !std::isfinite(options.timeoutSeconds))
-    throw CommError(fmt::format("collective timeout must be a positive number of seconds, got {}",
-                                options.timeoutSeconds));
+  checkTimeoutSeconds(options.timeoutSeconds);
   Impl& s = *impl_;
   s.options = options;
   s.timeout = options.timeoutSeconds;
@@ -471,8 +469,7 @@ std::unique_ptr<Work> NcclCommunicator::recv(void* data, int64_t count, DType dt
 }
 
 void NcclCommunicator::setTimeout(double seconds) {
-  if (!(seconds > 0) || !std::isfinite(seconds))
-    throw CommError(fmt::format("collective timeout must be a positive number of seconds, got {}", seconds));
+  checkTimeoutSeconds(seconds);
   impl_->timeout = seconds;
 }
 

@@ -24,6 +24,12 @@ void copyBytes(void* dst, const void* src, int64_t bytes) {
 
 }  // namespace
 
+void checkTimeoutSeconds(double seconds) {
+  if (!(seconds > 0 && seconds <= kMaxTimeoutSeconds))
+    throw CommError(fmt::format("collective timeout must be a number of seconds in (0, {:g}], got {}",
+                                kMaxTimeoutSeconds, seconds));
+}
+
 std::unique_ptr<Work> SingleCommunicator::issued(int64_t payloadBytes) {
   collectives_ += 1;
   payloadBytes_ += payloadBytes;
@@ -82,9 +88,7 @@ std::unique_ptr<Work> SingleCommunicator::recv(void* data, int64_t count, DType 
 }
 
 void SingleCommunicator::setTimeout(double seconds) {
-  if (!(seconds > 0) || !std::isfinite(seconds))
-    throw CommError(fmt::format("collective timeout must be a positive number of seconds, got {}",
-                                seconds));
+  checkTimeoutSeconds(seconds);
   timeout_ = seconds;
 }
 

@@ -204,10 +204,11 @@ int main(int argc, char** argv) {
   CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt or tessel-mlp); no "
                "compiler needed", "tessel-run"};
   RunFlags f;
-  app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")->required();
+  app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")
+      ->required()->check(tessel::trainer::nonEmpty("bundle folder"));
   app.add_option("--data", f.data, "the data: for a gpt bundle a text file or a folder of text files (default "
                  "/usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
-                 "/usr/share/datasets/fashion-mnist)");
+                 "/usr/share/datasets/fashion-mnist)")->check(tessel::trainer::nonEmpty("file or folder"));
   // The same range as the trainers' --seed (dsl/trainer/Flags.cpp): out of range is an error,
   // never a saturated or wrapped seed.
   app.add_option("--seed", f.seed, "parameter init and batch sampling")->capture_default_str()
@@ -226,7 +227,7 @@ int main(int argc, char** argv) {
   app.add_flag("--check-replicas", f.checkReplicas,
                "after every step, check that every rank holds bitwise the same parameters and optimizer state");
   app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
-      ->capture_default_str()->check(tessel::trainer::positiveNumber());
+      ->capture_default_str()->check(tessel::trainer::positiveUpTo(tessel::rt::kMaxTimeoutSeconds));
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {

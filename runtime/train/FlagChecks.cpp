@@ -82,4 +82,20 @@ CLI::Validator numberIn(double min, double max) {
       "in " + range);
 }
 
+CLI::Validator positiveUpTo(double max) {
+  std::string range = fmt::format("(0, {:g}]", max);
+  return CLI::Validator(
+      [max, range](std::string& s) {
+        std::optional<double> v = finiteValue(s);
+        return v && *v > 0 && *v <= max ? std::string() : fmt::format("{} is not a number in {}", s, range);
+      },
+      "in " + range);
+}
+
+CLI::Validator nonEmpty(const std::string& what) {
+  return CLI::Validator(
+      [what](std::string& s) { return s.empty() ? "an empty value is not a " + what : std::string(); },
+      "");
+}
+
 }  // namespace tessel::trainer

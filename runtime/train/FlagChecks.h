@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <string>
 
 namespace tessel::trainer {
 
@@ -30,5 +31,12 @@ CLI::Validator integerIn(int64_t min, int64_t max);
 
 /// A finite number in [min, max]: "0 is not a number in [0.001, 100]".
 CLI::Validator numberIn(double min, double max);
+
+/// A finite number in (0, max]: "1e+10 is not a number in (0, 1e+06]".
+CLI::Validator positiveUpTo(double max);
+
+/// A non-empty value: "an empty value is not a <what>" (e.g. what = "folder"), for the flags
+/// that take a path or a name, where an empty value would silently mean "not given".
+CLI::Validator nonEmpty(const std::string& what);
 
 }  // namespace tessel::trainer

@@ -35,6 +35,43 @@ void setScalar(rt::ProgramExecutor& ex, const std::string& function, size_t inde
   ex.setInput(function, index, &v, sizeof v);
 }
 
+/// The error for a loss that is NaN or infinite: which loss, when, and the likely causes
+/// (a too large learning rate or weight decay both make the parameters overflow; AdamW's
+/// decoupled decay multiplies them by 1 - lr * weight_decay every step).
+std::runtime_error divergence(const char* which, double loss, int64_t step, double lr, const TrainOptions& o,
+                              bool clipping) {
+  return std::runtime_error(fmt::format(
+      "the {} loss became {} at step {} (learning rate {:.3g}, weight decay {:.3g}): training diverged; "
+      "likely causes: --lr or --weight-decay too large{}, or non-finite values in the data",
+      which, std::isnan(loss) ? "NaN" : "infinite", step, lr, o.weightDecay,
+      clipping ? "" : ", --grad-clip off"));
+}
+
+/// Throws unless output `index` of `fn` is a scalar f32 that the function computes (a Temp):
+/// the loop reads it as `what`.
+void requireScalarOutput(const rt::Program& program, const rt::Function& fn, size_t index, const char* what) {
+  auto refuse = [&](const std::string& problem) {
+    return std::runtime_error(fmt::format(
+        "@{} output {} must be {}, a scalar f32 the function computes, but {}; the program is not a "
+        "training program of this trainer",
+        fn.name, index, what, problem));
+  };
+  if (index >= fn.outputs.size())
+    throw refuse(fmt::format("the function has {} output(s)", fn.outputs.size()));
+  const int id = fn.outputs[index];
+  if (id < 0 || static_cast<size_t>(id) >= program.buffers.size())
+    throw refuse(fmt::format("it names buffer {}, out of range", id));
+  const rt::Buffer& b = program.buffers[static_cast<size_t>(id)];
+  const char* kind = b.kind == rt::BufferKind::Parameter ? "parameter"
+                     : b.kind == rt::BufferKind::State   ? "optimizer state"
+                     : b.kind == rt::BufferKind::Input   ? "input"
+                                                         : "temporary";
+  if (b.kind != rt::BufferKind::Temp || !b.shape.empty() || b.dtype != rt::DType::F32)
+    throw refuse(fmt::format("it is {} '{}' ({} [{}])", kind, b.name,
+                             b.dtype == rt::DType::F32 ? "f32" : b.dtype == rt::DType::BF16 ? "bf16" : "i32",
+                             fmt::join(b.shape, ", ")));
+}
+
 std::string duration(double seconds) {
   int64_t s = static_cast<int64_t>(seconds + 0.5);
   return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
@@ -58,6 +95,26 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
     names.push_back(std::move(n));
   }
   return names;
+}
+
+void checkTrainingProgram(const rt::Program& program, int64_t microsteps) {
+  const rt::Function* step = program.function("train_step");
+  if (!step) throw std::runtime_error("the program has no @train_step; it cannot be trained");
+  const rt::Function* forward = program.function("forward");
+  if (!forward)
+    throw std::runtime_error("the program has no @forward, which validation runs; it cannot be trained");
+  requireScalarOutput(program, *step, 0, "the loss");
+  requireScalarOutput(program, *step, 1, "the gradient norm");
+  requireScalarOutput(program, *forward, 0, "the loss");
+  if (step->outputs.size() > 1 && step->outputs[0] == step->outputs[1])
+    throw std::runtime_error("@train_step outputs 0 (the loss) and 1 (the gradient norm) are one buffer");
+  if (microsteps > 1) {
+    const rt::Function* accumulate = program.function("accumulate_step");
+    if (!accumulate)
+      throw std::runtime_error(fmt::format("the program has no @accumulate_step, which {} microsteps need "
+                                           "(compile with the plan's grad_accumulation)", microsteps));
+    requireScalarOutput(program, *accumulate, 0, "the loss");
+  }
 }
 
 /// FNV-1a over the bytes of every parameter and optimizer-state buffer.
@@ -101,12 +158,10 @@ static double meanOverRanks(rt::Communicator* comm, double value) {
 
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch) {
+  checkTrainingProgram(ex.program(), o.microsteps);
   const std::vector<std::string> names = hyperParameterNames(ex.program());
   size_t firstHyper = ex.program().function("forward")->inputs.size();
   std::ofstream log;
-  if (o.microsteps > 1 && !ex.program().function("accumulate_step"))
-    throw std::runtime_error(fmt::format("{} microsteps need an @accumulate_step (compile with the plan's "
-                                         "grad_accumulation)", o.microsteps));
   if (!o.logJson.empty() && (!o.comm || o.comm->rank() == 0)) {
     log.open(o.logJson);
     if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
@@ -184,11 +239,9 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                                              "full or the file unwritable",
                                              o.logJson, step));
     }
-    if (!std::isfinite(s.loss))
-      throw std::runtime_error(fmt::format(
-          "the loss became {} at step {} (learning rate {:.3g}); lower --lr{}",
-          std::isnan(s.loss) ? "NaN" : "infinite", step, s.lr,
-          std::isfinite(clip) ? "" : " or set --grad-clip"));
+    if (!std::isfinite(s.loss)) throw divergence("training", s.loss, step, s.lr, o, std::isfinite(clip));
+    if (evaluated && !std::isfinite(s.valLoss))
+      throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
   }
   return stats;
@@ -212,7 +265,7 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
   app.add_option("--eval-batches", o.evalBatches,
                  "global batches per validation: the first of the held-out data, in order (0: all)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
-  app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE");
+  app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE")->check(nonEmpty("file name"));
 }
 
 }  // namespace tessel::trainer

@@ -75,13 +75,22 @@ struct StepStats {
 /// std::runtime_error if the program has no @train_step or @forward.
 std::vector<std::string> hyperParameterNames(const rt::Program& program);
 
+/// Checks what the loop reads from `program` before anything runs: @train_step and @forward
+/// (which validation runs) exist, output 0 of each (the loss) and output 1 of @train_step (the
+/// global gradient norm) are distinct scalar f32 buffers the function computes (Temps, not a
+/// parameter, optimizer state or input), and with microsteps > 1 @accumulate_step exists with
+/// such a loss. Throws std::runtime_error naming the function and output otherwise.
+void checkTrainingProgram(const rt::Program& program, int64_t microsteps);
+
 /// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
 /// feeds a batch, the hyper-parameters are set, train_step runs; every evalEvery steps and at
 /// the end, the first evaluationBatches(evalBatches, valBatch) global batches of the fixed
 /// validation set run through @forward (each as `microsteps` microbatches) and their mean
 /// loss, averaged over the ranks, is the validation loss (Validation.h). Prints which
 /// held-out items that is, a progress line per step, and writes the JSON log. Returns the
-/// per-step stats. Throws std::logic_error when valBatch was made for other microsteps.
+/// per-step stats. Throws std::logic_error when valBatch was made for other microsteps, and
+/// std::runtime_error when checkTrainingProgram refuses the program or a training or
+/// validation loss is NaN or infinite (naming the step and the likely causes).
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 

@@ -112,7 +112,13 @@ TEST(SingleCommunicator, BadArgumentsNameTheCollective) {
   EXPECT_EQ(message([&] { c.allGather(nullptr, &x, 1, DType::F32, "a"); }),
             "all_gather 'a': null buffer for 1 elements");
   EXPECT_EQ(message([&] { c.setTimeout(0); }),
-            "collective timeout must be a positive number of seconds, got 0");
+            "collective timeout must be a number of seconds in (0, 1e+06], got 0");
+  // Above 1e6 s, up to where the deadline in int64 nanoseconds (about 9.2e9 s) and beyond
+  // overflows: refused, never converted.
+  for (double huge : {1e6 * (1 + 1e-9), 1e10, 1e30, std::numeric_limits<double>::infinity(),
+                      std::numeric_limits<double>::quiet_NaN()})
+    EXPECT_NE(message([&] { c.setTimeout(huge); }).find("in (0, 1e+06]"), std::string::npos) << huge;
+  EXPECT_EQ(message([&] { c.setTimeout(kMaxTimeoutSeconds); }), "no error");
   EXPECT_EQ(c.stats().collectives, 0);
 }
 

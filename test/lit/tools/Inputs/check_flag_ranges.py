@@ -7,9 +7,13 @@ flag, e.g. tessel-run's BUNDLE positional; parsing fails before it is used.)
 The numeric flags are read from `BINARY --help` (CLI11 prints INT, UINT or FLOAT after a
 flag that takes a number). Each must have out-of-range values in OUT_OF_RANGE below: a
 flag missing from it fails the check, so a new flag cannot skip it. For every value the
-binary must exit non-zero, its first output line must name the flag, and no number in the
-output may be longer than MAX_DIGITS digits (CLI11's own range checks printed DBL_MAX in
-full: 309 digits). Prints one line per binary and exits 1 listing every problem.
+binary must exit non-zero within MAX_SECONDS (a refusal happens while parsing; a value
+accepted by mistake would start work), its first output line must name the flag, and no
+number in the output may be longer than MAX_DIGITS digits (CLI11's own range checks printed
+DBL_MAX in full: 309 digits). Every FLOAT flag must also be tried at HUGE values (1e10 and
+1e30, where a conversion to an integer or a std::chrono duration overflows) or be listed
+in HUGE_IN_RANGE with the reason huge values are meaningful. Prints one line per binary and
+exits 1 listing every problem.
 """
 import re
 import subprocess
@@ -23,7 +27,7 @@ OUT_OF_RANGE = {
     "--batch": ["0", "16777217"],
     "--grad-accumulation": ["0", "1048577"],
     "--bucket-mb": ["0", "-1", "nan", "inf"],
-    "--comm-timeout": ["0", "nan"],
+    "--comm-timeout": ["0", "nan", "1000001", "1e10", "1e30"],  # (0, 1e6] s
     "--layers": ["0", "4097"],
     "--channels": ["0", "65537"],
     "--heads": ["0", "4097"],
@@ -37,18 +41,58 @@ OUT_OF_RANGE = {
     "--eval-every": ["-1"],
     "--eval-batches": ["-1", "1048577"],
     "--sample-bytes": ["-1", "1048577"],
-    "--temperature": ["0", "101", "nan"],
+    "--temperature": ["0", "101", "nan", "1e10", "1e30"],
     "--top-k": ["-1", "257"],
     "--threads": ["-1", "1025"],
     "--cuda-device": ["-1", "1024"],
 }
+HUGE = ["1e10", "1e30"]
+# FLOAT flags for which huge values are in range, and why.
+HUGE_IN_RANGE = {
+    "--bucket-mb": "any capacity >= the gradients' size means one bucket; compared as a double",
+    "--lr": "a diverging run is stopped by the non-finite loss check (runtime/train/Loop.cpp)",
+    "--weight-decay": "as --lr: the non-finite loss check stops the run",
+    "--grad-clip": "a threshold above every norm means no clipping",
+}
 MAX_DIGITS = 20
-NUMERIC = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)(?:,[!\w-]+)*\s+(?:INT|UINT|FLOAT)\b")
+# Seconds a refusal may take: it happens while parsing, before any model or data is
+# touched (well under a second); 20 s leaves room for a loaded machine, and a value
+# accepted by mistake starts a compile or a training run that takes longer.
+MAX_SECONDS = 20
+NUMERIC = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)(?:,[!\w-]+)*\s+(INT|UINT|FLOAT)\b")
 
 
 def numeric_flags(binary):
     text = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60).stdout
-    return [m.group(1) for line in text.splitlines() if (m := NUMERIC.match(line))]
+    return [(m.group(1), m.group(2)) for line in text.splitlines() if (m := NUMERIC.match(line))]
+
+
+def refusal(binary, args, flag, label, problems):
+    """Runs BINARY ARGS, which must exit non-zero within MAX_SECONDS with a first output line
+    that names FLAG. Returns the output, or appends what went wrong (after LABEL) to PROBLEMS
+    and returns None."""
+    try:
+        r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=MAX_SECONDS)
+    except subprocess.TimeoutExpired:
+        problems.append(f"{label}: still running after {MAX_SECONDS} s (accepted?)")
+        return None
+    out = (r.stderr + r.stdout).strip()
+    first = out.splitlines()[0] if out else ""
+    if r.returncode == 0:
+        problems.append(f"{label}: accepted")
+    elif flag not in first:
+        problems.append(f"{label}: the error does not name the flag: {first!r}")
+    else:
+        return out
+    return None
+
+
+def report(problems, summary):
+    """Prints every problem, then SUMMARY with their count; returns the exit status."""
+    for p in problems:
+        print(p)
+    print(f"{summary}, {len(problems)} problems")
+    return 1 if problems else 0
 
 
 def main(argv):
@@ -59,26 +103,20 @@ def main(argv):
     if not flags:
         problems.append(f"{name}: no numeric flag found in --help")
     runs = 0
-    for flag in flags:
+    for flag, kind in flags:
         if flag not in OUT_OF_RANGE:
             problems.append(f"{name}: {flag} takes a number but has no out-of-range values in OUT_OF_RANGE")
             continue
+        if kind == "FLOAT" and flag not in HUGE_IN_RANGE and not all(h in OUT_OF_RANGE[flag] for h in HUGE):
+            problems.append(f"{name}: {flag} is a FLOAT flag without {HUGE} in OUT_OF_RANGE or a reason in HUGE_IN_RANGE")
         for value in OUT_OF_RANGE[flag]:
             runs += 1
-            r = subprocess.run([binary, f"{flag}={value}"] + extra, capture_output=True, text=True, timeout=60)
-            out = (r.stderr + r.stdout).strip()
-            first = out.splitlines()[0] if out else ""
-            longest = max((len(d) for d in re.findall(r"\d+", out)), default=0)
-            if r.returncode == 0:
-                problems.append(f"{name} {flag}={value}: accepted")
-            elif flag not in first:
-                problems.append(f"{name} {flag}={value}: the error does not name the flag: {first!r}")
-            elif longest > MAX_DIGITS:
-                problems.append(f"{name} {flag}={value}: a {longest}-digit number in: {first[:160]!r}")
-    for p in problems:
-        print(p)
-    print(f"{name}: {len(flags)} numeric flags, {runs} out-of-range values, {len(problems)} problems")
-    return 1 if problems else 0
+            label = f"{name} {flag}={value}"
+            out = refusal(binary, [f"{flag}={value}"] + extra, flag, label, problems)
+            longest = max((len(d) for d in re.findall(r"\d+", out or "")), default=0)
+            if longest > MAX_DIGITS:
+                problems.append(f"{label}: a {longest}-digit number in: {out.splitlines()[0][:160]!r}")
+    return report(problems, f"{name}: {len(flags)} numeric flags, {runs} out-of-range values")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
       gemm-k            the first GEMM's k doubled
       kernel-args       the first kernel step's last argument dropped
       kernel-arg-size   the first kernel step's first argument swapped for a smaller buffer
+      loss-parameter    output 0 of @train_step (the loss) pointed at the first parameter
+      norm-lr           output 1 of @train_step (the gradient norm) pointed at its lr input
 """
 import json
 import os
@@ -55,6 +57,12 @@ def main(bundle, edit):
         first = buffers[kernel["args"][0]]
         kernel["args"][0] = min((i for i, b in enumerate(buffers) if b["dtype"] == first["dtype"]),
                                 key=lambda i: numel(buffers[i]))
+    elif edit in ("loss-parameter", "norm-lr"):
+        step = next(f for f in program["functions"] if f["name"] == "train_step")
+        if edit == "loss-parameter":
+            step["outputs"][0] = next(i for i, b in enumerate(buffers) if b["kind"] == "parameter")
+        else:
+            step["outputs"][1] = next(i for i, b in enumerate(buffers) if b["name"] == "train_step.lr")
     else:
         sys.exit(f"unknown edit '{edit}'")
     with open(path, "w") as f:
