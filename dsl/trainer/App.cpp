@@ -9,6 +9,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/train/LogPath.h"
 
 #include <fmt/format.h>
 #include <memory>
@@ -113,6 +114,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const Plan plan = planFromFlags(flags_);
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
+  // Before anything is opened for writing: the log is none of what this process reads.
+  requireLogIsNotRead(train_.logJson, {{"the data", flags_.data},
+                                       {"the kernel cache", kernelCacheDir({})},
+                                       {"the CUDA kernel cache", cubinCacheDir({})}});
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);

@@ -32,7 +32,9 @@ namespace tessel::rt {
 /// The `format` field writeBundle writes and readBundle accepts. Version 3: program.json with
 /// kernel signatures and collective bucket numbers (runtime/exec/Program.h, program format 3
 /// and 4), and "plan" in bundle.json (the mesh, microsteps, bucket size and overlap).
-inline constexpr int kBundleFormatVersion = 3;
+/// Version 4: the program checksum also covers bundle.json's model, config, train_flags,
+/// optimizer and plan (canonical JSON), so an edit of what tessel-run believes is damage.
+inline constexpr int kBundleFormatVersion = 4;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";
 
@@ -62,6 +64,9 @@ struct BundleInfo {
   BundlePlan plan;          // how the program is laid over the ranks
   std::string kernelsChecksum;  // kernelLibraryChecksum of kernels.so (set by writeBundle)
   std::string cpuFlags;         // hostCpuFlags() where kernels.so was built (set by writeBundle)
+  /// The checksum of program.json, kernels.cpp and the fields above (set by writeBundle and
+  /// readBundle): with kernelsChecksum, what identifies a bundle across ranks.
+  std::string programChecksum;
 };
 
 /// The compiled CUDA module of a bundle (codegen/Nvrtc.h compileCuda of Program::cudaSource).

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Edits a bundle's program.json the way a hostile or careless hand would, then recomputes
-the checksum bundle.json records for program.json + kernels.cpp, so that only the loader's
-validation (runtime/exec/ProgramCheck.cpp) stands between the edit and the executor.
+the checksum bundle.json records (resign_bundle.py), so that only the loader's validation
+(runtime/exec/ProgramCheck.cpp, runtime/bundle/BundleConfig.cpp) stands between the edit and
+the executor.
 
 Usage: edit_bundle_program.py BUNDLE EDIT
 EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
@@ -9,17 +10,15 @@ EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
       gemm-k            the first GEMM's k doubled
       kernel-args       the first kernel step's last argument dropped
       kernel-arg-size   the first kernel step's first argument swapped for a smaller buffer
+      collective-group  every all-reduce's group set to 1
+      collective-sum    every all-reduce's reduce set to sum
+      collective-axis   every all-reduce's axis set to "tp"
 """
 import json
 import os
 import sys
 
-
-def fnv1a64(data):
-    h = 14695981039346656037
-    for b in data:
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
+from resign_bundle import resign
 
 
 def steps(program, op):
@@ -39,6 +38,7 @@ def main(bundle, edit):
     buffers = program["buffers"]
     arena = max(f["arenaBytes"] for f in program["functions"])
     kernel = steps(program, "kernel")[0]
+    collectives = steps(program, "all_reduce_start") + steps(program, "all_reduce_wait")
     if edit == "temp-past-arena":
         next(b for b in buffers if b["kind"] == "temp")["offset"] = arena
     elif edit == "temps-overlap":
@@ -55,16 +55,20 @@ def main(bundle, edit):
         first = buffers[kernel["args"][0]]
         kernel["args"][0] = min((i for i, b in enumerate(buffers) if b["dtype"] == first["dtype"]),
                                 key=lambda i: numel(buffers[i]))
+    elif edit == "collective-group":
+        for c in collectives:
+            c["group"] = 1
+    elif edit == "collective-sum":
+        for c in collectives:
+            c["reduce"] = "sum"
+    elif edit == "collective-axis":
+        for c in collectives:
+            c["axis"] = "tp"
     else:
         sys.exit(f"unknown edit '{edit}'")
     with open(path, "w") as f:
         json.dump(program, f, indent=1)
-    data = open(path, "rb").read() + open(os.path.join(bundle, "kernels.cpp"), "rb").read()
-    meta_path = os.path.join(bundle, "bundle.json")
-    meta = json.load(open(meta_path))
-    meta["program"]["checksum"] = f"fnv1a64:{fnv1a64(data):016x}:{len(data)}"
-    with open(meta_path, "w") as f:
-        json.dump(meta, f, indent=1)
+    resign(bundle)
 
 
 if __name__ == "__main__":
