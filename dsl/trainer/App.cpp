@@ -31,8 +31,10 @@ rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch
 /// The plan as bundle.json records it.
 rt::BundlePlan bundlePlan(const Plan& plan) {
   rt::BundlePlan p;
-  p.mesh = plan.mesh().axes();
   p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
+  // The axes the program runs: the batch axis alone (any other axis has size 1, as only data
+  // parallelism compiles; readBundle refuses a mesh with other axes).
+  p.mesh = {{p.batchAxis, plan.dp()}};
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
   p.overlap = plan.overlap();
