@@ -51,7 +51,8 @@ int64_t configValue(const BundleInfo& info, const std::string& field, const std:
 const std::map<std::string, std::set<std::string>> kOptimizerState = {{"adamw", {"exp_avg", "exp_avg_sq"}},
                                                                       {"sgd", {"momentum_buffer"}}};
 
-/// What the program itself shows of the plan and the optimizer (see checkProgramShows).
+/// Throws naming the field where the plan or the optimizer disagrees with what the program
+/// itself shows (BundleConfig.h's promise).
 void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const std::string& file) {
   const BundlePlan& plan = info.plan;
   int collectives = 0;

@@ -57,6 +57,11 @@ BundleWriteGuard::BundleWriteGuard(fs::path tmp, fs::path target) : tmp_(std::mo
 BundleWriteGuard::~BundleWriteGuard() {
   sigaction(SIGINT, &oldInt_, nullptr);
   sigaction(SIGTERM, &oldTerm_, nullptr);
+  // A signal after the last checkpoint (the folders are already gone) still takes effect.
+  if (const int sig = gSignal) {
+    gSignal = 0;
+    raise(sig);
+  }
 }
 
 void BundleWriteGuard::undo() {
@@ -74,6 +79,7 @@ void BundleWriteGuard::undo() {
 void BundleWriteGuard::checkpoint() {
   const int sig = gSignal;
   if (sig == 0) return;
+  gSignal = 0;
   undo();
   sigaction(SIGINT, &oldInt_, nullptr);
   sigaction(SIGTERM, &oldTerm_, nullptr);

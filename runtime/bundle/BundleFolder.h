@@ -22,7 +22,8 @@ int sweepStaleBundleFolders(const std::filesystem::path& target);
 
 /// Catches SIGINT and SIGTERM while a bundle is written (a flag set by the handler, the only
 /// async-signal-safe thing to do); the writer calls checkpoint() between its steps. The
-/// previous handlers come back on destruction.
+/// previous handlers come back on destruction, which then raises a signal that came after the
+/// last checkpoint.
 class BundleWriteGuard {
  public:
   /// `tmp` is the folder being written; `old`, once set (movedAside), the earlier bundle.
