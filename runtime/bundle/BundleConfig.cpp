@@ -1,6 +1,8 @@
 // The model config against the program; see BundleConfig.h.
 #include "runtime/bundle/BundleConfig.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
@@ -84,6 +86,15 @@ void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const
   if ((plan.microsteps > 1) != accumulates)
     throw mismatch(file, fmt::format("plan.microsteps {} does not match program.json, which has {}@accumulate_step",
                                      plan.microsteps, accumulates ? "" : "no "));
+  // The batch shards the program was compiled for are dp x microsteps: with the group above,
+  // they fix the microsteps (and so the gradient scaling 1/microsteps built into @train_step).
+  for (const Function& f : program.functions) {
+    const int64_t shards = std::max<int64_t>(f.batchShards, 1);
+    if (shards != plan.dp() * plan.microsteps)
+      throw mismatch(file, fmt::format("plan.microsteps {} with dp {} does not match program.json: @{} runs on one "
+                                       "of {} batch shards (dp x microsteps)",
+                                       plan.microsteps, plan.dp(), f.name, shards));
+  }
   auto known = kOptimizerState.find(info.optimizer);
   if (known == kOptimizerState.end())
     throw mismatch(file, fmt::format("optimizer '{}' is neither adamw nor sgd", info.optimizer));

@@ -15,7 +15,8 @@
 // the batch alone.
 // What the program itself shows is checked for every model: each gradient all-reduce
 // averages (reduce avg) over a group of the plan's dp on the plan's batch axis; dp > 1 means
-// the program has all-reduces; plan.microsteps > 1 exactly when it has @accumulate_step; and
+// the program has all-reduces; every function runs on one of dp x microsteps batch shards
+// (program.json's batch_shards, recorded by the compiler); plan.microsteps > 1 exactly when it has @accumulate_step; and
 // the optimizer's state buffers are the recorded optimizer's (adamw: <param>:exp_avg and
 // <param>:exp_avg_sq; sgd: <param>:momentum_buffer).
 #pragma once
