@@ -6,9 +6,12 @@
 // checksum). The program is every rank's program (data parallelism is SPMD): a bundle of a
 // plan for N ranks runs under a launcher of N ranks (`mpirun -np N tessel-run DIR`). writeBundle
 // builds it in a temporary sibling folder and renames it into place, so a reader never sees
-// a half-written bundle. readBundle refuses, with a message naming the file, a missing
-// folder or file, malformed JSON, another format version, or a kernels.so whose checksum
-// differs. No MLIR here.
+// a half-written bundle, and leaves no temporary folder behind on failure or SIGINT/SIGTERM
+// (runtime/bundle/BundleFolder.h). readBundle refuses, with a message naming the file, a
+// missing folder or file, malformed JSON, another format version, an integer field that is not
+// a JSON integer in range (naming the field), a kernels.so whose checksum differs, or a
+// program.json, kernels.cpp or recorded bundle.json field (model, config, train_flags,
+// optimizer, plan) that differs from the program checksum. No MLIR here.
 //
 // A bundle of a program lowered for the CUDA target too (Program::cudaSource, launches on
 // the kernel steps) also holds kernels.cu (saveProgram), kernels.cubin (NVRTC's ELF for one
