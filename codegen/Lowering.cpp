@@ -400,6 +400,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   MemoryPlan plan = planMemory(lives);
   for (size_t t = 0; t < temps_.size(); ++t) program_.buffers[temps_[t]].offset = plan.offsets[t];
   fn.arenaBytes = plan.arenaBytes;
+  fn.batchShards = batchShards(f);
   program_.functions.push_back(std::move(fn));
   return mlir::success();
 }

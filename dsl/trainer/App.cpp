@@ -9,6 +9,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/train/LogPath.h"
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -31,8 +32,10 @@ rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch
 /// The plan as bundle.json records it.
 rt::BundlePlan bundlePlan(const Plan& plan) {
   rt::BundlePlan p;
-  p.mesh = plan.mesh().axes();
   p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
+  // The axes the program runs: the batch axis alone (any other axis has size 1, as only data
+  // parallelism compiles; readBundle refuses a mesh with other axes).
+  p.mesh = {{p.batchAxis, plan.dp()}};
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
   p.overlap = plan.overlap();
@@ -127,6 +130,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   prepareDumpIrFolder(flags_.dumpIr);
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
+  // Before anything is opened for writing: the log is none of what this process reads.
+  requireLogIsNotRead(train_.logJson, {{"the data", flags_.data},
+                                       {"the kernel cache", kernelCacheDir({})},
+                                       {"the CUDA kernel cache", cubinCacheDir({})}});
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);

@@ -50,10 +50,9 @@ int main(int argc, char** argv) {
       gpt::build(model, flags.batch);
       return model.compile(o);
     };
-    r.data = [&](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
+    r.data = [&](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions&) {
       data = std::make_shared<tessel::TextDataset>(flags.data);
       data->requireSequenceLength(flags.seq);
-      tessel::trainer::requireLogIsNotData(t.logJson, *data);
       const tessel::trainer::TextBatchOptions o{data.get(), s.batch, flags.seq, s.rank, s.world, s.microsteps,
                                                 s.seed};
       return tessel::trainer::RankData{

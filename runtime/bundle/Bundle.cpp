@@ -2,6 +2,7 @@
 #include "runtime/bundle/Bundle.h"
 
 #include "runtime/bundle/BundleConfig.h"
+#include "runtime/bundle/BundleFolder.h"
 #include "runtime/exec/KernelLibrary.h"
 
 #include <cmath>
@@ -49,6 +50,30 @@ bool validArch(const std::string& arch) {
          arch.find_first_not_of("0123456789", 3) == std::string::npos;
 }
 
+/// The JSON integer at `j` in [lo, hi]; throws naming `field` for a float (1.5, 2**70), a
+/// string or a value out of range, which would otherwise be truncated or wrapped.
+int64_t integerIn(const json& j, const std::string& field, int64_t lo, int64_t hi, const std::string& file) {
+  const bool inRange = (j.is_number_integer() && !j.is_number_unsigned()) ||
+                       (j.is_number_unsigned() && j.get<uint64_t>() <= static_cast<uint64_t>(hi));
+  if (!inRange || j.get<int64_t>() < lo || j.get<int64_t>() > hi)
+    throw std::runtime_error(fmt::format("'{}': {} is {}; it must be an integer from {} to {}", file, field,
+                                         j.dump(), lo, hi));
+  return j.get<int64_t>();
+}
+
+/// The bundle.json fields that say how the program was compiled and how to run it. The
+/// program checksum covers them (canonical JSON: sorted keys, no spaces), so an edit of any
+/// of them is refused as damage, like an edit of program.json.
+constexpr const char* kRecordedFields[] = {"model", "config", "train_flags", "optimizer", "plan"};
+
+/// FNV-1a checksum of program.json, kernels.cpp and bundle.json's recorded fields.
+std::string programChecksum(const std::string& programJson, const std::string& kernelsCpp, const json& meta) {
+  json recorded = json::object();
+  for (const char* f : kRecordedFields)
+    if (meta.contains(f)) recorded[f] = meta.at(f);
+  return kernelLibraryChecksum(programJson + kernelsCpp + recorded.dump());
+}
+
 json planJson(const BundlePlan& p) {
   json mesh = json::array();
   for (const auto& [axis, size] : p.mesh) mesh.push_back({{"axis", axis}, {"size", size}});
@@ -61,9 +86,13 @@ BundlePlan readPlan(const json& j, const std::string& file) {
   BundlePlan p;
   try {
     p.mesh.clear();
-    for (const json& a : j.at("mesh")) p.mesh.emplace_back(a.at("axis").get<std::string>(), a.at("size").get<int64_t>());
+    for (size_t i = 0; i < j.at("mesh").size(); ++i) {
+      const json& a = j.at("mesh").at(i);
+      p.mesh.emplace_back(a.at("axis").get<std::string>(),
+                          integerIn(a.at("size"), fmt::format("plan.mesh[{}].size", i), 1, 1 << 20, file));
+    }
     p.batchAxis = j.at("batch_axis").get<std::string>();
-    p.microsteps = j.at("microsteps").get<int64_t>();
+    p.microsteps = integerIn(j.at("microsteps"), "plan.microsteps", 1, 1 << 20, file);
     p.bucketMb = j.at("bucket_mb").get<double>();
     p.overlap = j.at("overlap").get<bool>();
   } catch (const json::exception& e) {
@@ -75,13 +104,13 @@ BundlePlan readPlan(const json& j, const std::string& file) {
   if (p.mesh.empty()) throw bad("has an empty mesh");
   std::set<std::string> seen;
   for (const auto& [axis, size] : p.mesh) {
-    if (size < 1 || size > (1 << 20)) throw bad(fmt::format("axis {} has size {} (must be 1 to 2^20)", axis, size));
     if (!seen.insert(axis).second) throw bad(fmt::format("names axis {} twice", axis));
-    if (size > 1 && axis != p.batchAxis)
+    // A program runs data parallelism only: its collectives name the batch axis alone.
+    if (axis != p.batchAxis)
       throw bad(fmt::format("axis {}={} is not the batch axis '{}' (only data parallelism is supported)", axis,
                             size, p.batchAxis));
   }
-  if (p.microsteps < 1 || p.microsteps > (1 << 20)) throw bad(fmt::format("microsteps {} is not in 1 to 2^20", p.microsteps));
+  if (!seen.count(p.batchAxis)) throw bad(fmt::format("batch_axis '{}' is not an axis of the mesh", p.batchAxis));
   if (!(p.bucketMb > 0) || !std::isfinite(p.bucketMb)) throw bad(fmt::format("bucket_mb {} is not positive", p.bucketMb));
   return p;
 }
@@ -131,16 +160,21 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
           dir));
   }
   fs::create_directories(target.parent_path(), ec);
+  sweepStaleBundleFolders(target);  // left by writers that died (SIGKILL, power loss)
   fs::path tmp = target.parent_path() / fmt::format(".{}.tmp.{}", target.filename().string(),
                                                     ::getpid());
   fs::remove_all(tmp, ec);
+  BundleWriteGuard guard(tmp, target);  // SIGINT/SIGTERM from here on remove the folders
   fs::create_directories(tmp, ec);
   if (ec)
     throw std::runtime_error(fmt::format("'{}': cannot create: {}", tmp.string(), ec.message()));
   try {
     saveProgram(program, tmp.string());
+    guard.checkpoint();
     std::string lib = readBytes(kernelLibrary);
+    guard.checkpoint();
     writeSynced(tmp / "kernels.so", lib);
+    guard.checkpoint();
     info.kernelsChecksum = kernelLibraryChecksum(lib);
     info.cpuFlags = hostCpuFlags();
     json j{{"format", kBundleFormatVersion},
@@ -151,12 +185,14 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
            {"optimizer", info.optimizer},
            {"plan", planJson(info.plan)},
            {"kernels", {{"file", "kernels.so"}, {"checksum", info.kernelsChecksum},
-                        {"cpu_flags", info.cpuFlags}}},
-           // The step list is checked whole: an edited program.json (a kernel given the wrong
-           // arguments, a buffer swapped) could pass validation and still corrupt memory.
-           {"program", {{"file", "program.json"},
-                        {"checksum", kernelLibraryChecksum(readBytes(tmp / "program.json") +
-                                                           readBytes(tmp / "kernels.cpp"))}}}};
+                        {"cpu_flags", info.cpuFlags}}}};
+    // The step list is checked whole: an edited program.json (a kernel given the wrong
+    // arguments, a buffer swapped) could pass validation and still corrupt memory; and so
+    // is what bundle.json says about it (kRecordedFields).
+    j["program"] = {{"file", "program.json"},
+                    {"covers", {"program.json", "kernels.cpp", "bundle.json: model config train_flags optimizer plan"}},
+                    {"checksum", programChecksum(readBytes(tmp / "program.json"), readBytes(tmp / "kernels.cpp"), j)}};
+    info.programChecksum = j["program"]["checksum"].get<std::string>();
     if (cuda) {
       writeSynced(tmp / "kernels.cubin", cuda->cubin);
       writeSynced(tmp / "kernels.ptx", cuda->ptx);
@@ -165,21 +201,24 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
                    {"ptx", {{"file", "kernels.ptx"}, {"checksum", kernelLibraryChecksum(cuda->ptx)}}}};
     }
     writeSynced(tmp / "bundle.json", j.dump(1) + "\n");
+    guard.checkpoint();
     // Replace an older bundle: move it aside, move the new one in, then drop the old one.
-    fs::path old;
     if (fs::exists(target)) {
-      old = target.parent_path() / fmt::format(".{}.old.{}", target.filename().string(),
-                                               ::getpid());
+      fs::path old = target.parent_path() / fmt::format(".{}.old.{}", target.filename().string(),
+                                                        ::getpid());
+      fs::remove_all(old, ec);
       fs::rename(target, old);
+      guard.movedAside(old);
     }
     fs::rename(tmp, target);
-    if (!old.empty()) fs::remove_all(old, ec);
+    guard.checkpoint();
+    guard.undo();  // drops the earlier bundle
   } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
+    guard.undo();
     throw std::runtime_error(fmt::format("'{}': cannot write the bundle: {}", target.string(),
                                          e.code().message()));
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    guard.undo();
     throw;
   }
 }
@@ -220,8 +259,8 @@ Bundle readBundle(const std::string& dir) {
           file, version, kTesselVersion));
     b.info.model = field("model").get<std::string>();
     b.info.config = field("config");
-    b.info.seq = field("train_flags").at("seq").get<int64_t>();
-    b.info.batch = field("train_flags").at("batch").get<int64_t>();
+    b.info.seq = integerIn(field("train_flags").at("seq"), "train_flags.seq", 1, int64_t{1} << 40, file);
+    b.info.batch = integerIn(field("train_flags").at("batch"), "train_flags.batch", 1, int64_t{1} << 40, file);
     b.info.optimizer = field("optimizer").get<std::string>();
     b.info.plan = readPlan(field("plan"), file);
     b.info.kernelsChecksum = field("kernels").at("checksum").get<std::string>();
@@ -229,8 +268,7 @@ Bundle readBundle(const std::string& dir) {
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
   }
-  if (b.info.seq <= 0 || b.info.batch <= 0)
-    throw std::runtime_error(fmt::format("'{}': train_flags seq and batch must be positive", file));
+  checkConfigIntegers(b.info, file);
   {
     std::string want;
     try {
@@ -238,12 +276,13 @@ Bundle readBundle(const std::string& dir) {
     } catch (const json::exception& e) {
       throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
     }
-    std::string got = kernelLibraryChecksum(readBytes(root / "program.json") + readBytes(root / "kernels.cpp"));
+    std::string got = programChecksum(readBytes(root / "program.json"), readBytes(root / "kernels.cpp"), j);
     if (got != want)
       throw std::runtime_error(fmt::format(
-          "'{}' and kernels.cpp: checksum {} does not match {} recorded in bundle.json (edited, "
-          "damaged or replaced)",
+          "'{}' and kernels.cpp with bundle.json's model, config, train_flags, optimizer and plan: checksum {} "
+          "does not match {} recorded in bundle.json (edited, damaged or replaced)",
           (root / "program.json").string(), got, want));
+    b.info.programChecksum = got;
   }
   b.program = loadProgram(dir);  // names program.json/kernels.cpp on any problem
   checkBundleConfig(b.info, b.program, file);

@@ -6,9 +6,12 @@
 // checksum). The program is every rank's program (data parallelism is SPMD): a bundle of a
 // plan for N ranks runs under a launcher of N ranks (`mpirun -np N tessel-run DIR`). writeBundle
 // builds it in a temporary sibling folder and renames it into place, so a reader never sees
-// a half-written bundle. readBundle refuses, with a message naming the file, a missing
-// folder or file, malformed JSON, another format version, or a kernels.so whose checksum
-// differs. No MLIR here.
+// a half-written bundle, and leaves no temporary folder behind on failure or SIGINT/SIGTERM
+// (runtime/bundle/BundleFolder.h). readBundle refuses, with a message naming the file, a
+// missing folder or file, malformed JSON, another format version, an integer field that is not
+// a JSON integer in range (naming the field), a kernels.so whose checksum differs, or a
+// program.json, kernels.cpp or recorded bundle.json field (model, config, train_flags,
+// optimizer, plan) that differs from the program checksum. No MLIR here.
 //
 // A bundle of a program lowered for the CUDA target too (Program::cudaSource, launches on
 // the kernel steps) also holds kernels.cu (saveProgram), kernels.cubin (NVRTC's ELF for one
@@ -32,7 +35,9 @@ namespace tessel::rt {
 /// The `format` field writeBundle writes and readBundle accepts. Version 3: program.json with
 /// kernel signatures and collective bucket numbers (runtime/exec/Program.h, program format 3
 /// and 4), and "plan" in bundle.json (the mesh, microsteps, bucket size and overlap).
-inline constexpr int kBundleFormatVersion = 3;
+/// Version 4: the program checksum also covers bundle.json's model, config, train_flags,
+/// optimizer and plan (canonical JSON), so an edit of what tessel-run believes is damage.
+inline constexpr int kBundleFormatVersion = 4;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";
 
@@ -62,6 +67,9 @@ struct BundleInfo {
   BundlePlan plan;          // how the program is laid over the ranks
   std::string kernelsChecksum;  // kernelLibraryChecksum of kernels.so (set by writeBundle)
   std::string cpuFlags;         // hostCpuFlags() where kernels.so was built (set by writeBundle)
+  /// The checksum of program.json, kernels.cpp and the fields above (set by writeBundle and
+  /// readBundle): with kernelsChecksum, what identifies a bundle across ranks.
+  std::string programChecksum;
 };
 
 /// The compiled CUDA module of a bundle (codegen/Nvrtc.h compileCuda of Program::cudaSource).

@@ -1,8 +1,11 @@
 // The model config against the program; see BundleConfig.h.
 #include "runtime/bundle/BundleConfig.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <map>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -35,20 +38,104 @@ std::runtime_error mismatch(const std::string& file, const std::string& what) {
 /// The positive integer config.<field>; throws naming the field otherwise.
 int64_t configValue(const BundleInfo& info, const std::string& field, const std::string& file) {
   const auto& c = info.config;
-  if (!c.is_object() || !c.contains(field) || !c.at(field).is_number_integer() || c.at(field).get<int64_t>() < 1)
-    throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs a positive integer", file,
+  // Unsigned JSON integers past 2^63 are refused too (they would wrap to negative values).
+  if (!c.is_object() || !c.contains(field) || !c.at(field).is_number_integer() ||
+      (c.at(field).is_number_unsigned() && c.at(field).get<uint64_t>() > (uint64_t{1} << 40)) ||
+      c.at(field).get<int64_t>() < 1 || c.at(field).get<int64_t>() > (int64_t{1} << 40))
+    throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs an integer from 1 to 2^40", file,
                                          field, c.is_object() && c.contains(field) ? c.at(field).dump() : "missing",
                                          info.model));
   return c.at(field).get<int64_t>();
 }
 
+/// The optimizer state suffixes ("<parameter>:<suffix>") each optimizer's update keeps
+/// (passes/Optimizer.cpp): what a lowered program shows of the optimizer built into it.
+const std::map<std::string, std::set<std::string>> kOptimizerState = {{"adamw", {"exp_avg", "exp_avg_sq"}},
+                                                                      {"sgd", {"momentum_buffer"}}};
+
+/// Throws naming the field where the plan or the optimizer disagrees with what the program
+/// itself shows (BundleConfig.h's promise).
+void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const std::string& file) {
+  const BundlePlan& plan = info.plan;
+  int collectives = 0;
+  for (const Function& f : program.functions)
+    for (const Step& step : f.steps) {
+      const auto* c = std::get_if<CollectiveStep>(&step);
+      if (!c) continue;
+      ++collectives;
+      const std::string where = fmt::format("the all-reduce of bucket {} in @{}", c->bucket, f.name);
+      if (c->group != plan.dp())
+        throw mismatch(file, fmt::format("plan {} (dp {}) does not match program.json: {} averages over a group of {}",
+                                         plan.meshText(), plan.dp(), where, c->group));
+      if (c->axis != plan.batchAxis)
+        throw mismatch(file, fmt::format("plan.batch_axis '{}' does not match program.json: {} is over axis '{}'",
+                                         plan.batchAxis, where, c->axis));
+      if (c->reduce != "avg")
+        throw mismatch(file, fmt::format("plan {} does not match program.json: {} reduces by '{}', but data "
+                                         "parallelism averages the gradients (avg)",
+                                         plan.meshText(), where, c->reduce));
+    }
+  if (plan.dp() > 1 && collectives == 0)
+    throw mismatch(file, fmt::format("plan {} does not match program.json, which has no gradient all-reduce (it "
+                                     "was compiled for one rank)",
+                                     plan.meshText()));
+  if (plan.dp() == 1 && collectives > 0)
+    throw mismatch(file, fmt::format("plan {} (one rank) does not match program.json, which has {} all-reduce "
+                                     "step(s)", plan.meshText(), collectives));
+  const bool accumulates = program.function("accumulate_step") != nullptr;
+  if ((plan.microsteps > 1) != accumulates)
+    throw mismatch(file, fmt::format("plan.microsteps {} does not match program.json, which has {}@accumulate_step",
+                                     plan.microsteps, accumulates ? "" : "no "));
+  // The batch shards the program was compiled for are dp x microsteps: with the group above,
+  // they fix the microsteps (and so the gradient scaling 1/microsteps built into @train_step).
+  for (const Function& f : program.functions) {
+    const int64_t shards = std::max<int64_t>(f.batchShards, 1);
+    if (shards != plan.dp() * plan.microsteps)
+      throw mismatch(file, fmt::format("plan.microsteps {} with dp {} does not match program.json: @{} runs on one "
+                                       "of {} batch shards (dp x microsteps)",
+                                       plan.microsteps, plan.dp(), f.name, shards));
+  }
+  auto known = kOptimizerState.find(info.optimizer);
+  if (known == kOptimizerState.end())
+    throw mismatch(file, fmt::format("optimizer '{}' is neither adamw nor sgd", info.optimizer));
+  std::set<std::string> shown;  // the optimizer-state kinds the program keeps
+  for (const Buffer& b : program.buffers) {
+    if (b.kind != BufferKind::State || b.name.find(':') == std::string::npos) continue;
+    const std::string suffix = b.name.substr(b.name.rfind(':') + 1);
+    for (const auto& [name, kinds] : kOptimizerState)
+      if (kinds.count(suffix)) shown.insert(suffix);
+  }
+  if (shown != known->second)
+    throw mismatch(file, fmt::format("optimizer '{}' does not match program.json, whose optimizer state is [{}] "
+                                     "({} keeps [{}])",
+                                     info.optimizer, fmt::join(shown, ", "), info.optimizer,
+                                     fmt::join(known->second, ", ")));
+}
+
+/// The config table of a shipped model; empty for other models.
+std::span<const ConfigDim> tableOf(const std::string& model) {
+  if (model == "gpt") return kGpt;
+  if (model == "mlp") return kMlp;
+  return {};
+}
+
 }  // namespace
+
+void checkConfigIntegers(const BundleInfo& info, const std::string& file) {
+  auto present = [&](const char* field) { return info.config.is_object() && info.config.contains(field); };
+  for (const ConfigDim& d : tableOf(info.model))
+    if (present(d.field)) configValue(info, d.field, file);
+  if (info.model == "gpt")
+    for (const char* field : {"layers", "heads"})
+      if (present(field)) configValue(info, field, file);
+}
 
 void checkBundleConfig(const BundleInfo& info, const Program& program, const std::string& file) {
   const Function* step = program.function("train_step");
   if (!step || step->inputs.empty())
     throw std::runtime_error(fmt::format("'{}': program.json has no @train_step with inputs; it cannot be trained",
                                          file));
+  checkPlanAndOptimizer(info, program, file);
   const Buffer& input = program.buffers.at(static_cast<size_t>(step->inputs[0]));
   const int64_t split = info.plan.dp() * info.plan.microsteps;
   if (info.batch % split != 0 || input.shape.empty() || input.shape[0] * split != info.batch)
@@ -56,10 +143,7 @@ void checkBundleConfig(const BundleInfo& info, const Program& program, const std
                                      "program.json: input '{}' has shape [{}], {} rows per rank and microstep",
                                      info.batch, info.plan.meshText(), info.plan.microsteps, input.name,
                                      fmt::join(input.shape, ", "), input.shape.empty() ? 0 : input.shape[0]));
-  std::span<const ConfigDim> table;
-  if (info.model == "gpt") table = kGpt;
-  if (info.model == "mlp") table = kMlp;
-  for (const ConfigDim& d : table) {
+  for (const ConfigDim& d : tableOf(info.model)) {
     const int64_t want = configValue(info, d.field, file);
     const Buffer* b = &input;
     if (std::string(d.buffer) != "@0") {

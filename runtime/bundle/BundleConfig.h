@@ -10,8 +10,15 @@
 //   dimension it fixes (table in BundleConfig.cpp), e.g. gpt's vocab against the rows of
 //   wte.weight, layers against the number of blocks.<i> parameter groups; gpt's config.seq
 //   and train_flags.seq against the input's second dimension.
-// A config field a model needs that is missing or not a positive integer is refused too.
-// Models without a table (user models) are checked on the batch alone.
+// A config field a model needs that is missing or not an integer from 1 to 2^40 is refused
+// too (a float such as 1.5, or 2**70). Models without a table (user models) are checked on
+// the batch alone.
+// What the program itself shows is checked for every model: each gradient all-reduce
+// averages (reduce avg) over a group of the plan's dp on the plan's batch axis; dp > 1 means
+// the program has all-reduces; every function runs on one of dp x microsteps batch shards
+// (program.json's batch_shards, recorded by the compiler); plan.microsteps > 1 exactly when it has @accumulate_step; and
+// the optimizer's state buffers are the recorded optimizer's (adamw: <param>:exp_avg and
+// <param>:exp_avg_sq; sgd: <param>:momentum_buffer).
 #pragma once
 
 #include "runtime/bundle/Bundle.h"
@@ -19,6 +26,11 @@
 #include <string>
 
 namespace tessel::rt {
+
+/// Throws std::runtime_error naming the field unless every config field the model needs that
+/// is present is a JSON integer from 1 to 2^40 (only the type and range: readBundle calls it before it
+/// verifies the checksum, so that 1.5 or 2**70 is named as such rather than as damage).
+void checkConfigIntegers(const BundleInfo& info, const std::string& file);
 
 /// Throws std::runtime_error ("'<file>': config.vocab 300 does not match program.json: ...")
 /// on the first disagreement (see the promise); `file` names bundle.json in the message.

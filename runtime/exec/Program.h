@@ -125,6 +125,10 @@ struct Function {
   std::vector<std::string> outputNames;
   std::vector<Step> steps;
   int64_t arenaBytes = 0;    // peak bytes of this function's temporaries
+  /// N when the function runs on one of N shards of the global batch (data-parallel ranks x
+  /// microsteps: tessel-shard-batch's tessel.batch_shards), 0 when the batch was never split.
+  /// What a bundle's plan is checked against (runtime/bundle/BundleConfig.h).
+  int64_t batchShards = 0;
   bool operator==(const Function&) const = default;
 };
 

@@ -8,7 +8,7 @@
 //     have an init; only Temps have an offset.
 //  2. Temps: offset >= 0, 64-byte aligned, offset + bytes <= the shared arena (the max over
 //     functions of arenaBytes, because one Temp has one offset whichever function runs).
-//  3. functions: non-empty unique names, arenaBytes >= 0, inputs are distinct Input buffers,
+//  3. functions: non-empty unique names, arenaBytes >= 0, batch_shards in [0, 2^40], inputs are distinct Input buffers,
 //     one output name per output, every referenced id in range.
 //  4. steps: kernel symbols are C identifiers with a signature in Program::kernels, and
 //     every kernel step passes exactly its arguments (count, dtype and element count each:
@@ -126,6 +126,8 @@ class Checker {
 
   void checkFunction(const Function& fn, const std::string& field) {
     if (fn.arenaBytes < 0) fail(field + ".arenaBytes", fmt::format("negative ({})", fn.arenaBytes));
+    if (fn.batchShards < 0 || fn.batchShards > (int64_t{1} << 40))
+      fail(field + ".batch_shards", fmt::format("{} is not in 0 to 2^40", fn.batchShards));
     std::vector<std::pair<int, std::string>> used;  // (buffer, field), for the arena check
     std::map<int, const CollectiveStep*> open;       // started, not yet waited buckets
     int buckets = 0;                                 // starts seen

@@ -7,7 +7,7 @@
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
 //                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
-//                   "arenaBytes", "steps": [
+//                   "arenaBytes", "batch_shards"? 0, "steps": [
 //       {"op": "kernel", "symbol", "args": [ids], "location"? "",
 //        "launch" (version 4 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
 //                                                         "shared": bytes}},
@@ -127,6 +127,7 @@ ordered_json toJson(const Program& p) {
     j["outputs"] = f.outputs;
     j["outputNames"] = f.outputNames;
     j["arenaBytes"] = f.arenaBytes;
+    if (f.batchShards != 0) j["batch_shards"] = f.batchShards;
     ordered_json steps = ordered_json::array();
     for (const Step& s : f.steps) steps.push_back(toJson(s));
     j["steps"] = std::move(steps);
@@ -376,7 +377,7 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
 }
 
 Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {
-  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "steps"});
+  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "batch_shards", "steps"});
   Function f;
   f.name = r.string(j, "name", field);
   auto ids = [&](const json& v, const std::string& fl) { return r.id(v, fl); };
@@ -385,6 +386,7 @@ Function readFunction(const Reader& r, const json& j, const std::string& field, 
   f.outputNames = r.list<std::string>(j, "outputNames", field,
                                       [&](const json& v, const std::string& fl) { return r.string(v, fl); });
   f.arenaBytes = r.integer(j, "arenaBytes", field);
+  f.batchShards = r.integer(j, "batch_shards", field, 0);
   f.steps = r.list<Step>(j, "steps", field,
                          [&](const json& v, const std::string& fl) { return readStep(r, v, fl, cuda); });
   return f;

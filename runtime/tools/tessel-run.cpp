@@ -26,6 +26,7 @@
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/LastValueWins.h"
+#include "runtime/train/LogPath.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
 #include "runtime/train/TextBatches.h"
@@ -58,6 +59,11 @@ struct RunFlags {
   double commTimeout = 300.0;
 };
 
+/// The data a `model` bundle reads by default.
+std::string defaultData(const std::string& model) {
+  return model == "mlp" ? "/usr/share/datasets/fashion-mnist" : "/usr/share/games/fortunes";
+}
+
 /// A bundle's data on this rank: the feeders of its rows, and what identifies the data.
 struct BundleData {
   std::unique_ptr<tessel::TextDataset> text;
@@ -73,13 +79,11 @@ struct BundleData {
 
 /// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
 /// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
-void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
-              const tessel::trainer::TrainOptions& train) {
+void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world) {
   const int64_t batch = info.batch, microsteps = info.plan.microsteps;
   if (info.model == "gpt") {
-    d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? "/usr/share/games/fortunes" : f.data);
+    d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? defaultData(info.model) : f.data);
     d.text->requireSequenceLength(info.seq);
-    tessel::trainer::requireLogIsNotData(train.logJson, *d.text);
     const tessel::trainer::TextBatchOptions o{d.text.get(), batch, info.seq, rank, world, microsteps, f.seed};
     d.train = tessel::trainer::textTrainFeeder(o);
     d.val = tessel::trainer::textValFeeder(o);
@@ -89,7 +93,7 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.itemsPerStep = batch * info.seq;
     d.unit = "tok/s";
   } else if (info.model == "mlp") {
-    const std::string dir = f.data.empty() ? "/usr/share/datasets/fashion-mnist" : f.data;
+    const std::string dir = f.data.empty() ? defaultData(info.model) : f.data;
     d.images = tessel::readFashionMnist(dir, tessel::Split::Train);
     d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
     const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed};
@@ -110,6 +114,10 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
 int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, char** argv,
               std::optional<tessel::rt::World>& ranks) {
   tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
+  // Before anything is opened for writing: the log is none of what this process reads.
+  tessel::trainer::requireLogIsNotRead(train.logJson, {{"the bundle folder", f.dir},
+                                                       {"the data", f.data.empty() ? defaultData(bundle.info.model)
+                                                                                   : f.data}});
   const tessel::rt::BundlePlan& plan = bundle.info.plan;
   // The ranks: the launcher's world must be the bundle's plan; every rank decides alike.
   ranks = tessel::rt::makeWorld({.timeoutSeconds = f.commTimeout});
@@ -117,6 +125,13 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   tessel::rt::Communicator* comm = ranks->comm.get();
   tessel::trainer::checkSameCommandLine(argc, argv, *comm);
   tessel::trainer::requireWorldSize(world, plan.ranks(), plan.meshText(), "compile the bundle with");
+  {
+    tessel::trainer::DataFingerprint loaded;  // what identifies the bundle: its checksums
+    for (const std::string* sum : {&bundle.info.programChecksum, &bundle.info.kernelsChecksum})
+      loaded.add(sum->c_str(), sum->size() + 1);
+    if (bundle.cuda) loaded.add(bundle.cuda->cubin.data(), bundle.cuda->cubin.size());
+    tessel::trainer::requireSameBundle(*comm, loaded, fmt::format("'{}'", f.dir));
+  }
   // Decide the device before anything else is loaded: "cuda" without a driver is an error.
   // Ranks launched onto GPUs learn together (the NCCL bootstrap) whether every rank can.
   const bool hasCuda = bundle.cuda.has_value();
@@ -129,7 +144,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
     device = "cpu";
   }
   BundleData data;
-  loadData(data, bundle.info, f, rank, world, train);
+  loadData(data, bundle.info, f, rank, world);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
   if (device == "cuda" && world > 1)

@@ -30,6 +30,17 @@ std::vector<std::array<uint64_t, N>> gatherWords(rt::Communicator& comm, const s
   return all;
 }
 
+/// All-gathers `mine` (collective `name`) and returns the ranks whose fingerprint differs from
+/// rank 0's, with every rank's fingerprint.
+std::vector<int> differingRanks(rt::Communicator& comm, const DataFingerprint& mine, const std::string& name,
+                                std::vector<std::array<uint64_t, 2>>& all) {
+  all = gatherWords(comm, std::array<uint64_t, 2>{mine.hash, mine.bytes}, name);
+  std::vector<int> differ;
+  for (size_t r = 1; r < all.size(); ++r)
+    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
+  return differ;
+}
+
 }  // namespace
 
 void requireWorldSize(int world, int64_t planRanks, const std::string& plan, const std::string& remedy) {
@@ -80,16 +91,26 @@ DataFingerprint fingerprintOf(std::initializer_list<const ImageDataset*> sets) {
 
 void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where) {
   if (comm.worldSize() == 1) return;
-  auto all = gatherWords(comm, std::array<uint64_t, 2>{mine.hash, mine.bytes}, "data_fingerprint");
+  std::vector<std::array<uint64_t, 2>> all;
   std::vector<std::string> differ;
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0])
-      differ.push_back(fmt::format("{} ({} bytes{})", r, all[r][1], all[r][1] == all[0][1] ? ", other contents" : ""));
+  for (int r : differingRanks(comm, mine, "data_fingerprint", all))
+    differ.push_back(fmt::format("{} ({} bytes{})", r, all[r][1], all[r][1] == all[0][1] ? ", other contents" : ""));
   if (!differ.empty())
     throw std::runtime_error(fmt::format(
         "the ranks read different data at {}: rank(s) {} differ from rank 0 ({} bytes); every rank "
         "must read the same data, or the global batches are not the ones the plan promises",
         where, fmt::join(differ, ", "), all[0][1]));
+}
+
+void requireSameBundle(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where) {
+  if (comm.worldSize() == 1) return;
+  std::vector<std::array<uint64_t, 2>> all;
+  std::vector<int> differ = differingRanks(comm, mine, "bundle_fingerprint", all);
+  if (!differ.empty())
+    throw std::runtime_error(fmt::format(
+        "the ranks loaded different bundles at {}: rank(s) {} differ from rank 0 (other program, kernels or "
+        "bundle.json checksums); every rank must load the same bundle",
+        where, fmt::join(differ, ", ")));
 }
 
 void reportError(const std::string& message) {

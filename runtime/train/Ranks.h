@@ -57,6 +57,14 @@ DataFingerprint fingerprintOf(std::initializer_list<const ImageDataset*> sets);
 /// `where` names the data in the message (e.g. "'input.txt'", the path as given). A world of one always passes.
 void requireSameData(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where);
 
+/// All-gathers every rank's fingerprint of the bundle it loaded (runtime/bundle/Bundle.h:
+/// its program and kernel checksums, fed to `mine` by the caller) and throws
+/// std::runtime_error naming the ranks whose bundle differs from rank 0's, unless all agree:
+/// ranks that loaded different bundles at the same path (another copy on another host, a
+/// bundle with another optimizer) would train different programs in lockstep. `where` names
+/// the bundle as given. A world of one always passes.
+void requireSameBundle(rt::Communicator& comm, const DataFingerprint& mine, const std::string& where);
+
 /// Writes `message` and a newline to stderr in one write, so the lines of several ranks
 /// (forwarded by mpirun) never run into each other; under a launcher the line ends with
 /// " [rank R of N]" (the message itself keeps its "file:line:col: error:" start).

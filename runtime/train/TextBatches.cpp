@@ -31,13 +31,6 @@ void feedRows(rt::ProgramExecutor& ex, const std::string& fn, const TokenBatch& 
 
 }  // namespace
 
-void requireLogIsNotData(const std::string& logJson, const TextDataset& data) {
-  std::error_code ec;
-  if (!logJson.empty() && std::filesystem::equivalent(logJson, data.path(), ec))
-    throw std::runtime_error("--log-json '" + logJson + "' is the data file '" + data.path() +
-                             "'; writing the log would overwrite it");
-}
-
 BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
   // The sampler sees the whole global batch (rank 0 of 1): every rank computes the same
   // global batch and takes its rows, which is rankBatch's slice split into microsteps.

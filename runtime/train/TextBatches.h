@@ -41,10 +41,6 @@ struct TextBatchOptions {
   uint64_t seed = 1337;
 };
 
-/// Throws std::runtime_error if `logJson` (a --log-json path) names the data file itself, which
-/// the log would overwrite. Nothing for an empty path or one that does not exist yet.
-void requireLogIsNotData(const std::string& logJson, const TextDataset& data);
-
 /// The training feeder: one call per microstep, in order (see the promise). Throws
 /// DataError when the train split has fewer windows than one global batch.
 BatchFeeder textTrainFeeder(const TextBatchOptions& o);

@@ -88,6 +88,7 @@ std::vector<Mutation> mutations(const Program& base) {
     const std::string name = fn.name;
     if (fn.arenaBytes > 0)
       out.push_back({name + " arena shrunk", [f](Program& p) { p.functions[f].arenaBytes /= 2; }, name});
+    out.push_back({name + " negative batch shards", [f](Program& p) { p.functions[f].batchShards = -1; }, name});
     for (size_t i = 0; i < fn.inputs.size(); ++i)
       out.push_back({name + " input out of range", [f, i, count](Program& p) { p.functions[f].inputs[i] = count; }, name});
     for (size_t i = 0; i < fn.outputs.size(); ++i)

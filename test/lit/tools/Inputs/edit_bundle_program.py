@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Edits a bundle's program.json the way a hostile or careless hand would, then recomputes
-the checksum bundle.json records for program.json + kernels.cpp, so that only the loader's
-validation (runtime/exec/ProgramCheck.cpp) stands between the edit and the executor.
+the checksum bundle.json records (resign_bundle.py), so that only the loader's validation
+(runtime/exec/ProgramCheck.cpp, runtime/bundle/BundleConfig.cpp) stands between the edit and
+the executor.
 
 Usage: edit_bundle_program.py BUNDLE EDIT
 EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
@@ -11,17 +12,15 @@ EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
       kernel-arg-size   the first kernel step's first argument swapped for a smaller buffer
       loss-parameter    output 0 of @train_step (the loss) pointed at the first parameter
       norm-lr           output 1 of @train_step (the gradient norm) pointed at its lr input
+      collective-group  every all-reduce's group set to 1
+      collective-sum    every all-reduce's reduce set to sum
+      collective-axis   every all-reduce's axis set to "tp"
 """
 import json
 import os
 import sys
 
-
-def fnv1a64(data):
-    h = 14695981039346656037
-    for b in data:
-        h = ((h ^ b) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
-    return h
+from resign_bundle import resign
 
 
 def steps(program, op):
@@ -41,6 +40,7 @@ def main(bundle, edit):
     buffers = program["buffers"]
     arena = max(f["arenaBytes"] for f in program["functions"])
     kernel = steps(program, "kernel")[0]
+    collectives = steps(program, "all_reduce_start") + steps(program, "all_reduce_wait")
     if edit == "temp-past-arena":
         next(b for b in buffers if b["kind"] == "temp")["offset"] = arena
     elif edit == "temps-overlap":
@@ -63,16 +63,20 @@ def main(bundle, edit):
             step["outputs"][0] = next(i for i, b in enumerate(buffers) if b["kind"] == "parameter")
         else:
             step["outputs"][1] = next(i for i, b in enumerate(buffers) if b["name"] == "train_step.lr")
+    elif edit == "collective-group":
+        for c in collectives:
+            c["group"] = 1
+    elif edit == "collective-sum":
+        for c in collectives:
+            c["reduce"] = "sum"
+    elif edit == "collective-axis":
+        for c in collectives:
+            c["axis"] = "tp"
     else:
         sys.exit(f"unknown edit '{edit}'")
     with open(path, "w") as f:
         json.dump(program, f, indent=1)
-    data = open(path, "rb").read() + open(os.path.join(bundle, "kernels.cpp"), "rb").read()
-    meta_path = os.path.join(bundle, "bundle.json")
-    meta = json.load(open(meta_path))
-    meta["program"]["checksum"] = f"fnv1a64:{fnv1a64(data):016x}:{len(data)}"
-    with open(meta_path, "w") as f:
-        json.dump(meta, f, indent=1)
+    resign(bundle)
 
 
 if __name__ == "__main__":
