@@ -146,7 +146,9 @@ TEST(BundleFolder, AnInterruptedWriteRemovesItsFolderAndDiesOfTheSignal) {
       EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig) << "wait status " << status;
       EXPECT_TRUE(hidden(dir).empty()) << hidden(dir).size() << " folder(s) left, e.g. " << hidden(dir).front();
       EXPECT_EQ(fs::exists(dir / "b"), earlier);
-      if (earlier) EXPECT_EQ(readText(dir / "b" / "bundle.json"), before);
+      if (earlier) {
+        EXPECT_EQ(readText(dir / "b" / "bundle.json"), before);
+      }
     }
   }
 }
