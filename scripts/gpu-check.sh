@@ -38,8 +38,10 @@ prepare() {
 
   # Correctness: a small GPT in f32 and in bf16 mixed precision, 10 CPU steps each.
   local small=(--layers 2 --channels 64 --heads 4 --seq 64 --batch 8 --seed 5)
-  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" --precision f32
-  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16
+  # (The writers' "train it with" hints name this temporary folder; the bundles end up in
+  # $OUT/bundles, which `scripts/gpu-check.sh run` trains.)
+  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" --precision f32 > /dev/null
+  "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16 > /dev/null
   for b in "$tmp"/bundles/small-*; do
     build/bin/tessel-run "$b" --device cpu --data "$tmp/data/corpus.txt" --seed 5 --steps 10 \
       --eval-batches 1 --log-json "$b.cpu.jsonl" > /dev/null
@@ -49,7 +51,8 @@ prepare() {
   # multiple of 128, as GPT-2 small's 50257 is padded to 50304), one bundle per micro-batch.
   for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
     "$gpt" --layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304 --batch "$mb" \
-      --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb"
+      --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
+    echo "gpu-check: bundle gpt2-b$mb (GPT-2 124M, micro-batch $mb, $precision)"
   done
 
   # The shared libraries tessel-run and the bundles' kernels.so load, except glibc's own
