@@ -62,13 +62,7 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
 }
 
 void printCommunication(NativeProgram& native, int64_t steps, int world) {
-  const rt::CollectiveCounters& c = native.executor().collectiveCounters();
-  if (c.collectives == 0 || steps <= 0) return;
-  const double n = static_cast<double>(steps);
-  rt::CollectiveBytes b = rt::collectiveBytes(native.program(), "train_step");
-  fmt::print("communication: {:.1f} all-reduces/step, payload {} bytes/step, ring wire {:.0f} "
-             "bytes/step (N = {}), starts {:.3f} ms/step, exposed (waits) {:.3f} ms/step\n",
-             static_cast<double>(c.collectives) / n, c.payloadBytes / steps, b.ringWireBytes, world, 1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n);
+  fmt::print("{}", rt::communicationSummary(native.program(), native.executor().collectiveCounters(), steps, world));
 }
 
 }  // namespace tessel::trainer

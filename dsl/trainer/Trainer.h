@@ -44,11 +44,4 @@ namespace tessel::trainer {
 /// location, so a user sees where a step's time goes.
 void printProfile(NativeProgram& native, const std::string& function, int64_t runs, int top = 15);
 
-/// Prints what the data-parallel collectives of `steps` training steps cost on this rank:
-/// all-reduces and payload per step, the ring wire bytes 2 (N - 1) / N x payload, the time in
-/// collective starts (packing, issuing) and in waits per step. The waits are the exposed
-/// communication: the all-reduce time the backward pass did not hide. One line:
-/// "communication: ... exposed <ms> ms/step ...". Nothing without collectives.
-void printCommunication(NativeProgram& native, int64_t steps, int world);
-
 }  // namespace tessel::trainer

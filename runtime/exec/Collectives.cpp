@@ -105,4 +105,14 @@ void checkCollectiveSchedule(const Program& program, Communicator& comm) {
         differ, hashes[0]));
 }
 
+std::string communicationSummary(const Program& program, const CollectiveCounters& c, int64_t steps, int world) {
+  if (c.collectives == 0 || steps <= 0) return "";
+  const double n = static_cast<double>(steps);
+  const CollectiveBytes b = collectiveBytes(program, "train_step");
+  return fmt::format("communication: {:.1f} all-reduces/step, payload {} bytes/step, ring wire {:.0f} "
+                     "bytes/step (N = {}), starts {:.3f} ms/step, exposed (waits) {:.3f} ms/step\n",
+                     static_cast<double>(c.collectives) / n, c.payloadBytes / steps, b.ringWireBytes, world,
+                     1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n);
+}
+
 }  // namespace tessel::rt

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/Executor.h"  // CollectiveCounters
 #include "runtime/exec/Program.h"
 
 #include <cstdint>
@@ -29,6 +30,15 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
 /// the step it starts after and the step it waits before (with their ops' source
 /// locations), then the payload and ring wire bytes per rank per call. "" if it has none.
 std::string explainCollectives(const Program& program, const std::string& function);
+
+/// One line of what the collectives of `steps` runs of @train_step cost this rank, from an
+/// executor's counters: collectives and payload bytes per step, the ring wire bytes
+/// 2 (N - 1) / N x payload for N = `world`, and the seconds per step in collective starts
+/// (packing, issuing) and in waits. The waits are the exposed communication: the time the
+/// backward pass did not hide. "communication: ... exposed (waits) <ms> ms/step\n", or ""
+/// when no collective ran or `steps` <= 0.
+std::string communicationSummary(const Program& program, const CollectiveCounters& counters, int64_t steps,
+                                 int world);
 
 /// FNV-1a (64 bit) over every function's name and, per collective step in order, its kind,
 /// bucket index, reduce op, group and tensor element counts: equal on ranks that will issue

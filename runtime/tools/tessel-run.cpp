@@ -194,6 +194,11 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   train.deviceComm = nccl.get();
   train.checkReplicas = f.checkReplicas;
   tessel::trainer::train(*ex, train, data.train, data.val);
+  if (rank == 0) {  // what the collectives cost, as the JIT trainers print it
+    const tessel::rt::CollectiveCounters& counters = gpu ? gpu->collectiveCounters()
+                                                         : static_cast<tessel::rt::Executor&>(*ex).collectiveCounters();
+    fmt::print("{}", tessel::rt::communicationSummary(ex->program(), counters, f.steps, world));
+  }
   if (rank == 0)
     fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
                static_cast<double>(ex->arenaBytes()) / (1 << 20),

@@ -6,7 +6,8 @@ accumulation, a small bucket and no overlap, so every plan field travels), train
 loss, bit for bit (the JSON text of each value), as `mpirun -np 2 tessel-gpt --plan dp=2`
 with the same flags: the same program, the same rows per rank, the same collectives. The
 same for an MLP bundle against `mpirun -np 2 tessel-mlp --plan dp=2`. No tolerance: any
-difference is a different program, batch or reduction.
+difference is a different program, batch or reduction. Both also print the same
+communication summary (collectives and bytes per step).
 
 Mode "mlp": tessel-mlp under `mpirun -np 2 --plan dp=2` (and with 2 microsteps) matches the
 one-rank run on the same global batches, with --check-replicas and --check-schedule. The
@@ -65,6 +66,17 @@ def close(name, got, want):
     return bad
 
 
+def communication(name, run_out, jit_out):
+    """Both print the same 'communication:' line on rank 0 up to its times (which differ run
+    to run): collectives and payload bytes per step, ring wire bytes, N."""
+    def counts(out):
+        line = next((l for l in out.splitlines() if l.startswith("communication:")), None)
+        return None if line is None else line.split(", starts")[0]
+    same = counts(run_out) is not None and counts(run_out) == counts(jit_out)
+    print(f"{'ok  ' if same else 'FAIL'} {name} communication: tessel-run {counts(run_out)!r} vs JIT {counts(jit_out)!r}")
+    return 0 if same else 1
+
+
 def bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp):
     mpi = [mpiexec, "--oversubscribe", "-np", "2"]
     bad = 0
@@ -76,10 +88,12 @@ def bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp):
         assert "train it with: mpirun -np 2 tessel-run" in out, out
         meta = json.loads((b / "bundle.json").read_text())["plan"]
         assert meta["mesh"] == [{"axis": "dp", "size": 2}], meta
-        run([*mpi, tessel_run, b, "--data", data, *TRAIN, "--check-replicas", "--log-json", tmp / "run.json"])
-        run([*mpi, gpt, *GPT, *plan, "--data", data, *TRAIN, "--sample-bytes", "0", "--device", "cpu",
-             "--log-json", tmp / "jit.json"])
+        run_out = run([*mpi, tessel_run, b, "--data", data, *TRAIN, "--check-replicas", "--log-json",
+                       tmp / "run.json"])
+        jit_out = run([*mpi, gpt, *GPT, *plan, "--data", data, *TRAIN, "--sample-bytes", "0", "--device", "cpu",
+                       "--log-json", tmp / "jit.json"])
         bad += exact(name, read_log(tmp / "run.json"), read_log(tmp / "jit.json"))
+        bad += communication(name, run_out, jit_out)
     b = tmp / "mlp"
     mlp_train = [*TRAIN, "--schedule", "constant"]
     run([mlp, *MLP, "--plan", "dp=2", "--seed", "11", "--emit-bundle", b])
