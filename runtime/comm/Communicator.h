@@ -33,8 +33,10 @@
 namespace tessel::rt {
 
 /// How all_reduce and reduce_scatter combine the ranks' values. Avg is Sum divided by the
-/// world size (torch.distributed.ReduceOp.AVG), computed in the element type.
-enum class ReduceOp { Sum, Avg };
+/// world size (torch.distributed.ReduceOp.AVG), computed in the element type. Max is the
+/// elementwise maximum (torch.distributed.ReduceOp.MAX); a NaN on any rank makes the result
+/// NaN, as torch.max does. The vocab-parallel cross-entropy needs it across tp.
+enum class ReduceOp { Sum, Avg, Max };
 
 /// A collective that did not complete: timeout, a dead peer, or an MPI/NCCL error. The
 /// message names the collective, its bytes, the step and the ranks that did not arrive.
@@ -85,7 +87,7 @@ public:
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
 
-  /// In place: data[0:count) becomes the elementwise Sum or Avg over ranks. Every rank ends
+  /// In place: data[0:count) becomes the elementwise Sum, Avg or Max over ranks. Every rank ends
   /// with bitwise identical values (the reduction order is fixed by the backend, not by
   /// arrival).
   virtual std::unique_ptr<Work> allReduce(void* data, int64_t count, DType dtype, ReduceOp op,

@@ -15,7 +15,8 @@
 //   summed in the order x[c+1] + x[c+2] + ... + x[c] (ranks mod N) by the ranks in turn and
 //   then copied, so the order never depends on message arrival and every rank ends with the
 //   same bits. Partial sums travel in the accumulator type (f32 for f32/bf16, int64 for i32;
-//   see Reduce.h), so bf16 is rounded once per element, after the Avg division.
+//   see Reduce.h), so bf16 is rounded once per element, after the Avg division. Max runs
+//   through the same ring, keeping the larger value instead of adding.
 // - broadcast: the root sends to every rank; all_to_all: every pair exchanges its block.
 // - Failures (timeout, mismatch, an MPI error) make wait() throw CommError and leave the
 //   communicator failed: every later collective fails at once with the first message. The

@@ -43,7 +43,8 @@ void ringReduceScatter(Op& op, int r, int N, std::byte* acc, int64_t n) {
     step.transfers.push_back({at(acc, sendFirst, ab), (sendLast - sendFirst) * ab, (r + 1) % N, true});
     step.transfers.push_back({tmp, (recvLast - recvFirst) * ab, (r + N - 1) % N, false});
     DType dtype = op.dtype;
-    step.after = [=] { accumulate(dtype, at(acc, recvFirst, ab), tmp, recvLast - recvFirst); };
+    ReduceOp reduce = op.reduce;
+    step.after = [=] { accumulate(dtype, reduce, at(acc, recvFirst, ab), tmp, recvLast - recvFirst); };
     op.rounds.push_back(std::move(step));
   }
 }

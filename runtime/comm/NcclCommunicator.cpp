@@ -38,7 +38,14 @@ ncclDataType_t ncclType(DType d) {
   return ncclFloat32;
 }
 
-ncclRedOp_t ncclReduce(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
+ncclRedOp_t ncclReduce(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+  }
+  return ncclSum;
+}
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 

@@ -25,7 +25,22 @@ void widen(DType dtype, const void* src, void* acc, int64_t n) {
   }
 }
 
-void accumulate(DType dtype, void* acc, const void* other, int64_t n) {
+template <typename T>
+void maxInto(void* acc, const void* other, int64_t n) {
+  auto* a = static_cast<T*>(acc);
+  const auto* o = static_cast<const T*>(other);
+  // `o != o` is true only for a NaN: it replaces a; a NaN already in a is never replaced
+  // (no comparison with it is true), so NaN propagates whatever the order.
+  for (int64_t i = 0; i < n; ++i)
+    if (o[i] > a[i] || o[i] != o[i]) a[i] = o[i];
+}
+
+void accumulate(DType dtype, ReduceOp op, void* acc, const void* other, int64_t n) {
+  if (op == ReduceOp::Max) {
+    if (dtype == DType::I32) maxInto<int64_t>(acc, other, n);
+    else maxInto<float>(acc, other, n);
+    return;
+  }
   if (dtype == DType::I32) {
     // |each term| < 2^31 and at most 2^31 ranks contribute, so the int64 sum cannot overflow.
     auto* a = static_cast<int64_t*>(acc);

@@ -39,7 +39,8 @@ std::unique_ptr<Work> SingleCommunicator::issued(int64_t payloadBytes) {
 std::unique_ptr<Work> SingleCommunicator::allReduce(void* data, int64_t count, DType dtype,
                                                     ReduceOp op, const std::string& name) {
   comm::checkCount("all_reduce", name, count, data, data);
-  // One rank: the sum is the value itself and Avg divides by 1, exactly, in every dtype.
+  // One rank: the sum and the max are the value itself and Avg divides by 1, exactly, in every
+  // dtype.
   return issued(count * dtypeBytes(dtype));
 }
 
