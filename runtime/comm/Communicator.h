@@ -29,6 +29,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -113,6 +114,16 @@ public:
                                      const std::string& name) = 0;
   virtual std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                                      const std::string& name) = 0;
+
+  /// A communicator over some of this one's ranks (DeviceMesh's groups): `ranks` are ranks of
+  /// this communicator, ascending, and include rank(); this rank becomes rank `i` of the group
+  /// where ranks[i] == rank(). Collective: every rank calls it in the same order, and the
+  /// groups the ranks pass partition the ranks (each member of a group passes the same list);
+  /// a rank whose group disagrees with a member's gets CommError. `label` names the group in
+  /// messages ("tp", "dp,tp"). The group inherits the timeout and step; it must not outlive
+  /// this communicator. Backends without group communicators throw CommError saying so.
+  virtual std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                                 const std::string& label);
 
   /// Seconds a collective may take before wait() throws (> 0).
   virtual void setTimeout(double seconds) = 0;

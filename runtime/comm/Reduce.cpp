@@ -115,4 +115,17 @@ void checkPeer(const char* kind, const std::string& name, int peer, int self, in
                                 std::string(kind) == "send" ? "send to" : "receive from"));
 }
 
+void checkSubgroup(const std::vector<int>& ranks, int self, int world, const std::string& label) {
+  bool hasSelf = false;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world)
+      throw CommError(fmt::format("group {}: rank {} is outside [0, {})", label, ranks[i], world));
+    if (i > 0 && ranks[i] <= ranks[i - 1])
+      throw CommError(fmt::format("group {}: ranks must be ascending without repeats", label));
+    hasSelf |= ranks[i] == self;
+  }
+  if (!hasSelf)
+    throw CommError(fmt::format("group {}: rank {} is not one of its ranks", label, self));
+}
+
 }  // namespace tessel::rt::comm

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace tessel::rt::comm {
 
@@ -45,5 +46,8 @@ void checkCount(const char* kind, const std::string& name, int64_t count, const 
                 const void* b);
 void checkRoot(const char* kind, const std::string& name, int root, int world);
 void checkPeer(const char* kind, const std::string& name, int peer, int self, int world);
+/// Throws CommError "group <label>: <cause>" unless `ranks` is ascending, within [0, world),
+/// without repeats and contains `self` (Communicator::subgroup's precondition).
+void checkSubgroup(const std::vector<int>& ranks, int self, int world, const std::string& label);
 
 }  // namespace tessel::rt::comm

@@ -30,6 +30,21 @@ void checkTimeoutSeconds(double seconds) {
                                 kMaxTimeoutSeconds, seconds));
 }
 
+std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>&,
+                                                    const std::string& label) {
+  throw CommError(fmt::format("group {}: this communicator's backend has no group communicators",
+                              label));
+}
+
+std::unique_ptr<Communicator> SingleCommunicator::subgroup(const std::vector<int>& ranks,
+                                                           const std::string& label) {
+  comm::checkSubgroup(ranks, 0, 1, label);
+  auto group = std::make_unique<SingleCommunicator>();
+  group->setStep(step_);
+  group->setTimeout(timeout_);
+  return group;
+}
+
 std::unique_ptr<Work> SingleCommunicator::issued(int64_t payloadBytes) {
   collectives_ += 1;
   payloadBytes_ += payloadBytes;

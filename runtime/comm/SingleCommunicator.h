@@ -32,6 +32,9 @@ public:
                              const std::string& name) override;
   std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                              const std::string& name) override;
+  /// The only group of one rank, {0}: a new SingleCommunicator with this one's step and timeout.
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                         const std::string& label) override;
   /// Throws CommError unless seconds > 0 (kept for symmetry; nothing here can time out).
   void setTimeout(double seconds) override;
   void setStep(int64_t step) override { step_ = step; }
