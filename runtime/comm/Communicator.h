@@ -6,8 +6,8 @@
 // - Every collective is nonblocking: it returns a Work handle at once and runs on the
 //   backend's own progress thread (MPI) or stream (NCCL), so it overlaps the compute that
 //   follows it. Buffers must stay valid and untouched until wait() returns.
-// - Collectives complete in the order they were issued on every rank; all ranks must issue
-//   the same sequence (the compiler derives it from the IR, so it is identical by
+// - Collectives complete in the order they were issued on every rank; all ranks (of a group,
+//   on a group's communicator) must issue the same sequence (the compiler derives it from the IR, so it is identical by
 //   construction). Sizes may be 0 or 1, and lengths need not be multiples of the world size:
 //   sharded collectives split a length-n buffer with shardRange (the first n % N ranks hold
 //   one element more, as torch.tensor_split).
@@ -81,7 +81,9 @@ struct CommStats {
   int64_t payloadBytes = 0;  // sum of their payload bytes
 };
 
-/// The collectives of one process group (here always the whole world).
+/// The collectives of one process group: the world, or a group of it (subgroup, DeviceMesh).
+/// rank() and worldSize() are this rank's position in the group and the group's size; roots
+/// and peers are group ranks.
 class Communicator {
 public:
   virtual ~Communicator() = default;

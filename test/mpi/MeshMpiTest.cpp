@@ -6,8 +6,8 @@
 //   all_gather, reduce_scatter, all_to_all, broadcast and a send/recv ring, in f32 and i32,
 //   checked against closed forms computed here from the world ranks: the members of a group
 //   are derived from the coordinates by this file's own arithmetic, and rank w contributes
-//   values that depend on w, so a wrong member, order or group shows. Exit status 0 only if
-//   every rank passed.
+//   values that depend on w, so a wrong member, order or group shows; and groups that do not
+//   partition the ranks are refused. Exit status 0 only if every rank passed.
 // kill|skip TIMEOUT: every step all-reduces 1001 f32 over tp ("tp.step<s>") and then over
 //   dp. At step 2 the last rank waits for its tp neighbour's "issued" message (sent over the
 //   tp group after it issued tp.step2), then raises SIGKILL (kill) or sleeps for three
@@ -215,6 +215,19 @@ int runCheck(MpiCommunicator& world, const std::string& meshText) {
     int stride = 1;
     for (size_t j = i + 1; j < axes.size(); ++j) stride *= axes[j].size;
     CHECK(mesh.coordinate(axes[i].name) == W / stride % axes[i].size, "coordinate on %s", axes[i].name.c_str());
+  }
+  // Groups that do not partition the ranks (rank r asks for {r, r + 1 mod N}) are refused on
+  // every rank, naming a member that formed another group; the world stays usable.
+  if (world.worldSize() >= 3) {
+    std::vector<int> pair = {W, (W + 1) % world.worldSize()};
+    std::sort(pair.begin(), pair.end());
+    std::string error = "no error";
+    try {
+      world.subgroup(pair, "pairs");
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+    CHECK(error.find("formed a different group") != std::string::npos, "overlapping groups: %s", error.c_str());
   }
   int32_t total = failures;
   world.allReduce(&total, 1, DType::I32, ReduceOp::Sum, "failures")->wait();
