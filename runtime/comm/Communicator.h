@@ -123,7 +123,8 @@ public:
   /// groups the ranks pass partition the ranks (each member of a group passes the same list);
   /// a rank whose group disagrees with a member's gets CommError. `label` names the group in
   /// messages ("tp", "dp,tp"). The group inherits the timeout and step; it must not outlive
-  /// this communicator. Backends without group communicators throw CommError saying so.
+  /// this communicator. Communicators that cannot form groups (a group's own, test doubles) throw
+  /// CommError saying so.
   virtual std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
                                                  const std::string& label);
 

@@ -32,7 +32,8 @@ void checkTimeoutSeconds(double seconds) {
 
 std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>&,
                                                     const std::string& label) {
-  throw CommError(fmt::format("group {}: this communicator's backend has no group communicators",
+  throw CommError(fmt::format("group {}: this communicator cannot form groups (form them from "
+                              "the world communicator of an MPI, NCCL or single-rank backend)",
                               label));
 }
 
