@@ -6,8 +6,8 @@
 // - Every collective is nonblocking: it returns a Work handle at once and runs on the
 //   backend's own progress thread (MPI) or stream (NCCL), so it overlaps the compute that
 //   follows it. Buffers must stay valid and untouched until wait() returns.
-// - Collectives complete in the order they were issued on every rank; all ranks must issue
-//   the same sequence (the compiler derives it from the IR, so it is identical by
+// - Collectives complete in the order they were issued on every rank; all ranks (of a group,
+//   on a group's communicator) must issue the same sequence (the compiler derives it from the IR, so it is identical by
 //   construction). Sizes may be 0 or 1, and lengths need not be multiples of the world size:
 //   sharded collectives split a length-n buffer with shardRange (the first n % N ranks hold
 //   one element more, as torch.tensor_split).
@@ -29,12 +29,15 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace tessel::rt {
 
 /// How all_reduce and reduce_scatter combine the ranks' values. Avg is Sum divided by the
-/// world size (torch.distributed.ReduceOp.AVG), computed in the element type.
-enum class ReduceOp { Sum, Avg };
+/// world size (torch.distributed.ReduceOp.AVG), computed in the element type. Max is the
+/// elementwise maximum (torch.distributed.ReduceOp.MAX); a NaN on any rank makes the result
+/// NaN, as torch.max does. The vocab-parallel cross-entropy needs it across tp.
+enum class ReduceOp { Sum, Avg, Max };
 
 /// A collective that did not complete: timeout, a dead peer, or an MPI/NCCL error. The
 /// message names the collective, its bytes, the step and the ranks that did not arrive.
@@ -78,14 +81,16 @@ struct CommStats {
   int64_t payloadBytes = 0;  // sum of their payload bytes
 };
 
-/// The collectives of one process group (here always the whole world).
+/// The collectives of one process group: the world, or a group of it (subgroup, DeviceMesh).
+/// rank() and worldSize() are this rank's position in the group and the group's size; roots
+/// and peers are group ranks.
 class Communicator {
 public:
   virtual ~Communicator() = default;
   virtual int rank() const = 0;
   virtual int worldSize() const = 0;
 
-  /// In place: data[0:count) becomes the elementwise Sum or Avg over ranks. Every rank ends
+  /// In place: data[0:count) becomes the elementwise Sum, Avg or Max over ranks. Every rank ends
   /// with bitwise identical values (the reduction order is fixed by the backend, not by
   /// arrival).
   virtual std::unique_ptr<Work> allReduce(void* data, int64_t count, DType dtype, ReduceOp op,
@@ -111,6 +116,17 @@ public:
                                      const std::string& name) = 0;
   virtual std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                                      const std::string& name) = 0;
+
+  /// A communicator over some of this one's ranks (DeviceMesh's groups): `ranks` are ranks of
+  /// this communicator, ascending, and include rank(); this rank becomes rank `i` of the group
+  /// where ranks[i] == rank(). Collective: every rank calls it in the same order, and the
+  /// groups the ranks pass partition the ranks (each member of a group passes the same list);
+  /// a rank whose group disagrees with a member's gets CommError. `label` names the group in
+  /// messages ("tp", "dp,tp"). The group inherits the timeout and step; it must not outlive
+  /// this communicator. Communicators that cannot form groups (a group's own, test doubles) throw
+  /// CommError saying so.
+  virtual std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                                 const std::string& label);
 
   /// Seconds a collective may take before wait() throws (> 0).
   virtual void setTimeout(double seconds) = 0;

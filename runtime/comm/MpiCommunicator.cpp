@@ -7,6 +7,9 @@
 #include "runtime/comm/World.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <future>
@@ -49,10 +52,11 @@ private:
 }  // namespace
 
 
-std::shared_ptr<Op> MpiCommunicator::Impl::issue(OpKind kind, const std::string& name,
-                                                 DType dtype, ReduceOp reduce, int64_t count,
-                                                 int root, int64_t payload, void* data,
-                                                 const void* send, void* recv) {
+std::shared_ptr<Op> MpiCommunicator::Impl::issue(const std::shared_ptr<Group>& group, OpKind kind,
+                                                 const std::string& name, DType dtype,
+                                                 ReduceOp reduce, int64_t count, int root,
+                                                 int64_t payload, void* data, const void* send,
+                                                 void* recv) {
   auto op = std::make_shared<Op>();
   op->kind = kind;
   op->name = name;
@@ -61,12 +65,13 @@ std::shared_ptr<Op> MpiCommunicator::Impl::issue(OpKind kind, const std::string&
   op->count = count;
   op->root = root;
   op->bytes = kind == OpKind::Recv ? count * dtypeBytes(dtype) : payload;
-  op->step = currentStep.load();
-  op->timeout = timeout.load();
-  if (!op->isPointToPoint()) op->seq = ++seq;
-  buildSchedule(*op, rank, world, data, send, recv);
-  collectives += 1;
-  payloadBytes += payload;
+  op->group = group;
+  op->step = group->currentStep.load();
+  op->timeout = group->timeout.load();
+  if (!op->isPointToPoint()) op->seq = ++group->seq;
+  buildGroupSchedule(*op, data, send, recv);
+  group->collectives += 1;
+  group->payloadBytes += payload;
   {
     std::lock_guard<std::mutex> lock(mutex);
     queue.push_back(op);
@@ -81,7 +86,7 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
     throw CommError("MPI can be initialised only once per process; an MpiCommunicator already "
                     "exists or existed");
   impl_->options = options;
-  impl_->timeout = options.timeoutSeconds;
+  impl_->worldGroup->timeout = options.timeoutSeconds;
   std::promise<std::string> ready;
   std::future<std::string> result = ready.get_future();
   Impl* impl = impl_.get();
@@ -105,6 +110,10 @@ MpiCommunicator::MpiCommunicator(const MpiOptions& options) : impl_(std::make_un
     impl_->thread.join();
     throw CommError(error);
   }
+  for (int r = 0; r < impl_->world; ++r) impl_->worldGroup->members.push_back(r);
+  impl_->worldGroup->groupRank = impl_->rank;
+  impl_->worldGroup->key = groupKey(impl_->worldGroup->members);
+  impl_->worldView = std::make_unique<MpiGroupCommunicator>(impl_.get(), impl_->worldGroup);
   if (options.reportOnSigterm) installSigtermReport();
 }
 
@@ -134,85 +143,140 @@ int MpiCommunicator::localSize() const { return impl_->localSize; }
 
 std::unique_ptr<Work> MpiCommunicator::allReduce(void* data, int64_t count, DType dtype,
                                                  ReduceOp op, const std::string& name) {
-  checkCount("all_reduce", name, count, data, data);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::AllReduce, name, dtype, op, count, -1, count * dtypeBytes(dtype), data,
-                   nullptr, nullptr),
-      impl_.get());
+  return impl_->worldView->allReduce(data, count, dtype, op, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::allGather(const void* send, void* recv, int64_t n,
                                                  DType dtype, const std::string& name) {
-  checkCount("all_gather", name, n, send, recv);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::AllGather, name, dtype, ReduceOp::Sum, n, -1, n * dtypeBytes(dtype),
-                   nullptr, send, recv),
-      impl_.get());
+  return impl_->worldView->allGather(send, recv, n, dtype, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::reduceScatter(const void* send, void* recv, int64_t n,
                                                      DType dtype, ReduceOp op,
                                                      const std::string& name) {
-  checkCount("reduce_scatter", name, n, send, recv);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::ReduceScatter, name, dtype, op, n, -1, n * dtypeBytes(dtype), nullptr,
-                   send, recv),
-      impl_.get());
+  return impl_->worldView->reduceScatter(send, recv, n, dtype, op, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::allToAll(const void* send, void* recv, int64_t countPerRank,
                                                 DType dtype, const std::string& name) {
-  checkCount("all_to_all", name, countPerRank, send, recv);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::AllToAll, name, dtype, ReduceOp::Sum, countPerRank, -1,
-                   countPerRank * impl_->world * dtypeBytes(dtype), nullptr, send, recv),
-      impl_.get());
+  return impl_->worldView->allToAll(send, recv, countPerRank, dtype, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::broadcast(void* data, int64_t count, DType dtype, int root,
                                                  const std::string& name) {
-  checkCount("broadcast", name, count, data, data);
-  checkRoot("broadcast", name, root, impl_->world);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::Broadcast, name, dtype, ReduceOp::Sum, count, root,
-                   count * dtypeBytes(dtype), data, nullptr, nullptr),
-      impl_.get());
+  return impl_->worldView->broadcast(data, count, dtype, root, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::send(const void* data, int64_t count, DType dtype, int peer,
                                             const std::string& name) {
-  checkCount("send", name, count, data, data);
-  checkPeer("send", name, peer, impl_->rank, impl_->world);
-  return std::make_unique<MpiWork>(
-      impl_->issue(OpKind::Send, name, dtype, ReduceOp::Sum, count, peer,
-                   count * dtypeBytes(dtype), const_cast<void*>(data), nullptr, nullptr),
-      impl_.get());
+  return impl_->worldView->send(data, count, dtype, peer, name);
 }
-
 std::unique_ptr<Work> MpiCommunicator::recv(void* data, int64_t count, DType dtype, int peer,
                                             const std::string& name) {
-  checkCount("recv", name, count, data, data);
-  checkPeer("recv", name, peer, impl_->rank, impl_->world);
-  return std::make_unique<MpiWork>(impl_->issue(OpKind::Recv, name, dtype, ReduceOp::Sum, count,
-                                                peer, 0, data, nullptr, nullptr),
-                                   impl_.get());
+  return impl_->worldView->recv(data, count, dtype, peer, name);
 }
+void MpiCommunicator::setTimeout(double seconds) { impl_->worldView->setTimeout(seconds); }
+void MpiCommunicator::setStep(int64_t step) { impl_->worldView->setStep(step); }
+CommStats MpiCommunicator::stats() const { return impl_->worldView->stats(); }
 
 std::unique_ptr<Work> MpiCommunicator::barrier(const std::string& name) {
-  return std::make_unique<MpiWork>(impl_->issue(OpKind::Barrier, name, DType::F32, ReduceOp::Sum,
-                                                0, -1, 0, nullptr, nullptr, nullptr),
+  return std::make_unique<MpiWork>(impl_->issue(impl_->worldGroup, OpKind::Barrier, name,
+                                                DType::F32, ReduceOp::Sum, 0, -1, 0, nullptr,
+                                                nullptr, nullptr),
                                    impl_.get());
 }
 
-void MpiCommunicator::setTimeout(double seconds) {
-  checkTimeoutSeconds(seconds);
-  impl_->timeout = seconds;
+std::unique_ptr<Communicator> MpiCommunicator::subgroup(const std::vector<int>& ranks,
+                                                        const std::string& label) {
+  checkSubgroup(ranks, impl_->rank, impl_->world, label);
+  auto group = std::make_shared<Group>();
+  group->members = ranks;
+  group->groupRank = static_cast<int>(std::find(ranks.begin(), ranks.end(), impl_->rank) - ranks.begin());
+  group->label = label;
+  group->key = groupKey(ranks);
+  group->timeout = impl_->worldGroup->timeout.load();
+  group->currentStep = impl_->worldGroup->currentStep.load();
+  // Every rank must describe the same partition: each member of this rank's group must have
+  // formed the same group (same members). One world all_gather of the keys checks it, with
+  // the world's timeout, before any group collective can hang on a wrong peer.
+  std::vector<uint64_t> keys(static_cast<size_t>(impl_->world));
+  keys[static_cast<size_t>(impl_->rank)] = group->key;
+  allGather(&keys[static_cast<size_t>(impl_->rank)], keys.data(), impl_->world * 2, DType::I32,
+            "group " + label)
+      ->wait();
+  for (int m : ranks)
+    if (keys[static_cast<size_t>(m)] != group->key)
+      throw CommError(fmt::format("group {} on rank {} lists ranks {} but rank {} formed a different "
+                                  "group: every rank must form its groups in the same order",
+                                  label, impl_->rank, fmt::join(ranks, ", "), m));
+  return std::make_unique<MpiGroupCommunicator>(impl_.get(), std::move(group));
 }
 
-void MpiCommunicator::setStep(int64_t step) { impl_->currentStep = step; }
+std::unique_ptr<Work> MpiGroupCommunicator::issue(OpKind kind, const std::string& name, DType dtype,
+                                                  ReduceOp reduce, int64_t count, int root,
+                                                  int64_t payload, void* data, const void* send,
+                                                  void* recv) {
+  return std::make_unique<MpiWork>(
+      impl_->issue(group_, kind, name, dtype, reduce, count, root, payload, data, send, recv), impl_);
+}
 
-CommStats MpiCommunicator::stats() const {
-  return CommStats{impl_->collectives.load(), impl_->payloadBytes.load()};
+std::unique_ptr<Work> MpiGroupCommunicator::allReduce(void* data, int64_t count, DType dtype,
+                                                      ReduceOp op, const std::string& name) {
+  checkCount("all_reduce", name, count, data, data);
+  return issue(OpKind::AllReduce, name, dtype, op, count, -1, count * dtypeBytes(dtype), data,
+               nullptr, nullptr);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::allGather(const void* send, void* recv, int64_t n,
+                                                      DType dtype, const std::string& name) {
+  checkCount("all_gather", name, n, send, recv);
+  return issue(OpKind::AllGather, name, dtype, ReduceOp::Sum, n, -1, n * dtypeBytes(dtype),
+               nullptr, send, recv);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::reduceScatter(const void* send, void* recv, int64_t n,
+                                                          DType dtype, ReduceOp op,
+                                                          const std::string& name) {
+  checkCount("reduce_scatter", name, n, send, recv);
+  return issue(OpKind::ReduceScatter, name, dtype, op, n, -1, n * dtypeBytes(dtype), nullptr,
+               send, recv);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::allToAll(const void* send, void* recv,
+                                                     int64_t countPerRank, DType dtype,
+                                                     const std::string& name) {
+  checkCount("all_to_all", name, countPerRank, send, recv);
+  return issue(OpKind::AllToAll, name, dtype, ReduceOp::Sum, countPerRank, -1,
+               countPerRank * group_->size() * dtypeBytes(dtype), nullptr, send, recv);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::broadcast(void* data, int64_t count, DType dtype,
+                                                      int root, const std::string& name) {
+  checkCount("broadcast", name, count, data, data);
+  checkRoot("broadcast", name, root, group_->size());
+  return issue(OpKind::Broadcast, name, dtype, ReduceOp::Sum, count, root,
+               count * dtypeBytes(dtype), data, nullptr, nullptr);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::send(const void* data, int64_t count, DType dtype,
+                                                 int peer, const std::string& name) {
+  checkCount("send", name, count, data, data);
+  checkPeer("send", name, peer, group_->groupRank, group_->size());
+  return issue(OpKind::Send, name, dtype, ReduceOp::Sum, count, peer, count * dtypeBytes(dtype),
+               const_cast<void*>(data), nullptr, nullptr);
+}
+
+std::unique_ptr<Work> MpiGroupCommunicator::recv(void* data, int64_t count, DType dtype, int peer,
+                                                 const std::string& name) {
+  checkCount("recv", name, count, data, data);
+  checkPeer("recv", name, peer, group_->groupRank, group_->size());
+  return issue(OpKind::Recv, name, dtype, ReduceOp::Sum, count, peer, 0, data, nullptr, nullptr);
+}
+
+void MpiGroupCommunicator::setTimeout(double seconds) {
+  checkTimeoutSeconds(seconds);
+  group_->timeout = seconds;
+}
+
+void MpiGroupCommunicator::setStep(int64_t step) { group_->currentStep = step; }
+
+CommStats MpiGroupCommunicator::stats() const {
+  return CommStats{group_->collectives.load(), group_->payloadBytes.load()};
 }
 
 }  // namespace tessel::rt

@@ -15,7 +15,8 @@
 //   summed in the order x[c+1] + x[c+2] + ... + x[c] (ranks mod N) by the ranks in turn and
 //   then copied, so the order never depends on message arrival and every rank ends with the
 //   same bits. Partial sums travel in the accumulator type (f32 for f32/bf16, int64 for i32;
-//   see Reduce.h), so bf16 is rounded once per element, after the Avg division.
+//   see Reduce.h), so bf16 is rounded once per element, after the Avg division. Max runs
+//   through the same ring, keeping the larger value instead of adding.
 // - broadcast: the root sends to every rank; all_to_all: every pair exchanges its block.
 // - Failures (timeout, mismatch, an MPI error) make wait() throw CommError and leave the
 //   communicator failed: every later collective fails at once with the first message. The
@@ -27,6 +28,12 @@
 //   stderr, the collective it was waiting for with its bytes, step and the ranks that had not
 //   arrived, then die of SIGTERM as before. Installed only where SIGTERM has its default
 //   action (a program's own handler is left alone).
+// - Groups (subgroup, DeviceMesh) are ranks of this world sharing its progress thread and
+//   MPI communicators rather than MPI_Comm_split communicators: MPI_Comm_split is a blocking
+//   collective without a timeout, and one queue per rank keeps the issue-order promise across
+//   groups. Messages of different groups between the same two ranks cannot be confused:
+//   both ranks post them in the same (issue) order and MPI does not reorder messages with the
+//   same source, tag and communicator.
 // - Destruction runs a "finalize" barrier (with the timeout) before MPI_Finalize, so a dead
 //   peer cannot hang MPI_Finalize; if that barrier fails the message is printed and the
 //   process exits with status 1 (abortJob). MPI is initialised once per process: a second
@@ -36,6 +43,7 @@
 #include "runtime/comm/Communicator.h"
 
 #include <memory>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -73,6 +81,15 @@ public:
                              const std::string& name) override;
   std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                              const std::string& name) override;
+  /// A group communicator (see Communicator::subgroup) that runs on this communicator's
+  /// progress thread and MPI communicators, in the one issue order of this rank (a group's
+  /// collective waits for the collectives issued before it on any communicator of this rank),
+  /// with the same arrival handshake among the group's members, timeouts and failure reports;
+  /// every rank is named by its world rank. Any failure fails this communicator and all its
+  /// groups. Forming a group runs one world all_gather (named "group <label>") that checks that
+  /// the members agree on it.
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                         const std::string& label) override;
   /// Blocks every rank until all arrived (the arrival handshake alone); counted as a
   /// collective with 0 payload bytes.
   std::unique_ptr<Work> barrier(const std::string& name);

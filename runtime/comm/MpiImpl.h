@@ -28,8 +28,10 @@ constexpr double kStuckSeconds = 10.0;  // wait() gives up on a silent progress 
 /// What a rank announces when it starts collective #seq (fixed size, sent as bytes).
 struct Announce {
   int64_t seq = 0, count = 0, bytes = 0;
+  uint64_t groupKey = 0;
   int32_t kind = 0, dtype = 0, reduce = 0, root = 0;
   char name[96] = {};
+  char group[32] = {};  // the group's label ("" for the world)
 };
 
 inline Announce announceOf(const Op& op) {
@@ -41,7 +43,9 @@ inline Announce announceOf(const Op& op) {
   a.dtype = static_cast<int32_t>(op.dtype);
   a.reduce = static_cast<int32_t>(op.reduce);
   a.root = op.root;
+  a.groupKey = op.group->key;
   std::strncpy(a.name, op.name.c_str(), sizeof(a.name) - 1);
+  std::strncpy(a.group, op.group->label.c_str(), sizeof(a.group) - 1);
   return a;
 }
 
@@ -54,7 +58,8 @@ inline bool isFinalizeBarrier(const Announce& a) {
 }
 
 inline bool sameCollective(const Announce& a, const Announce& b) {
-  return a.seq == b.seq && a.count == b.count && a.kind == b.kind && a.dtype == b.dtype &&
+  return a.seq == b.seq && a.groupKey == b.groupKey && a.count == b.count && a.kind == b.kind &&
+         a.dtype == b.dtype &&
          a.reduce == b.reduce && a.root == b.root && std::strcmp(a.name, b.name) == 0;
 }
 
@@ -84,9 +89,8 @@ struct MpiCommunicator::Impl {
   bool stopping = false;
   std::atomic<bool> failed{false};
   std::atomic<int64_t> heartbeatNs{0};
-  std::atomic<int64_t> collectives{0}, payloadBytes{0}, currentStep{0};
-  std::atomic<double> timeout{300.0};
-  int64_t seq = 0;  // last collective number issued (caller thread)
+  std::shared_ptr<comm::Group> worldGroup = std::make_shared<comm::Group>();
+  std::unique_ptr<Communicator> worldView;  // the world's collectives (MpiGroupCommunicator)
 
   // Progress thread only.
   MPI_Comm dataComm = MPI_COMM_NULL, controlComm = MPI_COMM_NULL, p2pComm = MPI_COMM_NULL;
@@ -119,10 +123,51 @@ struct MpiCommunicator::Impl {
   /// Tests the posted requests: 1 done, 0 pending, -1 failed (message in `error`).
   int test(Running& running, std::string& error);
   void updateStatus();
-  std::shared_ptr<Op> issue(OpKind kind, const std::string& name, DType dtype, ReduceOp reduce,
-                            int64_t count, int root, int64_t payload, void* data,
-                            const void* send, void* recv);
+  /// Queues an operation of `group` for the progress thread (counted in the group's stats).
+  std::shared_ptr<Op> issue(const std::shared_ptr<comm::Group>& group, OpKind kind,
+                            const std::string& name, DType dtype, ReduceOp reduce, int64_t count,
+                            int root, int64_t payload, void* data, const void* send, void* recv);
 };
+
+namespace comm {
+
+/// The collectives of one Group on the world communicator's progress thread: the world's own
+/// (MpiCommunicator forwards to it) and each group communicator of a DeviceMesh. Ranks,
+/// roots and peers are group ranks; messages name world ranks. It must not outlive the
+/// MpiCommunicator it came from.
+class MpiGroupCommunicator final : public Communicator {
+public:
+  MpiGroupCommunicator(MpiCommunicator::Impl* impl, std::shared_ptr<Group> group)
+      : impl_(impl), group_(std::move(group)) {}
+  int rank() const override { return group_->groupRank; }
+  int worldSize() const override { return group_->size(); }
+  std::unique_ptr<Work> allReduce(void* data, int64_t count, DType dtype, ReduceOp op,
+                                  const std::string& name) override;
+  std::unique_ptr<Work> allGather(const void* send, void* recv, int64_t n, DType dtype,
+                                  const std::string& name) override;
+  std::unique_ptr<Work> reduceScatter(const void* send, void* recv, int64_t n, DType dtype,
+                                      ReduceOp op, const std::string& name) override;
+  std::unique_ptr<Work> allToAll(const void* send, void* recv, int64_t countPerRank, DType dtype,
+                                 const std::string& name) override;
+  std::unique_ptr<Work> broadcast(void* data, int64_t count, DType dtype, int root,
+                                  const std::string& name) override;
+  std::unique_ptr<Work> send(const void* data, int64_t count, DType dtype, int peer,
+                             const std::string& name) override;
+  std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
+                             const std::string& name) override;
+  void setTimeout(double seconds) override;
+  void setStep(int64_t step) override;
+  CommStats stats() const override;
+
+private:
+  std::unique_ptr<Work> issue(OpKind kind, const std::string& name, DType dtype, ReduceOp reduce,
+                              int64_t count, int root, int64_t payload, void* data,
+                              const void* send, void* recv);
+  MpiCommunicator::Impl* impl_;
+  std::shared_ptr<Group> group_;
+};
+
+}  // namespace comm
 
 
 }  // namespace tessel::rt

@@ -7,6 +7,7 @@
 
 #include "runtime/comm/Communicator.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
@@ -36,6 +37,25 @@ struct Round {
   std::function<void()> after;
 };
 
+/// The ranks a communicator spans: the world, or a group of it (DeviceMesh). Every group runs
+/// on the world's progress thread and its duplicated MPI communicators: a schedule is built in
+/// group ranks and its peers are then mapped to world ranks, so every message and report
+/// names world ranks. Counters are per communicator.
+struct Group {
+  std::vector<int> members;  // world rank of each group rank, ascending
+  int groupRank = 0;         // this rank's position in `members`
+  std::string label;         // "" for the world; "tp", "dp,tp" for a group (in messages)
+  uint64_t key = 0;          // identifies the member list (compared in the arrival handshake)
+  // Caller's side.
+  std::atomic<int64_t> seq{0};  // last collective number issued on this communicator
+  std::atomic<int64_t> collectives{0}, payloadBytes{0}, currentStep{0};
+  std::atomic<double> timeout{300.0};
+  int size() const { return static_cast<int>(members.size()); }
+};
+
+/// A key of a member list (FNV-1a over the ranks), equal on every rank of the group.
+uint64_t groupKey(const std::vector<int>& members);
+
 struct Op {
   using Clock = std::chrono::steady_clock;
 
@@ -50,6 +70,7 @@ struct Op {
   int64_t step = 0;      // the training step at issue (setStep)
   double timeout = 0;    // seconds
   int64_t seq = 0;       // collective number #k (1-based); 0 for send/recv
+  std::shared_ptr<const Group> group;  // the communicator it was issued on
   std::vector<Round> rounds;
   std::vector<std::unique_ptr<std::byte[]>> scratch;  // accumulators owned by the schedule
 
@@ -71,11 +92,17 @@ struct Op {
 };
 
 /// "all_reduce 'grad.w' (collective #5, 4004 bytes, step 3)", or for point to point
-/// "send 'act' (to rank 2, 400 bytes, step 3)".
+/// "send 'act' (to rank 2, 400 bytes, step 3)"; on a group "all_reduce 'x' (collective #2 of
+/// group tp, 16 bytes, step 0)". Ranks are world ranks.
 std::string describe(const Op& op);
 
 /// Fills op.rounds (and op.scratch) for rank `rank` of `world`. `data` is the in-place buffer
-/// (all_reduce, broadcast, send, recv); `send`/`recv` the two buffers of the others.
+/// (all_reduce, broadcast, send, recv); `send`/`recv` the two buffers of the others. The
+/// transfers' peers are ranks of [0, world).
 void buildSchedule(Op& op, int rank, int world, void* data, const void* send, void* recv);
+
+/// buildSchedule for op.group, then every peer mapped to its world rank (the root of a send
+/// or recv too, so messages name world ranks).
+void buildGroupSchedule(Op& op, void* data, const void* send, void* recv);
 
 }  // namespace tessel::rt::comm

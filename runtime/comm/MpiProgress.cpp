@@ -4,7 +4,8 @@
 // into a FIFO (run one at a time, in order) and posts send/recv at once (they are ordered
 // only per peer pair, by MPI's non-overtaking rule). Three duplicates of MPI_COMM_WORLD keep
 // the traffic apart: collective data (tag = round index), arrival announcements (tag 1) and
-// point-to-point messages (tag 0).
+// point-to-point messages (tag 0). Group communicators (subgroup) share all three: their
+// schedules name world ranks, and their handshakes involve only their members.
 #include "runtime/comm/MpiImpl.h"
 
 #include "runtime/comm/Reduce.h"
@@ -20,8 +21,9 @@ using namespace comm;
 namespace {
 
 std::string describeAnnounce(const Announce& a) {
-  return fmt::format("{} '{}' (collective #{}, {} elements of {}, {} bytes)",
-                     opKindName(static_cast<OpKind>(a.kind)), a.name, a.seq, a.count,
+  std::string group = a.group[0] ? fmt::format(" of group {}", a.group) : "";
+  return fmt::format("{} '{}' (collective #{}{}, {} elements of {}, {} bytes)",
+                     opKindName(static_cast<OpKind>(a.kind)), a.name, a.seq, group, a.count,
                      dtypeName(static_cast<DType>(a.dtype)), a.bytes);
 }
 
@@ -212,9 +214,10 @@ bool MpiCommunicator::Impl::advanceFront() {
     op->startedAt = Op::Clock::now();
     op->deadline = op->startedAt + std::chrono::duration_cast<Op::Clock::duration>(
                                        std::chrono::duration<double>(op->timeout));
-    peerArrived.assign(world, false);
-    peerArrived[rank] = true;
-    for (int p = 0; p < world; ++p) {
+    // Only the group's members take part: the others count as arrived from the start.
+    peerArrived.assign(world, true);
+    for (int p : op->group->members) peerArrived[p] = p == rank;
+    for (int p : op->group->members) {
       if (p == rank) continue;
       auto a = std::make_unique<Announce>(announceOf(*op));
       MPI_Request r;

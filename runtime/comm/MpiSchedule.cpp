@@ -43,7 +43,8 @@ void ringReduceScatter(Op& op, int r, int N, std::byte* acc, int64_t n) {
     step.transfers.push_back({at(acc, sendFirst, ab), (sendLast - sendFirst) * ab, (r + 1) % N, true});
     step.transfers.push_back({tmp, (recvLast - recvFirst) * ab, (r + N - 1) % N, false});
     DType dtype = op.dtype;
-    step.after = [=] { accumulate(dtype, at(acc, recvFirst, ab), tmp, recvLast - recvFirst); };
+    ReduceOp reduce = op.reduce;
+    step.after = [=] { accumulate(dtype, reduce, at(acc, recvFirst, ab), tmp, recvLast - recvFirst); };
     op.rounds.push_back(std::move(step));
   }
 }
@@ -92,12 +93,31 @@ void Op::finish(const std::string& err) {
   cv.notify_all();
 }
 
+uint64_t groupKey(const std::vector<int>& members) {
+  uint64_t h = 1469598103934665603ull;
+  for (int m : members) {
+    h ^= static_cast<uint64_t>(static_cast<uint32_t>(m));
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
 std::string describe(const Op& op) {
+  std::string group =
+      op.group && !op.group->label.empty() ? fmt::format(" of group {}", op.group->label) : "";
   if (op.kind == OpKind::Send || op.kind == OpKind::Recv)
-    return fmt::format("{} '{}' ({} rank {}, {} bytes, step {})", opKindName(op.kind), op.name,
-                       op.kind == OpKind::Send ? "to" : "from", op.root, op.bytes, op.step);
-  return fmt::format("{} '{}' (collective #{}, {} bytes, step {})", opKindName(op.kind), op.name,
-                     op.seq, op.bytes, op.step);
+    return fmt::format("{} '{}' ({} rank {}{}, {} bytes, step {})", opKindName(op.kind), op.name,
+                       op.kind == OpKind::Send ? "to" : "from", op.root, group, op.bytes, op.step);
+  return fmt::format("{} '{}' (collective #{}{}, {} bytes, step {})", opKindName(op.kind), op.name,
+                     op.seq, group, op.bytes, op.step);
+}
+
+void buildGroupSchedule(Op& op, void* data, const void* send, void* recv) {
+  const Group& g = *op.group;
+  buildSchedule(op, g.groupRank, g.size(), data, send, recv);
+  for (Round& round : op.rounds)
+    for (Transfer& t : round.transfers) t.peer = g.members[static_cast<size_t>(t.peer)];
+  if (op.isPointToPoint()) op.root = g.members[static_cast<size_t>(op.root)];
 }
 
 void buildSchedule(Op& op, int r, int N, void* data, const void* send, void* recv) {

@@ -38,7 +38,14 @@ ncclDataType_t ncclType(DType d) {
   return ncclFloat32;
 }
 
-ncclRedOp_t ncclReduce(ReduceOp op) { return op == ReduceOp::Avg ? ncclAvg : ncclSum; }
+ncclRedOp_t ncclReduce(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return ncclSum;
+    case ReduceOp::Avg: return ncclAvg;
+    case ReduceOp::Max: return ncclMax;
+  }
+  return ncclSum;
+}
 
 CUdeviceptr dptr(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
@@ -66,6 +73,8 @@ struct NcclCommunicator::Impl {
   const cuda::DriverApi* cu = nullptr;
   const nccl::NcclApi* nc = nullptr;
   NcclOptions options;
+  Communicator* bootstrap = nullptr;                 // for subgroup (outlives this one)
+  std::unique_ptr<Communicator> ownedBootstrap;      // a group's host communicator
   int rank = 0, world = 1, ordinal = -1, version = 0;
   CUdevice dev = 0;
   CUcontext ctx = nullptr;
@@ -275,6 +284,7 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, const NcclOptions& o
   Impl& s = *impl_;
   s.options = options;
   s.timeout = options.timeoutSeconds;
+  s.bootstrap = &bootstrap;
   s.rank = bootstrap.rank();
   s.world = bootstrap.worldSize();
 
@@ -320,6 +330,25 @@ NcclCommunicator::NcclCommunicator(Communicator& bootstrap, const NcclOptions& o
     fail("ncclCommInitRank: " + nccl::resultText(*s.nc, rc));
   }
   s.watchdog = std::thread([&s] { s.runWatchdog(); });
+}
+
+NcclCommunicator::NcclCommunicator(std::unique_ptr<Communicator> groupBootstrap,
+                                   const NcclOptions& options)
+    : NcclCommunicator(*groupBootstrap, options) {
+  impl_->ownedBootstrap = std::move(groupBootstrap);
+}
+
+std::unique_ptr<Communicator> NcclCommunicator::subgroup(const std::vector<int>& ranks,
+                                                         const std::string& label) {
+  // The group forms on the host communicator first (it checks that the members agree), then
+  // starts NCCL over it with the constructor's bootstrap: its own unique id from group rank 0.
+  std::unique_ptr<Communicator> host = impl_->bootstrap->subgroup(ranks, label);
+  NcclOptions options = impl_->options;
+  options.timeoutSeconds = impl_->timeout.load();
+  options.device = impl_->ordinal;  // the device this rank already uses
+  std::unique_ptr<NcclCommunicator> group(new NcclCommunicator(std::move(host), options));
+  group->setStep(impl_->step.load());
+  return group;
 }
 
 NcclCommunicator::~NcclCommunicator() {

@@ -20,7 +20,7 @@
 //   buffers the compute stream produced; after the collective an event `done` is recorded on
 //   the communication stream. Work::wait() makes the compute stream wait for `done`; with
 //   options.hostWait it also blocks the host until `done` completes.
-// - Collectives: all_reduce (ncclAllReduce; Avg is ncclAvg), all_gather / reduce_scatter
+// - Collectives: all_reduce (ncclAllReduce; Avg is ncclAvg, Max ncclMax), all_gather / reduce_scatter
 //   (ncclAllGather / ncclReduceScatter; lengths not divisible by the world size through a
 //   padded scratch buffer, NcclPlan.h), all_to_all (grouped ncclSend/ncclRecv, one pair per
 //   peer), broadcast (ncclBroadcast in place), send/recv (ncclSend/ncclRecv). Sizes of 0 issue
@@ -49,6 +49,8 @@
 #include "runtime/comm/StreamCommunicator.h"
 
 #include <memory>
+#include <string>
+#include <vector>
 
 namespace tessel::rt {
 
@@ -92,6 +94,16 @@ public:
   std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                              const std::string& name) override;
 
+  /// A group communicator (Communicator::subgroup; DeviceMesh's groups): the group forms on
+  /// the bootstrap communicator (its subgroup, which checks that the members agree), then a
+  /// new NCCL communicator starts over that host group exactly as the constructor does: the
+  /// group's rank 0 draws a unique id and the group all-gathers it with every member's
+  /// outcome, so a member that cannot start makes every member throw. Same device, timeout,
+  /// step and hostWait as this one. ncclCommSplit is not used: it needs NCCL 2.18, and the
+  /// backend accepts 2.10. The bootstrap passed to the constructor must outlive this
+  /// communicator when groups are formed. Ranks in the group's messages are group ranks.
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                         const std::string& label) override;
   void setTimeout(double seconds) override;
   void setStep(int64_t step) override;
   CommStats stats() const override;
@@ -99,6 +111,8 @@ public:
   struct Impl;  // internal
 
 private:
+  /// A group's communicator over its own host communicator, which it keeps alive.
+  NcclCommunicator(std::unique_ptr<Communicator> groupBootstrap, const NcclOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -25,7 +25,22 @@ void widen(DType dtype, const void* src, void* acc, int64_t n) {
   }
 }
 
-void accumulate(DType dtype, void* acc, const void* other, int64_t n) {
+template <typename T>
+void maxInto(void* acc, const void* other, int64_t n) {
+  auto* a = static_cast<T*>(acc);
+  const auto* o = static_cast<const T*>(other);
+  // `o != o` is true only for a NaN: it replaces a; a NaN already in a is never replaced
+  // (no comparison with it is true), so NaN propagates whatever the order.
+  for (int64_t i = 0; i < n; ++i)
+    if (o[i] > a[i] || o[i] != o[i]) a[i] = o[i];
+}
+
+void accumulate(DType dtype, ReduceOp op, void* acc, const void* other, int64_t n) {
+  if (op == ReduceOp::Max) {
+    if (dtype == DType::I32) maxInto<int64_t>(acc, other, n);
+    else maxInto<float>(acc, other, n);
+    return;
+  }
   if (dtype == DType::I32) {
     // |each term| < 2^31 and at most 2^31 ranks contribute, so the int64 sum cannot overflow.
     auto* a = static_cast<int64_t*>(acc);
@@ -98,6 +113,19 @@ void checkPeer(const char* kind, const std::string& name, int peer, int self, in
   if (peer == self)
     throw CommError(fmt::format("{} '{}': rank {} cannot {} itself", kind, name, self,
                                 std::string(kind) == "send" ? "send to" : "receive from"));
+}
+
+void checkSubgroup(const std::vector<int>& ranks, int self, int world, const std::string& label) {
+  bool hasSelf = false;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world)
+      throw CommError(fmt::format("group {}: rank {} is outside [0, {})", label, ranks[i], world));
+    if (i > 0 && ranks[i] <= ranks[i - 1])
+      throw CommError(fmt::format("group {}: ranks must be ascending without repeats", label));
+    hasSelf |= ranks[i] == self;
+  }
+  if (!hasSelf)
+    throw CommError(fmt::format("group {}: rank {} is not one of its ranks", label, self));
 }
 
 }  // namespace tessel::rt::comm

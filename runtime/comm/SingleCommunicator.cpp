@@ -30,6 +30,22 @@ void checkTimeoutSeconds(double seconds) {
                                 kMaxTimeoutSeconds, seconds));
 }
 
+std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>&,
+                                                    const std::string& label) {
+  throw CommError(fmt::format("group {}: this communicator cannot form groups (form them from "
+                              "the world communicator of an MPI, NCCL or single-rank backend)",
+                              label));
+}
+
+std::unique_ptr<Communicator> SingleCommunicator::subgroup(const std::vector<int>& ranks,
+                                                           const std::string& label) {
+  comm::checkSubgroup(ranks, 0, 1, label);
+  auto group = std::make_unique<SingleCommunicator>();
+  group->setStep(step_);
+  group->setTimeout(timeout_);
+  return group;
+}
+
 std::unique_ptr<Work> SingleCommunicator::issued(int64_t payloadBytes) {
   collectives_ += 1;
   payloadBytes_ += payloadBytes;
@@ -39,7 +55,8 @@ std::unique_ptr<Work> SingleCommunicator::issued(int64_t payloadBytes) {
 std::unique_ptr<Work> SingleCommunicator::allReduce(void* data, int64_t count, DType dtype,
                                                     ReduceOp op, const std::string& name) {
   comm::checkCount("all_reduce", name, count, data, data);
-  // One rank: the sum is the value itself and Avg divides by 1, exactly, in every dtype.
+  // One rank: the sum and the max are the value itself and Avg divides by 1, exactly, in every
+  // dtype.
   return issued(count * dtypeBytes(dtype));
 }
 

@@ -1,7 +1,7 @@
 // The world-size-1 communicator: a plain run without a launcher. No MPI is involved.
 //
 // Promise: every collective completes at issue (the returned Work is already done) with the
-// result a one-rank group defines: all_reduce leaves the data as it is (Sum over one rank;
+// result a one-rank group defines: all_reduce leaves the data as it is (Sum and Max over one rank;
 // Avg divides by 1), all_gather / reduce_scatter / all_to_all copy send to recv, broadcast
 // from root 0 is a no-op. The counters count exactly what an MPI run of one rank counts
 // (Communicator.h), and bad arguments throw the same CommError messages. send/recv have no
@@ -32,6 +32,9 @@ public:
                              const std::string& name) override;
   std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                              const std::string& name) override;
+  /// The only group of one rank, {0}: a new SingleCommunicator with this one's step and timeout.
+  std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
+                                         const std::string& label) override;
   /// Throws CommError unless seconds > 0 (kept for symmetry; nothing here can time out).
   void setTimeout(double seconds) override;
   void setStep(int64_t step) override { step_ = step; }

@@ -1,11 +1,12 @@
 // Multi-rank test of MpiCommunicator, run by ctest as `mpirun -np N comm_mpi_test` for N in
-// 1..4. Every collective, every dtype, sizes 0, 1, 7, 1000, 1001 and 5N+1, Sum and Avg, checked
+// 1..4. Every collective, every dtype, sizes 0, 1, 7, 1000, 1001 and 5N+1, Sum, Avg and Max, checked
 // against closed forms; bitwise identity across ranks; the payload counters; overlap of a
 // collective with compute on the calling thread. Exit status 0 only if every rank passed
 // (the failure counts are summed over the ranks at the end).
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/World.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -151,6 +152,45 @@ void testReductions(MpiCommunicator& comm, DType d, int64_t n, ReduceOp op) {
   CHECK(recv.bytes.back() == 0xAB, "reduce_scatter wrote past its shard");
 }
 
+/// Max: all_reduce and reduce_scatter against the maximum of f over the ranks, taken here in
+/// double (every f is exact in its dtype, so the max is too and must match bit for bit).
+void testMax(MpiCommunicator& comm, DType d, int64_t n) {
+  auto maxF = [&](int64_t i) {
+    double m = f(d, 0, i);
+    for (int r = 1; r < N; ++r) m = std::max(m, f(d, r, i));
+    return m;
+  };
+  Buf buf(d, n), send(d, n), want(d, n);
+  for (int64_t i = 0; i < n; ++i) {
+    buf.set(i, f(d, R, i));
+    send.set(i, f(d, R, i));
+    want.set(i, maxF(i));
+  }
+  comm.allReduce(buf.data(), n, d, ReduceOp::Max, "ar_max")->wait();
+  for (int64_t i = 0; i < n; ++i)
+    CHECK(buf.bits(i) == want.bits(i), "all_reduce %s max n=%lld i=%lld", name(d), (long long)n, (long long)i);
+  auto [lo, hi] = shardRange(n, R, N);
+  Buf recv(d, hi - lo);
+  comm.reduceScatter(send.data(), recv.data(), n, d, ReduceOp::Max, "rs_max")->wait();
+  for (int64_t i = lo; i < hi; ++i)
+    CHECK(recv.bits(i - lo) == want.bits(i), "reduce_scatter %s max n=%lld i=%lld", name(d),
+          (long long)n, (long long)i);
+  CHECK(recv.bytes.back() == 0xAB, "reduce_scatter max wrote past its shard");
+  expected.collectives += 2;
+  expected.payloadBytes += 2 * n * dtypeBytes(d);
+}
+
+/// A NaN on the last rank only makes the f32 max NaN on every rank (torch.max propagates NaN),
+/// whichever position the NaN takes in the ring's order.
+void testMaxNaN(MpiCommunicator& comm) {
+  std::vector<float> x(static_cast<size_t>(N) + 1);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = R == N - 1 ? std::nanf("") : static_cast<float>(R);
+  comm.allReduce(x.data(), static_cast<int64_t>(x.size()), DType::F32, ReduceOp::Max, "nan_max")->wait();
+  for (size_t i = 0; i < x.size(); ++i) CHECK(std::isnan(x[i]), "max of a NaN, element %zu is %g", i, x[i]);
+  expected.collectives += 1;
+  expected.payloadBytes += static_cast<int64_t>(x.size()) * 4;
+}
+
 void testMovement(MpiCommunicator& comm, DType d, int64_t n) {
   // all_gather: rank r holds the values h(i) of its shard.
   auto [lo, hi] = shardRange(n, R, N);
@@ -290,10 +330,12 @@ int main() {
       comm.setStep(n);
       testReductions(comm, d, n, ReduceOp::Sum);
       testReductions(comm, d, n, ReduceOp::Avg);
+      testMax(comm, d, n);
       testMovement(comm, d, n);
     }
   }
   testBf16Accumulation(comm);
+  testMaxNaN(comm);
   testBitwiseIdentity(comm);
   testOverlap(comm);
   CommStats s = comm.stats();

@@ -82,35 +82,49 @@ TEST(NcclPlan, PaddedAllGatherReassemblesTheVector) {
     }
 }
 
-// reduce_scatter through the padded scratch: rank p gets its shard of sum_r v_r, where
-// v_r[i] = 1000 (r + 1) + i, so the sum is 500 W (W + 1) + W i (exact in f32 here).
-TEST(NcclPlan, PaddedReduceScatterGivesEachRankItsShardOfTheSum) {
+// reduce_scatter through the padded scratch: rank p gets its shard of the reduction over r of
+// v_r[i] = 1000 (r + 1) + i: the sum is 500 W (W + 1) + W i, the max 1000 W + i (both exact in
+// f32 here). The scratch starts at `sentinel`; for Max it is larger than every value, so a
+// padding element read back would show.
+void checkPaddedReduceScatter(ReduceOp op, float sentinel) {
   for (int world = 1; world <= 6; ++world)
     for (int64_t n = 0; n <= 17; ++n) {
       const nccl::PaddedLayout l = nccl::paddedLayout(n, world);
       std::vector<std::vector<float>> scratch(static_cast<size_t>(world),
-                                              std::vector<float>(static_cast<size_t>(l.scratchElements()), -7.0f));
+                                              std::vector<float>(static_cast<size_t>(l.scratchElements()), sentinel));
       for (int r = 0; r < world; ++r) {
         std::vector<float> v(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(1000 * (r + 1) + i);
         apply(nccl::reduceScatterPack(l), v, scratch[static_cast<size_t>(r)]);
       }
       for (int p = 0; p < world; ++p) {
-        // ncclReduceScatter in place: rank p's block becomes the sum of every rank's block p.
+        // ncclReduceScatter in place: rank p's block becomes the reduction of every rank's block p.
         std::vector<float> reduced = scratch[static_cast<size_t>(p)];
         for (int64_t i = 0; i < l.block; ++i) {
-          float sum = 0;
-          for (int r = 0; r < world; ++r) sum += scratch[static_cast<size_t>(r)][static_cast<size_t>(p * l.block + i)];
-          reduced[static_cast<size_t>(p * l.block + i)] = sum;
+          float acc = scratch[0][static_cast<size_t>(p * l.block + i)];
+          for (int r = 1; r < world; ++r) {
+            float x = scratch[static_cast<size_t>(r)][static_cast<size_t>(p * l.block + i)];
+            acc = op == ReduceOp::Max ? std::max(acc, x) : acc + x;
+          }
+          reduced[static_cast<size_t>(p * l.block + i)] = acc;
         }
         auto [first, last] = shardRange(n, p, world);
         std::vector<float> recv(static_cast<size_t>(last - first), -7.0f), expected;
         apply(nccl::reduceScatterUnpack(l, p), reduced, recv);
         for (int64_t i = first; i < last; ++i)
-          expected.push_back(static_cast<float>(500 * world * (world + 1) + world * i));
+          expected.push_back(op == ReduceOp::Max ? static_cast<float>(1000 * world + i)
+                                                 : static_cast<float>(500 * world * (world + 1) + world * i));
         EXPECT_EQ(recv, expected) << "n " << n << " world " << world << " rank " << p;
       }
     }
+}
+
+TEST(NcclPlan, PaddedReduceScatterGivesEachRankItsShardOfTheSum) {
+  checkPaddedReduceScatter(ReduceOp::Sum, -7.0f);
+}
+
+TEST(NcclPlan, PaddedReduceScatterGivesEachRankItsShardOfTheMax) {
+  checkPaddedReduceScatter(ReduceOp::Max, 1e9f);
 }
 
 TEST(NcclPlan, BootstrapRecordRoundTripsAndTruncatesTheReason) {

@@ -55,6 +55,7 @@ class ThreadCommunicator final : public rt::Communicator {
   std::unique_ptr<rt::Work> allReduce(void* data, int64_t count, rt::DType dtype, rt::ReduceOp op,
                                       const std::string& name) override {
     if (dtype != rt::DType::F32) throw std::logic_error("ThreadCommunicator: f32 only");
+    if (op == rt::ReduceOp::Max) throw std::logic_error("ThreadCommunicator: Sum and Avg only");
     stats_.collectives++;
     stats_.payloadBytes += count * 4;
     // Phase 1: the last arriving rank reduces every rank's buffer into `result_`.
