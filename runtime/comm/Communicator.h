@@ -125,8 +125,14 @@ public:
   /// messages ("tp", "dp,tp"). The group inherits the timeout and step; it must not outlive
   /// this communicator. Communicators that cannot form groups (a group's own, test doubles) throw
   /// CommError saying so.
+  /// (Defined here, not in a backend's file, so that the interface stays header-only and
+  /// test doubles link without a backend.)
   virtual std::unique_ptr<Communicator> subgroup(const std::vector<int>& ranks,
-                                                 const std::string& label);
+                                                 const std::string& label) {
+    (void)ranks;
+    throw CommError("group " + label + ": this communicator cannot form groups (form them from the world "
+                    "communicator of an MPI, NCCL or single-rank backend)");
+  }
 
   /// Seconds a collective may take before wait() throws (> 0).
   virtual void setTimeout(double seconds) = 0;

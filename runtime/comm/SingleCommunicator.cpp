@@ -30,13 +30,6 @@ void checkTimeoutSeconds(double seconds) {
                                 kMaxTimeoutSeconds, seconds));
 }
 
-std::unique_ptr<Communicator> Communicator::subgroup(const std::vector<int>&,
-                                                    const std::string& label) {
-  throw CommError(fmt::format("group {}: this communicator cannot form groups (form them from "
-                              "the world communicator of an MPI, NCCL or single-rank backend)",
-                              label));
-}
-
 std::unique_ptr<Communicator> SingleCommunicator::subgroup(const std::vector<int>& ranks,
                                                            const std::string& label) {
   comm::checkSubgroup(ranks, 0, 1, label);
