@@ -306,9 +306,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
                              << "' has no CUDA kernel; it cannot be compiled for the GPU";
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
-      //    the bucket itself.
-      // The runtime addresses a replica group by one axis name and its size; both derive
-      // from the op's grid (verified to resolve).
+      //    the bucket itself. The runtime addresses a replica group by one axis name and
+      //    its size; both derive from the op's grid (verified to resolve).
       if (start.getGridAxes().size() != 1)
         return start.emitOpError() << "spans " << start.getGridAxes().size()
                                    << " grid axes; the runtime reduces over one axis only";

@@ -25,10 +25,9 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
     all `inputs` packed into one flat buffer (a *bucket*), in operand order. The group size
     is the product of the grid's sizes along `grid_axes` (`getGroupSize()`). `reduce` is
     `sum`, `avg` (the sum divided by the group size, torch.distributed.ReduceOp.AVG) or
-    `max`. The results
-    are the same tensors *in flight*: they have the inputs' types, may only be used by
-    exactly one `tessel.all_reduce_wait` (all of them, in order), and hold the reduced
-    values only after it. `bucket` numbers the buckets of a function in issue order;
+    `max`. The results are the same tensors *in flight*: they have the inputs' types, may
+    only be used by exactly one `tessel.all_reduce_wait` (all of them, in order), and hold
+    the reduced values only after it. `bucket` numbers the buckets of a function in issue order;
     `params` names the parameter whose gradient each input is (for `--explain`).
 
     The grid is the plan's mesh; the passes create it as `shard.grid @mesh` (one fixed name:
