@@ -306,7 +306,11 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
                              << "' has no CUDA kernel; it cannot be compiled for the GPU";
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
-      //    the bucket itself.
+      //    the bucket itself. The runtime addresses a replica group by one axis name and
+      //    its size; both derive from the op's grid (verified to resolve).
+      if (start.getGridAxes().size() != 1)
+        return start.emitOpError() << "spans " << start.getGridAxes().size()
+                                   << " grid axes; the runtime reduces over one axis only";
       if (start.getReduce() == ReduceKind::max)
         return start.emitOpError() << "reduce max has no runtime collective yet (the runtime "
                                       "all-reduces with sum or avg)";
@@ -326,7 +330,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       for (mlir::Attribute a : start.getParams())
         c.names.push_back(mlir::cast<mlir::StringAttr>(a).str());
       c.reduce = stringifyReduceKind(start.getReduce()).str();
-      c.axis = start.getAxis().str();
+      c.axis = start.getAxisNames().front().str();
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());
       c.anchor = anchor(op, /*after=*/true);
@@ -340,7 +344,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.buffer = buffer.at(wait.getInFlight()[0]);
       for (mlir::Value r : wait.getResults()) c.tensors.push_back(buffer[r] = temp(r, step));
       c.reduce = stringifyReduceKind(start.getReduce()).str();
-      c.axis = start.getAxis().str();
+      c.axis = start.getAxisNames().front().str();
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());
       c.anchor = anchor(op, /*after=*/false);

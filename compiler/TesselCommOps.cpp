@@ -1,9 +1,66 @@
 // Verifiers and result types of the collective ops (TesselCommOps.td).
 #include "compiler/TesselDialect.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/IR/SymbolTable.h"
+
 using namespace mlir;
 
 namespace tessel {
+
+shard::GridOp AllReduceStartOp::resolveGrid() {
+  return SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
+}
+
+int64_t AllReduceStartOp::getGroupSize() {
+  shard::GridOp grid = resolveGrid();
+  if (!grid) return 0;
+  int64_t size = 1;
+  for (int16_t axis : getGridAxes()) size *= grid.getShape()[axis];
+  return size;
+}
+
+llvm::SmallVector<llvm::StringRef> AllReduceStartOp::getAxisNames() {
+  llvm::SmallVector<llvm::StringRef> names;
+  shard::GridOp grid = resolveGrid();
+  auto all = grid ? TesselDialect::AxisNamesAttrHelper(getContext()).getAttr(grid) : ArrayAttr();
+  if (!all) return names;
+  for (int16_t axis : getGridAxes()) names.push_back(cast<StringAttr>(all[axis]).getValue());
+  return names;
+}
+
+/// Checks that `grid` of `op` names a `shard.grid` with static sizes and
+/// `tessel.axis_names`, and that `grid_axes` are valid, unique axes of it.
+static LogicalResult verifyGridAxes(AllReduceStartOp op) {
+  Operation* target = SymbolTable::lookupNearestSymbolFrom(op, op.getGridAttr());
+  if (!target)
+    return op.emitOpError() << "grid " << op.getGridAttr() << " is not a symbol of the module";
+  auto grid = dyn_cast<shard::GridOp>(target);
+  if (!grid)
+    return op.emitOpError() << "grid " << op.getGridAttr() << " names a '" << target->getName()
+                            << "', not a shard.grid";
+  ArrayRef<int64_t> shape = grid.getShape();
+  for (int64_t size : shape)
+    if (ShapedType::isDynamic(size) || size < 1)
+      return op.emitOpError() << "grid " << op.getGridAttr()
+                              << " must have static sizes >= 1 (the group size derives from it)";
+  // The names themselves are checked where they are declared (TesselDialect.cpp).
+  if (!TesselDialect::AxisNamesAttrHelper(op.getContext()).isAttrPresent(grid))
+    return op.emitOpError() << "grid " << op.getGridAttr() << " has no "
+                            << TesselDialect::AxisNamesAttrHelper::getNameStr()
+                            << ": the runtime needs a name for each axis";
+  ArrayRef<int16_t> axes = op.getGridAxes();
+  if (axes.empty()) return op.emitOpError() << "grid_axes must name at least one axis";
+  llvm::SmallDenseSet<int16_t> seen;
+  for (int16_t axis : axes) {
+    if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
+      return op.emitOpError() << "grid axis " << axis << " is out of range for grid "
+                              << op.getGridAttr() << " of rank " << shape.size();
+    if (!seen.insert(axis).second)
+      return op.emitOpError() << "grid axis " << axis << " appears twice in grid_axes";
+  }
+  return success();
+}
 
 LogicalResult AllReduceStartOp::inferReturnTypes(MLIRContext*, std::optional<Location>,
                                                  ValueRange operands, DictionaryAttr,
@@ -23,9 +80,8 @@ LogicalResult AllReduceWaitOp::inferReturnTypes(MLIRContext*, std::optional<Loca
 
 LogicalResult AllReduceStartOp::verify() {
   if (getInputs().empty()) return emitOpError() << "needs at least one input";
-  if (getAxis().empty()) return emitOpError() << "axis must not be empty";
-  int64_t group = static_cast<int64_t>(getGroupSize()), bucket = static_cast<int64_t>(getBucket());
-  if (group < 1) return emitOpError() << "group must be >= 1, got " << group;
+  if (failed(verifyGridAxes(*this))) return failure();
+  int64_t bucket = static_cast<int64_t>(getBucket());
   if (bucket < 0) return emitOpError() << "bucket must be >= 0, got " << bucket;
   if (getParams().size() != getInputs().size())
     return emitOpError() << "names " << getParams().size() << " params for "

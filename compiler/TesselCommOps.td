@@ -1,11 +1,16 @@
 //===- TesselCommOps.td - collective ops of the tessel dialect -----*- tablegen -*-===//
 //
 // Asynchronous collectives the data-parallel passes insert (passes/GradientAllReduce.cpp,
-// BucketGradients.cpp, OverlapCollectives.cpp). The upstream `shard` dialect's collectives
-// are synchronous (one op computes the result), so they cannot express a collective that
-// starts in the middle of the backward pass and is waited for later; these ops split one
-// all-reduce into a start and a wait, and the compiler places both. Every rank runs the same
-// IR, so every rank issues the same collectives in the same order by construction.
+// BucketGradients.cpp, OverlapCollectives.cpp). They name their device mesh as upstream
+// `shard` collectives do: a `shard.grid` symbol and a list of its axes, so the replica group
+// is a property of the IR, not a string; the group size is derived from the grid.
+//
+// Why our own ops rather than upstream `shard.all_reduce`: the upstream collectives are
+// synchronous (one op computes the reduced result), so they cannot express a collective that
+// starts in the middle of the backward pass and is waited for later. These ops split one
+// all-reduce into a start and a wait, and the compiler places both, so communication overlaps
+// the rest of the backward pass. Every rank runs the same IR, so every rank issues the same
+// collectives in the same order by construction.
 //
 //===------------------------------------------------------------------------------===//
 #ifndef TESSEL_COMM_OPS_TD
@@ -15,13 +20,22 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
     [DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
   let summary = "start an asynchronous all-reduce of a bucket of tensors";
   let description = [{
-    Starts one all-reduce over the `group_size` ranks of mesh axis `axis`, of all `inputs`
-    packed into one flat buffer (a *bucket*), in operand order. `reduce` is `sum`, `avg`
-    (the sum divided by `group_size`, torch.distributed.ReduceOp.AVG) or `max`. The results
-    are the same tensors *in flight*: they have the inputs' types, may only be used by
-    exactly one `tessel.all_reduce_wait` (all of them, in order), and hold the reduced
-    values only after it. `bucket` numbers the buckets of a function in issue order;
+    Starts one all-reduce over the replica group spanned by axes `grid_axes` of the device
+    mesh `grid` (a `shard.grid` symbol of the module, as in upstream `shard.all_reduce`), of
+    all `inputs` packed into one flat buffer (a *bucket*), in operand order. The group size
+    is the product of the grid's sizes along `grid_axes` (`getGroupSize()`). `reduce` is
+    `sum`, `avg` (the sum divided by the group size, torch.distributed.ReduceOp.AVG) or
+    `max`. The results are the same tensors *in flight*: they have the inputs' types, may
+    only be used by exactly one `tessel.all_reduce_wait` (all of them, in order), and hold
+    the reduced values only after it. `bucket` numbers the buckets of a function in issue order;
     `params` names the parameter whose gradient each input is (for `--explain`).
+
+    The grid is the plan's mesh; the passes create it as `shard.grid @mesh` (one fixed name:
+    a plan has one mesh) and name its axes in order with the discardable attribute
+    `tessel.axis_names` (upstream grids have sizes but no axis names; the runtime addresses
+    a replica group by axis name). The verifier checks that `grid` resolves to a
+    `shard.grid` with static sizes and `tessel.axis_names`, and that `grid_axes` is
+    non-empty, in range and free of duplicates.
 
     The op has side effects (it talks to other ranks), so it is never erased, merged or
     moved by generic passes; `tessel-overlap-collectives` decides where it runs.
@@ -29,17 +43,29 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
     Example:
 
     ```mlir
-    %f:2 = tessel.all_reduce_start %g0, %g1 reduce avg axis "dp" group 2 bucket 0
+    shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
+    ...
+    %f:2 = tessel.all_reduce_start %g0, %g1 reduce avg on @mesh grid_axes = [0] bucket 0
         params ["ln_f.bias", "ln_f.weight"] : tensor<64xf32>, tensor<64xf32>
     ```
   }];
   let arguments = (ins Variadic<Tessel_FloatTensor>:$inputs, Tessel_ReduceKindAttr:$reduce,
-                       StrAttr:$axis,
-                       I64Attr:$group_size, I64Attr:$bucket, StrArrayAttr:$params);
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes,
+                       I64Attr:$bucket, StrArrayAttr:$params);
   let results = (outs Variadic<Tessel_FloatTensor>:$in_flight);
   let assemblyFormat = [{
-    $inputs `reduce` $reduce `axis` $axis `group` $group_size `bucket` $bucket
+    $inputs `reduce` $reduce `on` $grid `grid_axes` `=` $grid_axes `bucket` $bucket
     `params` $params attr-dict `:` type($inputs)
+  }];
+  let extraClassDeclaration = [{
+    /// The `shard.grid` that `grid` names, or null when it does not resolve to one.
+    ::mlir::shard::GridOp resolveGrid();
+    /// Ranks in the replica group: the product of the grid's sizes along `grid_axes`
+    /// (>= 1 on verified IR).
+    int64_t getGroupSize();
+    /// The names of `grid_axes` in the grid's `tessel.axis_names`, in operand order (the
+    /// runtime's axis string for a single axis).
+    ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
   }];
   let hasVerifier = 1;
 }

@@ -47,6 +47,27 @@ mlir::LogicalResult verifyName(mlir::Operation* op, llvm::StringRef where,
   return mlir::success();
 }
 
+/// Checks `tessel.axis_names` on `grid`: an array of one non-empty string per grid axis,
+/// no name twice.
+mlir::LogicalResult verifyAxisNames(mlir::shard::GridOp grid, mlir::NamedAttribute attr) {
+  auto names = mlir::dyn_cast<mlir::ArrayAttr>(attr.getValue());
+  size_t rank = grid.getShape().size();
+  if (!names || names.size() != rank ||
+      !llvm::all_of(names, [](mlir::Attribute a) {
+        auto s = mlir::dyn_cast<mlir::StringAttr>(a);
+        return s && !s.getValue().empty();
+      }))
+    return grid.emitError() << "'" << attr.getName().getValue() << "' must name each of the "
+                            << rank << " axes of the grid with a non-empty string, got "
+                            << attr.getValue();
+  llvm::SmallDenseSet<mlir::Attribute> seen;
+  for (mlir::Attribute n : names)
+    if (!seen.insert(n).second)
+      return grid.emitError() << "'" << attr.getName().getValue() << "' names axis " << n
+                              << " twice";
+  return mlir::success();
+}
+
 /// The error for a `tessel.*` attribute that is not declared for this place.
 mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                               mlir::NamedAttribute attr) {
@@ -57,7 +78,8 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::OutputAttrHelper::getNameStr() << " and "
                          << D::GradAttrHelper::getNameStr() << "; functions "
                          << D::BatchShardsAttrHelper::getNameStr() << " and "
-                         << D::MixedPrecisionAttrHelper::getNameStr() << ")";
+                         << D::MixedPrecisionAttrHelper::getNameStr() << "; shard.grid "
+                         << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 
 }  // namespace
@@ -76,6 +98,9 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
     if (!mlir::isa<mlir::UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' is a unit attribute, got " << attr.getValue();
     return mlir::success();
+  }
+  if (name == AxisNamesAttrHelper::getNameStr()) {
+    if (auto grid = mlir::dyn_cast<mlir::shard::GridOp>(op)) return verifyAxisNames(grid, attr);
   }
   return misplaced(op, function ? "a function" : "an operation", attr);
 }

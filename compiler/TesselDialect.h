@@ -21,6 +21,12 @@
 
 #include "compiler/TesselInterfaces.h.inc"
 
+namespace mlir::shard {
+/// Upstream `shard.grid` (mlir/Dialect/Shard/IR/ShardOps.h): the device mesh the collective
+/// ops name. Declared here so that the op classes need not include the shard dialect.
+class GridOp;
+}  // namespace mlir::shard
+
 #define GET_OP_CLASSES
 #include "compiler/TesselOps.h.inc"
 

@@ -30,8 +30,9 @@ def Tessel_Dialect : Dialect {
 
     Functions carry the dialect's discardable attributes: `tessel.input` on arguments,
     `tessel.output` and `tessel.grad` on results, `tessel.batch_shards` and
-    `tessel.mixed_precision` on the function (what the pipeline has done to it). Any other
-    `tessel.*` attribute name is an error.
+    `tessel.mixed_precision` on the function (what the pipeline has done to it), and
+    `tessel.axis_names` on a `shard.grid` (the plan's mesh). Any other `tessel.*` attribute
+    name is an error.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 0;
@@ -66,7 +67,13 @@ def Tessel_Dialect : Dialect {
     // `tessel.mixed_precision` (unit) on a function: it computes in bf16 with f32 master
     // weights. Set by tessel-mixed-precision (and copied with the function by
     // tessel-autodiff); read by the stage checks, so that the rewrite never runs twice.
-    "::mlir::UnitAttr":$mixed_precision
+    "::mlir::UnitAttr":$mixed_precision,
+    // `tessel.axis_names = ["dp", ...]` on a `shard.grid`: the names of the mesh's axes, in
+    // order, one non-empty unique name per axis (upstream grids have sizes but no names; the
+    // runtime addresses a replica group by axis name). Set by tessel-gradient-all-reduce when
+    // it creates the plan's mesh; read by the collective ops' verifiers and accessors
+    // (compiler/TesselCommOps.td) and tessel-gradient-all-reduce (finding its axis).
+    "::mlir::ArrayAttr":$axis_names
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

@@ -75,10 +75,10 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
                      [](const Single& a, const Single& b) { return a.at < b.at; });
     for (Single s : singles)
       if (s.start.getReduce() != singles[0].start.getReduce() ||
-          s.start.getAxis() != singles[0].start.getAxis() ||
-          s.start.getGroupSize() != singles[0].start.getGroupSize()) {
+          s.start.getGridAttr() != singles[0].start.getGridAttr() ||
+          s.start.getGridAxes() != singles[0].start.getGridAxes()) {
         s.start.emitError() << "tessel-bucket-gradients: all-reduces with different reduce, "
-                               "axis or group cannot share buckets";
+                               "grid or grid axes cannot share buckets";
         return signalPassFailure();
       }
 
@@ -112,7 +112,7 @@ struct BucketGradientsPass : impl::BucketGradientsBase<BucketGradientsPass> {
       mlir::Location loc = bucket.back().start->getLoc();
       AllReduceStartOp first = bucket.front().start;
       auto start = AllReduceStartOp::create(
-          b, loc, inputs, first.getReduceAttr(), first.getAxisAttr(), first.getGroupSizeAttr(),
+          b, loc, inputs, first.getReduceAttr(), first.getGridAttr(), first.getGridAxesAttr(),
           b.getI64IntegerAttr(static_cast<int64_t>(index)), b.getStrArrayAttr(params));
       auto wait = AllReduceWaitOp::create(b, loc, start.getInFlight());
       for (auto [k, s] : llvm::enumerate(bucket)) {

@@ -254,7 +254,13 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     In `@train_step` (the loss, then gradients tagged `tessel.grad`), wraps every gradient
     in its own `tessel.all_reduce_start` / `tessel.all_reduce_wait` pair with `reduce avg`
     over mesh axis `axis` of `group` ranks, right before the return, and returns the
-    reduced value. Each rank's gradient is the gradient of its local mean loss, so their
+    reduced value. The collectives name the plan's mesh, the module's `shard.grid @mesh`,
+    and the index of `axis` in it (`on @mesh grid_axes = [i]`). When the module has no
+    @mesh, the pass creates the 1-D grid `shard.grid @mesh(shape = group)
+    {tessel.axis_names = ["axis"]}` at the top of the module; an existing @mesh must be a
+    `shard.grid` whose `tessel.axis_names` contains `axis` with `group` ranks, otherwise the
+    pass fails at the grid. A single-rank run without a plan never runs this pass, so its
+    module has no grid. Each rank's gradient is the gradient of its local mean loss, so their
     average is the gradient of the global mean loss. It runs before `tessel-optimizer`, so
     global-norm clipping sees the reduced gradients and computes the same norm and
     coefficient on every rank. Explicit zero gradients (a parameter the loss ignores) are
@@ -269,7 +275,7 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
   ];
-  let dependentDialects = ["::tessel::TesselDialect"];
+  let dependentDialects = ["::tessel::TesselDialect", "::mlir::shard::ShardDialect"];
 }
 
 def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::func::FuncOp"> {

@@ -19,6 +19,8 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <tuple>
+#include <vector>
 
 namespace {
 
@@ -100,19 +102,21 @@ TEST(IrVocabulary, FunctionAttributesRoundTrip) {
       << text;
 }
 
-// The enum words reach the program format unchanged, and a reduction the runtime has no
-// collective for (max) is refused by the lowering at the op, not passed on.
-TEST(IrVocabulary, LoweringWritesTheReduceWordAndRefusesMax) {
-  auto context = makeContext();
+/// Lowers one all-reduce of a tensor<4xf32> over a 2 x 4 mesh (dp, tp) to a program,
+/// collecting the diagnostics in `errors`. `reduce` and `axes` are spliced into the op.
+struct LoweredAllReduce {
+  std::unique_ptr<mlir::MLIRContext> context = makeContext();
   std::string errors;
-  mlir::ScopedDiagnosticHandler handler(context.get(), [&](mlir::Diagnostic& d) {
-    errors += d.str() + "\n";
-    return mlir::success();
-  });
-  auto lower = [&](const char* reduce, rt::Program& program) {
+  mlir::ScopedDiagnosticHandler handler{context.get(), [this](mlir::Diagnostic& d) {
+                                          errors += d.str() + "\n";
+                                          return mlir::success();
+                                        }};
+  /// True when the module parses and lowers into `program`.
+  bool lower(const char* reduce, const char* axes, rt::Program& program) {
     std::string source = std::string(R"(
+      shard.grid @mesh(shape = 2x4) {tessel.axis_names = ["dp", "tp"]}
       func.func @train_step(%g: tensor<4xf32> {tessel.input = "g"}) -> (tensor<4xf32> {tessel.output = "r"}) {
-        %f = tessel.all_reduce_start %g reduce )") + reduce + R"( axis "dp" group 2 bucket 0 params ["g"] : tensor<4xf32>
+        %f = tessel.all_reduce_start %g reduce )") + reduce + " on @mesh grid_axes = " + axes + R"( bucket 0 params ["g"] : tensor<4xf32>
         %r = tessel.all_reduce_wait %f : tensor<4xf32>
         return %r : tensor<4xf32>
       })";
@@ -120,21 +124,55 @@ TEST(IrVocabulary, LoweringWritesTheReduceWordAndRefusesMax) {
         mlir::parseSourceString<mlir::ModuleOp>(source, context.get());
     EXPECT_TRUE(module) << errors;
     return module && mlir::succeeded(tessel::lowerToProgram(*module, program));
-  };
+  }
+};
+
+/// The collective steps of the first function of `program` (the start and the wait).
+std::vector<rt::CollectiveStep> collectiveSteps(const rt::Program& program) {
+  std::vector<rt::CollectiveStep> steps;
+  for (const rt::Step& step : program.functions.at(0).steps)
+    if (auto* c = std::get_if<rt::CollectiveStep>(&step)) steps.push_back(*c);
+  return steps;
+}
+
+// The enum words reach the program format unchanged, and a reduction the runtime has no
+// collective for (max) is refused by the lowering at the op, not passed on.
+TEST(IrVocabulary, LoweringWritesTheReduceWordAndRefusesMax) {
+  LoweredAllReduce l;
   for (const char* word : {"sum", "avg"}) {
     rt::Program program;
-    ASSERT_TRUE(lower(word, program)) << errors;
-    int collectives = 0;
-    for (const rt::Step& step : program.functions.at(0).steps)
-      if (auto* c = std::get_if<rt::CollectiveStep>(&step)) {
-        EXPECT_EQ(c->reduce, word);
-        ++collectives;
-      }
-    EXPECT_EQ(collectives, 2);  // the start and the wait
+    ASSERT_TRUE(l.lower(word, "[0]", program)) << l.errors;
+    std::vector<rt::CollectiveStep> steps = collectiveSteps(program);
+    EXPECT_EQ(steps.size(), 2u);  // the start and the wait
+    for (const rt::CollectiveStep& c : steps) EXPECT_EQ(c.reduce, word);
   }
   rt::Program program;
-  EXPECT_FALSE(lower("max", program));
-  EXPECT_NE(errors.find("reduce max has no runtime collective yet"), std::string::npos) << errors;
+  EXPECT_FALSE(l.lower("max", "[0]", program));
+  EXPECT_NE(l.errors.find("reduce max has no runtime collective yet"), std::string::npos)
+      << l.errors;
+}
+
+// The runtime step keeps its axis name and group size; the lowering reads both from the
+// grid the collective names (the tp axis, index 1, of the 2 x 4 mesh: "tp", 4 ranks; the dp
+// axis: "dp", 2), and refuses a group over several axes, which the runtime cannot address
+// by one axis name.
+TEST(IrVocabulary, LoweringDerivesAxisAndGroupFromTheGrid) {
+  LoweredAllReduce l;
+  for (auto [axes, name, group] : {std::tuple{"[1]", "tp", 4}, std::tuple{"[0]", "dp", 2}}) {
+    rt::Program program;
+    ASSERT_TRUE(l.lower("sum", axes, program)) << l.errors;
+    std::vector<rt::CollectiveStep> steps = collectiveSteps(program);
+    EXPECT_EQ(steps.size(), 2u);  // the start and the wait
+    for (const rt::CollectiveStep& c : steps) {
+      EXPECT_EQ(c.axis, name) << axes;
+      EXPECT_EQ(c.group, group) << axes;
+    }
+  }
+  rt::Program program;
+  EXPECT_FALSE(l.lower("sum", "[0, 1]", program));
+  EXPECT_NE(l.errors.find("spans 2 grid axes; the runtime reduces over one axis only"),
+            std::string::npos)
+      << l.errors;
 }
 
 /// Facts of function @`name` (and its module) in the IR `source`.
@@ -166,12 +204,13 @@ TEST(PipelineStage, ForwardAsBuiltHasNoFacts) {
 TEST(PipelineStage, ReadsCollectivesAndTheirPlacement) {
   // Two single-gradient all-reduces, the first one's result used between them.
   Staged s(R"(
+    shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
     func.func @train_step(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
         attributes {tessel.batch_shards = 2 : i64} {
-      %f0 = tessel.all_reduce_start %a reduce avg axis "dp" group 2 bucket 0 params ["a"] : tensor<4xf32>
+      %f0 = tessel.all_reduce_start %a reduce avg on @mesh grid_axes = [0] bucket 0 params ["a"] : tensor<4xf32>
       %r0 = tessel.all_reduce_wait %f0 : tensor<4xf32>
       %s = tessel.scale %r0, 2.0 : tensor<4xf32>
-      %f1 = tessel.all_reduce_start %b reduce avg axis "dp" group 2 bucket 1 params ["b"] : tensor<4xf32>
+      %f1 = tessel.all_reduce_start %b reduce avg on @mesh grid_axes = [0] bucket 1 params ["b"] : tensor<4xf32>
       %r1 = tessel.all_reduce_wait %f1 : tensor<4xf32>
       return %s, %r1 : tensor<4xf32>, tensor<4xf32>
     })");
@@ -190,8 +229,9 @@ TEST(PipelineStage, ReadsCollectivesAndTheirPlacement) {
 TEST(PipelineStage, CollectivesBeforeTheirUsersAreNotInterleaved) {
   // One bucket of two gradients, waited for before the norm that uses it.
   Staged s(R"(
+    shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
     func.func @train_step(%a: tensor<4xf32>, %b: tensor<4xf32>) -> tensor<f32> {
-      %f:2 = tessel.all_reduce_start %a, %b reduce avg axis "dp" group 2 bucket 0 params ["a", "b"] : tensor<4xf32>, tensor<4xf32>
+      %f:2 = tessel.all_reduce_start %a, %b reduce avg on @mesh grid_axes = [0] bucket 0 params ["a", "b"] : tensor<4xf32>, tensor<4xf32>
       %r:2 = tessel.all_reduce_wait %f#0, %f#1 : tensor<4xf32>, tensor<4xf32>
       %n = tessel.global_norm %r#0, %r#1 : tensor<4xf32>, tensor<4xf32>
       return %n : tensor<f32>

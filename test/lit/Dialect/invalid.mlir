@@ -835,94 +835,87 @@ func.func @reduce_sum_i32(%x: tensor<4xi32>) {
 
 // A reduction outside the enum is a parse error naming the allowed words, in the custom
 // and in the generic form.
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_bad_reduce(%x: tensor<4xf32>) {
   // expected-error @+2 {{expected one of [sum, avg, max] for how a collective combines the ranks' values, got: mean}}
   // expected-error @+1 {{failed to parse Tessel_ReduceKindAttr parameter 'value'}}
-  %f = tessel.all_reduce_start %x reduce mean axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce mean on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4xf32>
   %r = tessel.all_reduce_wait %f : tensor<4xf32>
   return
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_bad_reduce_generic(%x: tensor<4xf32>) {
   // expected-error @+2 {{expected one of [sum, avg, max] for how a collective combines the ranks' values, got: prod}}
   // expected-error @+1 {{failed to parse Tessel_ReduceKindAttr parameter 'value'}}
-  %f = "tessel.all_reduce_start"(%x) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["x"], reduce = #tessel<reduce_kind prod>}> : (tensor<4xf32>) -> tensor<4xf32>
+  %f = "tessel.all_reduce_start"(%x) <{bucket = 0 : i64, grid = @mesh, grid_axes = array<i16: 0>, params = ["x"], reduce = #tessel<reduce_kind prod>}> : (tensor<4xf32>) -> tensor<4xf32>
   return
 }
 
 // -----
 
 // The old string spelling is rejected.
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_string_reduce(%x: tensor<4xf32>) {
   // expected-error @+1 {{Invalid attribute `reduce` in property conversion: "avg"}}
-  %f = "tessel.all_reduce_start"(%x) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["x"], reduce = "avg"}> : (tensor<4xf32>) -> tensor<4xf32>
+  %f = "tessel.all_reduce_start"(%x) <{bucket = 0 : i64, grid = @mesh, grid_axes = array<i16: 0>, params = ["x"], reduce = "avg"}> : (tensor<4xf32>) -> tensor<4xf32>
   %r = tessel.all_reduce_wait %f : tensor<4xf32>
   return
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_never_waited(%x: tensor<4xf32>) {
   // expected-error @+1 {{bucket 0 is never waited for: its in-flight results need a tessel.all_reduce_wait}}
-  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4xf32>
   return
 }
 
 // -----
 
-func.func @all_reduce_empty_axis(%x: tensor<4xf32>) {
-  // expected-error @+1 {{axis must not be empty}}
-  %f = tessel.all_reduce_start %x reduce avg axis "" group 2 bucket 0 params ["x"] : tensor<4xf32>
-  return
-}
-
-// -----
-
-func.func @all_reduce_group_zero(%x: tensor<4xf32>) {
-  // expected-error @+1 {{group must be >= 1, got 0}}
-  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 0 bucket 0 params ["x"] : tensor<4xf32>
-  return
-}
-
-// -----
-
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_negative_bucket(%x: tensor<4xf32>) {
   // expected-error @+1 {{bucket must be >= 0, got -1}}
-  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket -1 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg on @mesh grid_axes = [0] bucket -1 params ["x"] : tensor<4xf32>
   return
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_params_count(%x: tensor<4xf32>, %y: tensor<4xf32>) {
   // expected-error @+1 {{names 1 params for 2 inputs}}
-  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>, tensor<4xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4xf32>, tensor<4xf32>
   return
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_no_inputs() {
   // expected-error @+1 {{needs at least one input}}
-  "tessel.all_reduce_start"() <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = [], reduce = #tessel<reduce_kind avg>}> : () -> ()
+  "tessel.all_reduce_start"() <{bucket = 0 : i64, grid = @mesh, grid_axes = array<i16: 0>, params = [], reduce = #tessel<reduce_kind avg>}> : () -> ()
   return
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_in_flight_used(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{in-flight result used by 'func.return'; only tessel.all_reduce_wait may use it}}
-  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4xf32>
   return %f : tensor<4xf32>
 }
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_two_waits(%x: tensor<4xf32>) {
   // expected-error @+1 {{in-flight results go to more than one tessel.all_reduce_wait}}
-  %f = tessel.all_reduce_start %x reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4xf32>
+  %f = tessel.all_reduce_start %x reduce avg on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4xf32>
   %r = tessel.all_reduce_wait %f : tensor<4xf32>
   %s = tessel.all_reduce_wait %f : tensor<4xf32>
   return
@@ -930,8 +923,9 @@ func.func @all_reduce_two_waits(%x: tensor<4xf32>) {
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_partial_wait(%x: tensor<4xf32>, %y: tensor<8xf32>) {
-  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 5 params ["x", "y"] : tensor<4xf32>, tensor<8xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg on @mesh grid_axes = [0] bucket 5 params ["x", "y"] : tensor<4xf32>, tensor<8xf32>
   // expected-error @+1 {{waits for 1 of the 2 tensors of bucket 5; it must wait for all of them}}
   %r = tessel.all_reduce_wait %f#0 : tensor<4xf32>
   return
@@ -939,8 +933,9 @@ func.func @all_reduce_partial_wait(%x: tensor<4xf32>, %y: tensor<8xf32>) {
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_wait_order(%x: tensor<4xf32>, %y: tensor<4xf32>) {
-  %f:2 = tessel.all_reduce_start %x, %y reduce avg axis "dp" group 2 bucket 0 params ["x", "y"] : tensor<4xf32>, tensor<4xf32>
+  %f:2 = tessel.all_reduce_start %x, %y reduce avg on @mesh grid_axes = [0] bucket 0 params ["x", "y"] : tensor<4xf32>, tensor<4xf32>
   // expected-error @+1 {{operand #0 is not result #0 of the same tessel.all_reduce_start}}
   %r:2 = tessel.all_reduce_wait %f#1, %f#0 : tensor<4xf32>, tensor<4xf32>
   return
@@ -961,7 +956,7 @@ func.func @all_reduce_wait_not_start(%x: tensor<4xf32>) {
 //===----------------------------------------------------------------------===//
 
 // A misspelt or undeclared tessel attribute is an error, wherever it appears.
-// expected-error @+1 {{'tessel.inputs' is not a tessel attribute of an argument (arguments take tessel.input; results tessel.output and tessel.grad; functions tessel.batch_shards and tessel.mixed_precision)}}
+// expected-error @+1 {{'tessel.inputs' is not a tessel attribute of an argument (arguments take tessel.input; results tessel.output and tessel.grad; functions tessel.batch_shards and tessel.mixed_precision; shard.grid tessel.axis_names)}}
 func.func @attr_unknown_argument(%x: tensor<4xf32> {tessel.inputs = "x"}) {
   return
 }

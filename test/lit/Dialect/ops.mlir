@@ -603,14 +603,15 @@ func.func @generic_input(%x: tensor<4x32x64xf32>, %w: tensor<192x64xf32>) -> ten
 
 // A bucket of two gradients: start (in-flight values of the inputs' types), then the wait.
 // CHECK-LABEL: func.func @all_reduce_bucket
-// CHECK: %[[F:.*]]:2 = tessel.all_reduce_start %{{.*}}, %{{.*}} reduce avg axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+// CHECK: %[[F:.*]]:2 = tessel.all_reduce_start %{{.*}}, %{{.*}} reduce avg on @mesh grid_axes = [0] bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
 // CHECK-NEXT: %[[R:.*]]:2 = tessel.all_reduce_wait %[[F]]#0, %[[F]]#1 : tensor<64xf32>, tensor<256x64xf32>
 // CHECK-NEXT: return %[[R]]#0, %[[R]]#1
 // GENERIC-LABEL: "func.func"() <{function_type = (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>), sym_name = "all_reduce_bucket"}>
-// GENERIC: "tessel.all_reduce_start"(%{{.*}}, %{{.*}}) <{axis = "dp", bucket = 0 : i64, group_size = 2 : i64, params = ["ln_f.bias", "wte.weight"], reduce = #tessel<reduce_kind avg>}> : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
+// GENERIC: "tessel.all_reduce_start"(%{{.*}}, %{{.*}}) <{bucket = 0 : i64, grid = @mesh, grid_axes = array<i16: 0>, params = ["ln_f.bias", "wte.weight"], reduce = #tessel<reduce_kind avg>}> : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
 // GENERIC: "tessel.all_reduce_wait"(%{{.*}}#0, %{{.*}}#1) : (tensor<64xf32>, tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>)
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_bucket(%b: tensor<64xf32>, %w: tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>) {
-  %f:2 = tessel.all_reduce_start %b, %w reduce avg axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+  %f:2 = tessel.all_reduce_start %b, %w reduce avg on @mesh grid_axes = [0] bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
   %r:2 = tessel.all_reduce_wait %f#0, %f#1 : tensor<64xf32>, tensor<256x64xf32>
   return %r#0, %r#1 : tensor<64xf32>, tensor<256x64xf32>
 }
@@ -618,11 +619,12 @@ func.func @all_reduce_bucket(%b: tensor<64xf32>, %w: tensor<256x64xf32>) -> (ten
 // -----
 
 // CHECK-LABEL: func.func @all_reduce_sum
-// CHECK: tessel.all_reduce_start %{{.*}} reduce sum axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+// CHECK: tessel.all_reduce_start %{{.*}} reduce sum on @mesh grid_axes = [0] bucket 3 params ["x"] : tensor<f32>
 // GENERIC-LABEL: sym_name = "all_reduce_sum"
 // GENERIC: "tessel.all_reduce_start"(%{{.*}}) <{{{.*}}reduce = #tessel<reduce_kind sum>}>
+shard.grid @mesh(shape = 4) {tessel.axis_names = ["dp"]}
 func.func @all_reduce_sum(%x: tensor<f32>) -> tensor<f32> {
-  %f = tessel.all_reduce_start %x reduce sum axis "dp" group 4 bucket 3 params ["x"] : tensor<f32>
+  %f = tessel.all_reduce_start %x reduce sum on @mesh grid_axes = [0] bucket 3 params ["x"] : tensor<f32>
   %r = tessel.all_reduce_wait %f : tensor<f32>
   return %r : tensor<f32>
 }
@@ -631,11 +633,12 @@ func.func @all_reduce_sum(%x: tensor<f32>) -> tensor<f32> {
 
 // The maximum over the group (a sharded softmax's row max).
 // CHECK-LABEL: func.func @all_reduce_max
-// CHECK: tessel.all_reduce_start %{{.*}} reduce max axis "tp" group 2 bucket 0 params ["row_max"] : tensor<4x32xf32>
+// CHECK: tessel.all_reduce_start %{{.*}} reduce max on @mesh grid_axes = [1] bucket 0 params ["row_max"] : tensor<4x32xf32>
 // GENERIC-LABEL: sym_name = "all_reduce_max"
 // GENERIC: "tessel.all_reduce_start"(%{{.*}}) <{{{.*}}reduce = #tessel<reduce_kind max>}>
+shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "tp"]}
 func.func @all_reduce_max(%x: tensor<4x32xf32>) -> tensor<4x32xf32> {
-  %f = tessel.all_reduce_start %x reduce max axis "tp" group 2 bucket 0 params ["row_max"] : tensor<4x32xf32>
+  %f = tessel.all_reduce_start %x reduce max on @mesh grid_axes = [1] bucket 0 params ["row_max"] : tensor<4x32xf32>
   %r = tessel.all_reduce_wait %f : tensor<4x32xf32>
   return %r : tensor<4x32xf32>
 }

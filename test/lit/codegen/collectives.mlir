@@ -10,8 +10,9 @@
 // CHECK-NEXT: //   all_reduce_wait avg over dp (2 ranks): %[[R0:[0-9]+]], %[[R1:[0-9]+]]
 // CHECK-NOT: all_reduce
 // CHECK: void {{(__launch_bounds__\(32, 32\) )?}}[[SCALE]](
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @train_step(%gb: tensor<64xf32>, %gw: tensor<256x64xf32>) -> (tensor<64xf32>, tensor<256x64xf32>) {
-  %f:2 = tessel.all_reduce_start %gb, %gw reduce avg axis "dp" group 2 bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
+  %f:2 = tessel.all_reduce_start %gb, %gw reduce avg on @mesh grid_axes = [0] bucket 0 params ["ln_f.bias", "wte.weight"] : tensor<64xf32>, tensor<256x64xf32>
   %s = tessel.scale %gb, 2.0 : tensor<64xf32>
   %r:2 = tessel.all_reduce_wait %f#0, %f#1 : tensor<64xf32>, tensor<256x64xf32>
   return %r#0, %r#1 : tensor<64xf32>, tensor<256x64xf32>

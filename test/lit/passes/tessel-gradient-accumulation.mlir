@@ -43,6 +43,7 @@ func.func @train_step(%x: tensor<16xf32> {tessel.input = "x"})
 
 // -----
 
+shard.grid @mesh(shape = 4) {tessel.axis_names = ["dp"]}
 // Wrong stage: after the all-reduce; every microstep would synchronise.
 // expected-error @+1 {{tessel-gradient-accumulation: @train_step already reduces its gradients (tessel.all_reduce_start present); it runs once, after tessel-autodiff and before tessel-gradient-all-reduce and tessel-optimizer}}
 func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
@@ -50,7 +51,7 @@ func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
   %b = tessel.param "fc.bias" init zeros : tensor<16xf32>
   %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
   %g = tessel.constant 3.0 : tensor<16xf32>
-  %f = tessel.all_reduce_start %g reduce avg axis "dp" group 4 bucket 0 params ["fc.bias"] : tensor<16xf32>
+  %f = tessel.all_reduce_start %g reduce avg on @mesh grid_axes = [0] bucket 0 params ["fc.bias"] : tensor<16xf32>
   %r = tessel.all_reduce_wait %f : tensor<16xf32>
   return %l, %r : tensor<f32>, tensor<16xf32>
 }

@@ -28,15 +28,16 @@
 // OFF-NEXT: tessel.all_reduce_wait
 // OFF-NEXT: tessel.global_norm
 // OFF-NEXT: tessel.global_norm
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 func.func @train_step(%x: tensor<4xf32> {tessel.input = "x"})
     -> (tensor<f32> {tessel.output = "a"}, tensor<f32> {tessel.output = "b"}) {
   %g3 = tessel.scale %x, 4.0 : tensor<4xf32>
   %g2 = tessel.scale %x, 3.0 : tensor<4xf32>
   %g1 = tessel.scale %x, 2.0 : tensor<4xf32>
   %g0 = tessel.scale %x, 1.0 : tensor<4xf32>
-  %f0:2 = tessel.all_reduce_start %g3, %g2 reduce avg axis "dp" group 2 bucket 0 params ["d", "c"] : tensor<4xf32>, tensor<4xf32>
+  %f0:2 = tessel.all_reduce_start %g3, %g2 reduce avg on @mesh grid_axes = [0] bucket 0 params ["d", "c"] : tensor<4xf32>, tensor<4xf32>
   %r0:2 = tessel.all_reduce_wait %f0#0, %f0#1 : tensor<4xf32>, tensor<4xf32>
-  %f1:2 = tessel.all_reduce_start %g1, %g0 reduce avg axis "dp" group 2 bucket 1 params ["b", "a"] : tensor<4xf32>, tensor<4xf32>
+  %f1:2 = tessel.all_reduce_start %g1, %g0 reduce avg on @mesh grid_axes = [0] bucket 1 params ["b", "a"] : tensor<4xf32>, tensor<4xf32>
   %r1:2 = tessel.all_reduce_wait %f1#0, %f1#1 : tensor<4xf32>, tensor<4xf32>
   %n0 = tessel.global_norm %r0#0, %r0#1 : tensor<4xf32>, tensor<4xf32>
   %n1 = tessel.global_norm %r1#0, %r1#1 : tensor<4xf32>, tensor<4xf32>
@@ -45,6 +46,7 @@ func.func @train_step(%x: tensor<4xf32> {tessel.input = "x"})
 
 // -----
 
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["dp"]}
 // Wrong stage: already fused. Fusion groups ops by their place in the block, so the
 // collectives must be placed before it.
 // expected-error @+1 {{tessel-overlap-collectives: @after_fuse is already fused (tessel.fused present); it runs after tessel-bucket-gradients and before tessel-fuse}}
@@ -55,7 +57,7 @@ func.func @after_fuse(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32>
     %2 = tessel.gelu %1 : tensor<4x8xf32>
     tessel.yield %2 : tensor<4x8xf32>
   }
-  %f = tessel.all_reduce_start %0 reduce avg axis "dp" group 2 bucket 0 params ["x"] : tensor<4x8xf32>
+  %f = tessel.all_reduce_start %0 reduce avg on @mesh grid_axes = [0] bucket 0 params ["x"] : tensor<4x8xf32>
   %r = tessel.all_reduce_wait %f : tensor<4x8xf32>
   return %r : tensor<4x8xf32>
 }
