@@ -153,6 +153,10 @@ void writeBundle(const Program& program, const std::string& kernelLibrary, Bundl
   if (fs::exists(fs::symlink_status(target)) || fs::is_symlink(target)) {
     bool replaceable = fs::is_directory(fs::symlink_status(target)) &&
                        (fs::is_empty(target, ec) || fs::is_regular_file(target / "bundle.json"));
+    if (fs::is_symlink(target))  // replacing it would replace the link, not the folder it names
+      throw std::runtime_error(fmt::format(
+          "'{}' is a symbolic link; refusing to replace it (give the folder it points to, or a new folder)",
+          dir));
     if (!replaceable)
       throw std::runtime_error(fmt::format(
           "'{}' exists and is not a Tessel bundle; refusing to replace it (choose a new folder, "
@@ -230,7 +234,9 @@ void requireCpuKernels(const Bundle& bundle) {
 Bundle readBundle(const std::string& dir) {
   fs::path root(dir);
   if (!fs::is_directory(root))
-    throw std::runtime_error(fmt::format("'{}': no such bundle folder", dir));
+    throw std::runtime_error(fs::exists(root) ? fmt::format("'{}' is not a folder: give the bundle folder that "
+                                                            "--emit-bundle wrote", dir)
+                                              : fmt::format("'{}': no such bundle folder", dir));
   fs::path meta = root / "bundle.json";
   std::string file = meta.string();
   json j;
