@@ -3,7 +3,7 @@
 #pragma once
 
 #include "dsl/tessel.h"
-#include "runtime/train/Loop.h"  // finiteNumber
+#include "runtime/train/Loop.h"  // TrainOptions, addTrainFlags and the flag checks
 #include "runtime/train/Ranks.h"  // checkSameCommandLine, requireWorldSize, runGuarded
 #include "runtime/train/TextBatches.h"  // microbatchRows, the text feeders
 

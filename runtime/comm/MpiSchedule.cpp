@@ -9,6 +9,7 @@
 #include "runtime/comm/MpiOp.h"
 
 #include "runtime/comm/Reduce.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include <fmt/format.h>
 
@@ -94,12 +95,7 @@ void Op::finish(const std::string& err) {
 }
 
 uint64_t groupKey(const std::vector<int>& members) {
-  uint64_t h = 1469598103934665603ull;
-  for (int m : members) {
-    h ^= static_cast<uint64_t>(static_cast<uint32_t>(m));
-    h *= 1099511628211ull;
-  }
-  return h;
+  return numeric::fnv1a(numeric::kFnv1aOffsetBasis, members.data(), members.size() * sizeof(int));
 }
 
 std::string describe(const Op& op) {

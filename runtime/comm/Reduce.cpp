@@ -83,15 +83,6 @@ void narrow(DType dtype, ReduceOp op, int world, const void* acc, void* dst, int
   }
 }
 
-const char* dtypeName(DType dtype) {
-  switch (dtype) {
-    case DType::F32: return "f32";
-    case DType::I32: return "i32";
-    case DType::BF16: return "bf16";
-  }
-  return "?";
-}
-
 void checkCount(const char* kind, const std::string& name, int64_t count, const void* a,
                 const void* b) {
   if (count < 0)

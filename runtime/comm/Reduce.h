@@ -35,9 +35,6 @@ void accumulate(DType dtype, ReduceOp op, void* acc, const void* other, int64_t 
 /// dst[0:n) = narrow(acc[0:n) / (op == Avg ? world : 1)) in `dtype` (see the file comment).
 void narrow(DType dtype, ReduceOp op, int world, const void* acc, void* dst, int64_t n);
 
-/// "f32", "i32", "bf16".
-const char* dtypeName(DType dtype);
-
 /// Argument checks every backend runs when a collective is issued. Each throws CommError
 /// "<kind> '<name>': <cause>" for a negative element count, a null buffer with a non-zero
 /// count, or a root/peer outside [0, world) (a peer also must not be `self`).

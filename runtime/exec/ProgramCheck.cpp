@@ -256,9 +256,9 @@ class Checker {
       const bool sizeOk = want[i].atLeast ? b.numel() >= want[i].numel : b.numel() == want[i].numel;
       if (b.dtype != want[i].dtype || !sizeOk)
         fail(f, fmt::format("kernel '{}' argument {} is {}{} elements of {} but {} has {} of {}{}", k.symbol, i,
-                            want[i].atLeast ? "at least " : "", want[i].numel, dtypeLabel(want[i].dtype),
+                            want[i].atLeast ? "at least " : "", want[i].numel, dtypeName(want[i].dtype),
                             describe(k.args[i]), b.numel(),
-                            dtypeLabel(b.dtype), at(k.location)));
+                            dtypeName(b.dtype), at(k.location)));
       used.emplace_back(k.args[i], f);
     }
   }
@@ -300,7 +300,6 @@ class Checker {
                               describe(id), b.numel(), at(g.location)));
   }
 
-  static const char* dtypeLabel(DType d) { return d == DType::F32 ? "f32" : d == DType::I32 ? "i32" : "bf16"; }
 
   static std::string at(const std::string& location) {
     return location.empty() ? "" : " (at " + location + ")";

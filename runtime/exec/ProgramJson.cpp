@@ -40,15 +40,6 @@ using nlohmann::ordered_json;
 
 constexpr const char* kFormat = "tessel-program";
 
-const char* dtypeName(DType d) {
-  switch (d) {
-  case DType::F32: return "f32";
-  case DType::I32: return "i32";
-  case DType::BF16: return "bf16";
-  }
-  return "?";
-}
-
 const char* kindName(BufferKind k) {
   switch (k) {
     case BufferKind::Parameter: return "parameter";

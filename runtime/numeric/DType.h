@@ -14,4 +14,14 @@ enum class DType { F32, I32, BF16 };
 /// Bytes per element.
 inline int64_t dtypeBytes(DType d) { return d == DType::BF16 ? 2 : 4; }
 
+/// The element type's name as program.json and messages spell it: "f32", "i32", "bf16".
+inline const char* dtypeName(DType d) {
+  switch (d) {
+    case DType::F32: return "f32";
+    case DType::I32: return "i32";
+    case DType::BF16: return "bf16";
+  }
+  return "?";
+}
+
 }  // namespace tessel::rt

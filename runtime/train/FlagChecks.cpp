@@ -32,12 +32,6 @@ std::string bound(int64_t v) {
 
 }  // namespace
 
-const CLI::Validator& finiteNumber() {
-  static const CLI::Validator check(
-      [](std::string& s) { return finiteValue(s) ? std::string() : s + " is not a finite number"; }, "FINITE");
-  return check;
-}
-
 const CLI::Validator& positiveNumber() {
   static const CLI::Validator check(
       [](std::string& s) {

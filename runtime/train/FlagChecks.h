@@ -16,9 +16,6 @@
 
 namespace tessel::trainer {
 
-/// A finite number: refuses NaN, infinities, overflow ("1e999") and non-numbers.
-const CLI::Validator& finiteNumber();
-
 /// A finite number > 0: "0 is not a positive number".
 const CLI::Validator& positiveNumber();
 

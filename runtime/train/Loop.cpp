@@ -68,7 +68,7 @@ void requireScalarOutput(const rt::Program& program, const rt::Function& fn, siz
                                                          : "temporary";
   if (b.kind != rt::BufferKind::Temp || !b.shape.empty() || b.dtype != rt::DType::F32)
     throw refuse(fmt::format("it is {} '{}' ({} [{}])", kind, b.name,
-                             b.dtype == rt::DType::F32 ? "f32" : b.dtype == rt::DType::BF16 ? "bf16" : "i32",
+                             rt::dtypeName(b.dtype),
                              fmt::join(b.shape, ", ")));
 }
 

@@ -11,6 +11,7 @@
 #include "runtime/comm/Communicator.h"
 #include "runtime/data/Idx.h"
 #include "runtime/data/TextDataset.h"
+#include "runtime/numeric/Fnv1a.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -38,7 +39,7 @@ void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm);
 /// What identifies a rank's data: FNV-1a (runtime/numeric/Fnv1a.h) over its bytes, and
 /// their count. Feed every byte the rank may train or validate on, in a fixed order.
 struct DataFingerprint {
-  uint64_t hash = 14695981039346656037ull;  // FNV-1a's offset basis: no bytes yet
+  uint64_t hash = numeric::kFnv1aOffsetBasis;  // no bytes yet
   uint64_t bytes = 0;
   /// Continues the fingerprint over `n` bytes at `data`.
   void add(const void* data, size_t n);
