@@ -110,7 +110,6 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
   if (ec)
     throw HostCompileError(fmt::format("cannot create kernel cache '{}': {}", dir.string(),
                                        ec.message()));
-  sweepStaleBuildFolders(dir.string());
   fs::path lib = dir / fmt::format("k{:016x}.so", key);
   fs::path sum = dir / fmt::format("k{:016x}.sum", key);
   bool compiled = false;
@@ -122,6 +121,9 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
     }
   }
   if (!fs::exists(lib)) {
+    // Only a build can leave a stale folder behind, so only a build sweeps (a cache hit
+    // reads nothing but its own files).
+    sweepStaleBuildFolders(dir.string());
     // Each builder works in a private folder (concurrent processes, e.g. MPI ranks or test
     // shards, never clash) on a file named after the key alone, so every builder of a key
     // produces the same bytes and the same checksum, whoever renames last. The folder is

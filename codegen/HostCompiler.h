@@ -35,8 +35,8 @@ struct HostCompileOptions {
   std::string cacheDir;
 };
 
-/// Compiles `source` (or reuses the cached object for the same key) and loads it. Sweeps
-/// stale build folders of the cache first (sweepStaleBuildFolders). A rejected source is
+/// Compiles `source` (or reuses the cached object for the same key) and loads it. Before a
+/// build it sweeps stale build folders of the cache (sweepStaleBuildFolders). A rejected source is
 /// kept as "k<key>.rejected.cpp" in the cache folder, which the message names.
 KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOptions& options = {});
 
