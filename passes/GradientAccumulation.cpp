@@ -25,8 +25,6 @@ namespace {
 
 using mlir::Value;
 
-constexpr const char* kAccumulateStep = "accumulate_step";
-
 /// The gradient results of `f` that are not autodiff's explicit zeros, as (result index,
 /// parameter name).
 llvm::SmallVector<std::pair<unsigned, std::string>> gradients(mlir::func::FuncOp f) {

@@ -13,7 +13,6 @@
 namespace tessel {
 
 namespace {
-constexpr llvm::StringLiteral kAccumulateStep = "accumulate_step";
 
 /// True if a result of a tessel.all_reduce_wait in `block` is used (by an op of the block,
 /// or one nested in it) before the block's last collective op.

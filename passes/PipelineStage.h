@@ -30,6 +30,9 @@
 
 namespace tessel {
 
+/// The name of the no-sync microstep function tessel-gradient-accumulation creates.
+inline constexpr llvm::StringLiteral kAccumulateStep = "accumulate_step";
+
 /// One fact about how far the pipeline has taken a function or its module.
 enum class StageFact : uint8_t {
   /// The module has @train_step (tessel-autodiff ran).
