@@ -27,16 +27,15 @@ int64_t NativeProgram::arena_bytes() const { return impl_->executor->arenaBytes(
 bool NativeProgram::compiled_kernels() const { return impl_->library.compiled(); }
 const std::string& NativeProgram::kernel_library_path() const { return impl_->library.path(); }
 
-int NativeProgram::copy_parameters_from(NativeProgram& other) {
+int NativeProgram::copy_parameters_from(rt::ProgramExecutor& other) {
   int copied = 0;
   const rt::Program& mine = program();
   for (size_t i = 0; i < mine.buffers.size(); ++i) {
     const rt::Buffer& b = mine.buffers[i];
     if (b.kind != rt::BufferKind::Parameter) continue;
     int j = other.program().findBuffer(b.name);
-    if (j < 0 || other.program().buffers[j].bytes() != b.bytes()) continue;
-    std::memcpy(executor().data(static_cast<int>(i)), other.executor().data(j),
-                static_cast<size_t>(b.bytes()));
+    if (j < 0 || other.program().buffers[static_cast<size_t>(j)].bytes() != b.bytes()) continue;
+    other.readBuffer(j, executor().raw(static_cast<int>(i)));  // host or device memory alike
     ++copied;
   }
   return copied;

@@ -301,9 +301,10 @@ class NativeProgram {
   /// The compiled kernel library's file (in the kernel cache): what --emit-bundle ships.
   const std::string& kernel_library_path() const;
 
-  /// Copies every parameter (not optimizer state) from `other` where names and sizes match;
-  /// returns how many were copied.
-  int copy_parameters_from(NativeProgram& other);
+  /// Copies every parameter (not optimizer state) from `other` (a CPU or GPU executor, e.g.
+  /// another NativeProgram's executor()) where names and sizes match; returns how many were
+  /// copied.
+  int copy_parameters_from(rt::ProgramExecutor& other);
 
  private:
   friend class Program;

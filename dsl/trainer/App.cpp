@@ -207,25 +207,14 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   else
     trainer::train(ex, train_, data.train, data.val);
   if (rank != 0) return 0;  // rank 0 reports communication, memory and the model's report
-  if (cpu) printCommunication(*cpu, train_.steps, world);
+  fmt::print("{}", rt::communicationSummary(ex.program(), gpu ? gpu->collectiveCounters()
+                                                               : cpu->executor().collectiveCounters(),
+                                            train_.steps, world));
   if (run_.profile && cpu) printProfile(*cpu, "train_step", train_.steps);
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));
   if (recipe.report) recipe.report(Trained{ex, program, native, world});
   return 0;
-}
-
-int copyParametersByName(rt::ProgramExecutor& from, NativeProgram& to) {
-  const rt::Program& mine = to.program();
-  int copied = 0;
-  for (size_t i = 0; i < mine.buffers.size(); ++i) {
-    if (mine.buffers[i].kind != rt::BufferKind::Parameter) continue;
-    int j = from.program().findBuffer(mine.buffers[i].name);
-    if (j < 0 || from.program().buffers[static_cast<size_t>(j)].bytes() != mine.buffers[i].bytes()) continue;
-    from.readBuffer(j, to.executor().raw(static_cast<int>(i)));
-    ++copied;
-  }
-  return copied;
 }
 
 }  // namespace tessel::trainer

@@ -116,7 +116,6 @@ class TrainerApp {
   /// stderr and exit code 1 (runMain).
   int run(int argc, char** argv, const std::function<ModelRecipe()>& makeRecipe);
 
-  const RunFlags& runFlags() const { return run_; }
 
  private:
   /// Step 2 of the file comment: joins the world (world_) unless `compileOnly`, or refuses.
@@ -133,9 +132,5 @@ class TrainerApp {
   /// (rt::abortJob) without that shutdown, which would wait for failed peers.
   std::optional<rt::World> world_;
 };
-
-/// Copies every parameter of `from` into the same-named parameter of `to` where the sizes
-/// match (e.g. trained weights into a sampler compiled for one sequence); returns how many.
-int copyParametersByName(rt::ProgramExecutor& from, NativeProgram& to);
 
 }  // namespace tessel::trainer

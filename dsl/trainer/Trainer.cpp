@@ -61,8 +61,6 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
   }
 }
 
-void printCommunication(NativeProgram& native, int64_t steps, int world) {
-  fmt::print("{}", rt::communicationSummary(native.program(), native.executor().collectiveCounters(), steps, world));
-}
+
 
 }  // namespace tessel::trainer

@@ -28,13 +28,6 @@ namespace tessel::trainer {
 std::vector<StepStats> train(NativeProgram& native, const Program& program, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 
-/// Prints what the data-parallel collectives of `steps` training steps cost on this rank:
-/// all-reduces and payload per step, the ring wire bytes 2 (N - 1) / N x payload, the time in
-/// collective starts (packing, issuing) and in waits per step. The waits are the exposed
-/// communication: the all-reduce time the backward pass did not hide. One line:
-/// "communication: ... exposed <ms> ms/step ...". Nothing without collectives.
-void printCommunication(NativeProgram& native, int64_t steps, int world);
-
 }  // namespace tessel::trainer
 
 namespace tessel::trainer {
