@@ -53,9 +53,7 @@ bool validArch(const std::string& arch) {
 /// The JSON integer at `j` in [lo, hi]; throws naming `field` for a float (1.5, 2**70), a
 /// string or a value out of range, which would otherwise be truncated or wrapped.
 int64_t integerIn(const json& j, const std::string& field, int64_t lo, int64_t hi, const std::string& file) {
-  const bool inRange = (j.is_number_integer() && !j.is_number_unsigned()) ||
-                       (j.is_number_unsigned() && j.get<uint64_t>() <= static_cast<uint64_t>(hi));
-  if (!inRange || j.get<int64_t>() < lo || j.get<int64_t>() > hi)
+  if (!jsonIntegerIn(j, lo, hi))
     throw std::runtime_error(fmt::format("'{}': {} is {}; it must be an integer from {} to {}", file, field,
                                          j.dump(), lo, hi));
   return j.get<int64_t>();

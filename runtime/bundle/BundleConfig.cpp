@@ -38,10 +38,7 @@ std::runtime_error mismatch(const std::string& file, const std::string& what) {
 /// The positive integer config.<field>; throws naming the field otherwise.
 int64_t configValue(const BundleInfo& info, const std::string& field, const std::string& file) {
   const auto& c = info.config;
-  // Unsigned JSON integers past 2^63 are refused too (they would wrap to negative values).
-  if (!c.is_object() || !c.contains(field) || !c.at(field).is_number_integer() ||
-      (c.at(field).is_number_unsigned() && c.at(field).get<uint64_t>() > (uint64_t{1} << 40)) ||
-      c.at(field).get<int64_t>() < 1 || c.at(field).get<int64_t>() > (int64_t{1} << 40))
+  if (!c.is_object() || !c.contains(field) || !jsonIntegerIn(c.at(field), 1, int64_t{1} << 40))
     throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs an integer from 1 to 2^40", file,
                                          field, c.is_object() && c.contains(field) ? c.at(field).dump() : "missing",
                                          info.model));

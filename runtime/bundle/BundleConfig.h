@@ -23,9 +23,20 @@
 
 #include "runtime/bundle/Bundle.h"
 
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
 #include <string>
 
 namespace tessel::rt {
+
+/// Whether the JSON value `j` is an integer in [lo, hi]: false for a float (1.5, 2**70), a
+/// string, or an unsigned value past INT64_MAX, which reading as int64 would truncate or wrap.
+inline bool jsonIntegerIn(const nlohmann::json& j, int64_t lo, int64_t hi) {
+  if (!j.is_number_integer()) return false;
+  if (j.is_number_unsigned()) return j.get<uint64_t>() <= static_cast<uint64_t>(hi) && j.get<int64_t>() >= lo;
+  return j.get<int64_t>() >= lo && j.get<int64_t>() <= hi;
+}
 
 /// Throws std::runtime_error naming the field unless every config field the model needs that
 /// is present is a JSON integer from 1 to 2^40 (only the type and range: readBundle calls it before it
