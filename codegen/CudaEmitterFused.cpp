@@ -227,17 +227,15 @@ void FusedCuda::emit() {
   auto yield = llvm::cast<YieldOp>(body_.getTerminator());
   std::vector<mlir::Value> yields(yield.getValues().begin(), yield.getValues().end());
   Letters letters = rowLetters(shape_.size());
-  std::vector<std::string> memberNames;
   bool rowMode = false;
   for (auto [m, op] : llvm::enumerate(body_.without_terminator())) {
     index_[&op] = static_cast<unsigned>(m);
-    memberNames.push_back(op.getName().stripDialect().str());
     rowMode = rowMode || isReduction(&op);
     for (auto [k, r] : llvm::enumerate(op.getResults()))
       names_[r] = op.getNumResults() == 1 ? fmt::format("v{}", m) : fmt::format("v{}_{}", m, k);
   }
   w_.kind(rowMode ? CudaKernelKind::FusedRow : CudaKernelKind::FusedElementwise);
-  w_.describe(fmt::format("{} rows of C = {}: {}", rows_, c_, fmt::join(memberNames, ", ")));
+  w_.describe(fmt::format("{} rows of C = {}: {}", rows_, c_, fmt::join(kernelcommon::fusedMemberNames(op_), ", ")));
   w_.describe(rowMode ? "one block per row: a pass over the row per reduction, then the results"
                       : "elementwise over rows x C, the members in body order per element");
   for (auto [k, v] : llvm::enumerate(yields))

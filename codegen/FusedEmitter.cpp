@@ -51,12 +51,7 @@ class Emitter {
   }
   void member(mlir::Operation* m);
   /// The member ops without the dialect, in body order: "add, layer_norm".
-  std::string memberNames() {
-    std::vector<std::string> names;
-    for (mlir::Operation& m : op_.getBody().front().without_terminator())
-      names.push_back(m.getName().stripDialect().str());
-    return fmt::format("{}", fmt::join(names, ", "));
-  }
+  std::string memberNames() { return fmt::format("{}", fmt::join(kernelcommon::fusedMemberNames(op_), ", ")); }
 
   FusedOp op_;
   std::vector<int64_t> shape_;

@@ -129,12 +129,17 @@ std::string withComment(const std::string& code, const std::string& comment) {
   return code + pad + comment + "\n";
 }
 
+std::vector<std::string> fusedMemberNames(FusedOp op) {
+  std::vector<std::string> names;
+  for (mlir::Operation& m : op.getBody().front().without_terminator())
+    names.push_back(m.getName().stripDialect().str());
+  return names;
+}
+
 std::string fusedKernelName(FusedOp op) {
   std::vector<std::string> names;
-  for (mlir::Operation& m : op.getBody().front().without_terminator()) {
-    std::string name = m.getName().stripDialect().str();
+  for (const std::string& name : fusedMemberNames(op))
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
-  }
   std::string symbol = "fused";
   for (size_t i = 0; i < names.size() && i < kFusedNameOps; ++i) symbol += "_" + names[i];
   if (names.size() > kFusedNameOps)

@@ -94,6 +94,10 @@ std::string withComment(const std::string& code, const std::string& comment);
 
 // ---- kernel names ----------------------------------------------------------------------------
 
+/// The member ops of a tessel.fused region without the dialect, in body order, repeats kept
+/// ("add", "layer_norm"): the kernel's header comment in both languages, and its name.
+std::vector<std::string> fusedMemberNames(FusedOp op);
+
 /// At most this many op names go into a fused kernel's name (fusedKernelName).
 inline constexpr size_t kFusedNameOps = 4;
 
