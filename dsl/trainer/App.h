@@ -27,6 +27,7 @@
 #include "dsl/trainer/Flags.h"
 #include "runtime/comm/World.h"
 #include "runtime/train/Loop.h"
+#include "runtime/train/RankData.h"  // what a recipe's data function returns
 #include "runtime/train/Ranks.h"
 
 #include <CLI/CLI.hpp>
@@ -68,17 +69,6 @@ struct DataShard {
   int rank = 0, world = 1;
   int64_t batch = 1, microsteps = 1;
   uint64_t seed = 1337;
-};
-
-/// A rank's data, made by the recipe once the world is known.
-struct RankData {
-  BatchFeeder train;            // the loop's feeder of this rank's training rows
-  ValidationFeeder val;         // this rank's rows of the fixed validation set (Validation.h)
-  DataFingerprint fingerprint;  // compared across ranks before training
-  std::string where;            // the data as given, e.g. "'data.txt'", for a mismatch's message
-  std::string describe;         // for the header line, e.g. "data 'x.txt' (1115394 bytes)"
-  int64_t itemsPerStep = 0;     // tokens or images per optimizer step (global)
-  std::string unit = "tok/s";   // the throughput column's unit
 };
 
 /// What rank 0's report after training sees.

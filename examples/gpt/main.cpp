@@ -55,10 +55,7 @@ int main(int argc, char** argv) {
       data->requireSequenceLength(flags.seq);
       const tessel::trainer::TextBatchOptions o{data.get(), s.batch, flags.seq, s.rank, s.world, s.microsteps,
                                                 s.seed};
-      return tessel::trainer::RankData{
-          tessel::trainer::textTrainFeeder(o), tessel::trainer::textValFeeder(o),
-          tessel::trainer::fingerprintOf(*data), fmt::format("'{}'", flags.data),
-          fmt::format("data '{}' ({} bytes)", data->path(), data->size()), flags.batch * flags.seq, "tok/s"};
+      return tessel::trainer::textRankData(o);
     };
     r.report = [&, cfg](const tessel::trainer::Trained& trained) {
       if (sample.bytes == 0) return;

@@ -52,11 +52,7 @@ int main(int argc, char** argv) {
       const tessel::trainer::ImageBatchOptions o{trainSet.get(), test.get(), s.batch, s.rank, s.world,
                                                  s.microsteps, s.seed};
       if (t.steps == 0) t.steps = trainSet->count / s.batch;  // one epoch; the remainder is dropped
-      return tessel::trainer::RankData{tessel::trainer::imageTrainFeeder(o), tessel::trainer::imageValFeeder(o),
-                                       tessel::trainer::fingerprintOf({trainSet.get(), test.get()}),
-                                       fmt::format("'{}'", flags.data),
-                                       fmt::format("{} training and {} test images", trainSet->count, test->count),
-                                       s.batch, "img/s"};
+      return tessel::trainer::imageRankData(o, flags.data);
     };
     // Test accuracy over every whole local batch of the test set, on rank 0 (@forward takes
     // the rows of one rank and microstep).

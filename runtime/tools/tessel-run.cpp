@@ -27,6 +27,7 @@
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/LastValueWins.h"
 #include "runtime/train/LogPath.h"
+#include "runtime/train/RankData.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
 #include "runtime/train/TextBatches.h"
@@ -64,17 +65,11 @@ std::string defaultData(const std::string& model) {
   return model == "mlp" ? "/usr/share/datasets/fashion-mnist" : "/usr/share/games/fortunes";
 }
 
-/// A bundle's data on this rank: the feeders of its rows, and what identifies the data.
-struct BundleData {
+/// A bundle's data on this rank: the data sets, and what the loop reads of them (made as the
+/// JIT trainers make it, runtime/train/RankData.h).
+struct BundleData : tessel::trainer::RankData {
   std::unique_ptr<tessel::TextDataset> text;
   tessel::ImageDataset images, test;
-  tessel::trainer::BatchFeeder train;
-  tessel::trainer::ValidationFeeder val;
-  tessel::trainer::DataFingerprint fingerprint;
-  std::string describe;  // "data 'x' (N bytes)"
-  std::string where;     // the data as given, for a mismatch's message
-  int64_t itemsPerStep = 0;
-  std::string unit;
 };
 
 /// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
@@ -85,25 +80,13 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? defaultData(info.model) : f.data);
     d.text->requireSequenceLength(info.seq);
     const tessel::trainer::TextBatchOptions o{d.text.get(), batch, info.seq, rank, world, microsteps, f.seed};
-    d.train = tessel::trainer::textTrainFeeder(o);
-    d.val = tessel::trainer::textValFeeder(o);
-    d.fingerprint = tessel::trainer::fingerprintOf(*d.text);
-    d.where = fmt::format("'{}'", d.text->path());
-    d.describe = fmt::format("data '{}' ({} bytes)", d.text->path(), d.text->size());
-    d.itemsPerStep = batch * info.seq;
-    d.unit = "tok/s";
+    static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::textRankData(o);
   } else if (info.model == "mlp") {
     const std::string dir = f.data.empty() ? defaultData(info.model) : f.data;
     d.images = tessel::readFashionMnist(dir, tessel::Split::Train);
     d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
     const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed};
-    d.train = tessel::trainer::imageTrainFeeder(o);
-    d.val = tessel::trainer::imageValFeeder(o);
-    d.fingerprint = tessel::trainer::fingerprintOf({&d.images, &d.test});
-    d.where = fmt::format("'{}'", dir);
-    d.describe = fmt::format("{} training and {} test images", d.images.count, d.test.count);
-    d.itemsPerStep = batch;
-    d.unit = "img/s";
+    static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::imageRankData(o, dir);
   } else {
     throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt) nor an "
                                          "image classifier (mlp); tessel-run trains only those",

@@ -1,0 +1,35 @@
+// What a rank trains and validates on, made the same way by the JIT trainers (dsl/trainer,
+// through the examples' recipes) and by tessel-run, so that a bundle is fed exactly the rows,
+// described and fingerprinted exactly as, the JIT run. MLIR-free.
+#pragma once
+
+#include "runtime/train/ImageBatches.h"
+#include "runtime/train/Loop.h"
+#include "runtime/train/Ranks.h"
+#include "runtime/train/TextBatches.h"
+
+#include <cstdint>
+#include <string>
+
+namespace tessel::trainer {
+
+/// A rank's data: its feeders, and what identifies and describes the data.
+struct RankData {
+  BatchFeeder train;            // the loop's feeder of this rank's training rows
+  ValidationFeeder val;         // this rank's rows of the fixed validation set (Validation.h)
+  DataFingerprint fingerprint;  // compared across ranks before training
+  std::string where;            // the data as given, e.g. "'data.txt'", for a mismatch's message
+  std::string describe;         // for the header line, e.g. "data 'x.txt' (1115394 bytes)"
+  int64_t itemsPerStep = 0;     // tokens or images per optimizer step (global)
+  std::string unit = "tok/s";   // the throughput column's unit
+};
+
+/// Byte text (TextBatches.h): B x T tokens per step, "data '<path>' (<n> bytes)". `o.data`
+/// must outlive the feeders.
+RankData textRankData(const TextBatchOptions& o);
+
+/// Images (ImageBatches.h): B images per step, "<n> training and <m> test images"; `where` is
+/// the folder as given. `o.train` and `o.test` must outlive the feeders.
+RankData imageRankData(const ImageBatchOptions& o, const std::string& where);
+
+}  // namespace tessel::trainer
