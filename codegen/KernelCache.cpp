@@ -7,6 +7,8 @@
 // the previous handlers and raises the signal again.
 #include "codegen/KernelCache.h"
 
+#include "runtime/io/Interrupt.h"
+
 #include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
@@ -21,10 +23,6 @@ namespace tessel {
 namespace {
 
 namespace fs = std::filesystem;
-
-volatile sig_atomic_t gInterrupt = 0;
-
-extern "C" void onInterrupt(int sig) { gInterrupt = sig; }
 
 std::string hostName() {
   char name[256] = {};
@@ -45,24 +43,6 @@ pid_t ownerOnThisHost(const std::string& name, const std::string& host) {
   long pid = std::strtol(name.c_str() + last + 1, &end, 10);
   return end && *end == '\0' && pid > 0 ? static_cast<pid_t>(pid) : 0;
 }
-
-/// The previous handlers of SIGINT and SIGTERM, restored on destruction.
-struct InterruptHandlers {
-  struct sigaction oldInt {}, oldTerm {};
-  InterruptHandlers() {
-    gInterrupt = 0;
-    struct sigaction sa {};
-    sa.sa_handler = onInterrupt;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0;  // no SA_RESTART: a blocked poll returns at once with EINTR
-    sigaction(SIGINT, &sa, &oldInt);
-    sigaction(SIGTERM, &sa, &oldTerm);
-  }
-  ~InterruptHandlers() {
-    sigaction(SIGINT, &oldInt, nullptr);
-    sigaction(SIGTERM, &oldTerm, nullptr);
-  }
-};
 
 }  // namespace
 
@@ -85,7 +65,7 @@ int sweepStaleBuildFolders(const std::string& cacheDir) {
     bool stale = !ignored && now - written > kStaleBuildAge;
     if (build && !stale) {
       pid_t pid = ownerOnThisHost(name, host);
-      stale = pid > 0 && pid != getpid() && kill(pid, 0) != 0 && errno == ESRCH;
+      stale = rt::processGone(pid);
     }
     if (stale && fs::remove_all(it->path(), ignored) > 0 && !ignored) ++removed;
   }
@@ -95,7 +75,7 @@ int sweepStaleBuildFolders(const std::string& cacheDir) {
 int runCompilerIn(const std::string& workFolder, const std::string& command, std::string& output) {
   int fds[2];
   if (pipe(fds) != 0) return -1;
-  InterruptHandlers handlers;
+  rt::InterruptCatch handlers(/*restartSyscalls=*/false);  // a blocked poll returns at once
   pid_t child = fork();
   if (child < 0) {
     close(fds[0]);
@@ -119,7 +99,7 @@ int runCompilerIn(const std::string& workFolder, const std::string& command, std
   close(fds[1]);
   char buf[4096];
   for (;;) {
-    if (gInterrupt) break;
+    if (rt::InterruptCatch::caughtSignal()) break;
     pollfd p{fds[0], POLLIN, 0};
     int ready = poll(&p, 1, 100);
     if (ready < 0 && errno != EINTR) break;
@@ -132,12 +112,12 @@ int runCompilerIn(const std::string& workFolder, const std::string& command, std
   close(fds[0]);
   int status = 0;
   bool reaped = false;
-  while (!gInterrupt && !reaped) {
+  while (!rt::InterruptCatch::caughtSignal() && !reaped) {
     if (waitpid(child, &status, 0) == child) reaped = true;
     else if (errno != EINTR) return -1;
   }
   // Checked after the wait too: a signal that came once the output ended still cleans up.
-  if (int sig = gInterrupt) {
+  if (rt::InterruptCatch::caughtSignal() != 0) {
     if (!reaped) {
       kill(-child, SIGKILL);
       while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
@@ -145,9 +125,7 @@ int runCompilerIn(const std::string& workFolder, const std::string& command, std
     }
     std::error_code ignored;
     fs::remove_all(workFolder, ignored);
-    sigaction(SIGINT, &handlers.oldInt, nullptr);
-    sigaction(SIGTERM, &handlers.oldTerm, nullptr);
-    raise(sig);
+    handlers.reraise();
     return -1;  // a previous handler that returns: the build did not complete
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -12,10 +12,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-volatile std::sig_atomic_t gSignal = 0;
-
-extern "C" void onBundleSignal(int sig) { gSignal = sig; }
-
 /// The PID of `name` if it is `.<base>.tmp.<pid>` or `.<base>.old.<pid>`, else 0.
 pid_t writerOf(const std::string& name, const std::string& base) {
   for (const char* kind : {".tmp.", ".old."}) {
@@ -37,31 +33,20 @@ int sweepStaleBundleFolders(const fs::path& target) {
   std::error_code ec;
   for (fs::directory_iterator it(target.parent_path(), ec), end; !ec && it != end; it.increment(ec)) {
     const pid_t pid = writerOf(it->path().filename().string(), base);
-    if (pid <= 0 || pid == getpid() || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (!processGone(pid)) continue;
     std::error_code ignored;
     if (fs::remove_all(it->path(), ignored) > 0 && !ignored) ++removed;
   }
   return removed;
 }
 
-BundleWriteGuard::BundleWriteGuard(fs::path tmp, fs::path target) : tmp_(std::move(tmp)), target_(std::move(target)) {
-  gSignal = 0;
-  struct sigaction sa {};
-  sa.sa_handler = onBundleSignal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // the writes go on; the next checkpoint acts
-  sigaction(SIGINT, &sa, &oldInt_);
-  sigaction(SIGTERM, &sa, &oldTerm_);
-}
+BundleWriteGuard::BundleWriteGuard(fs::path tmp, fs::path target)
+    : tmp_(std::move(tmp)), target_(std::move(target)), catch_(/*restartSyscalls=*/true) {}  // writes go on
 
 BundleWriteGuard::~BundleWriteGuard() {
-  sigaction(SIGINT, &oldInt_, nullptr);
-  sigaction(SIGTERM, &oldTerm_, nullptr);
   // A signal after the last checkpoint (the folders are already gone) still takes effect.
-  if (const int sig = gSignal) {
-    gSignal = 0;
-    raise(sig);
-  }
+  catch_.restore();
+  catch_.reraise();
 }
 
 void BundleWriteGuard::undo() {
@@ -77,13 +62,9 @@ void BundleWriteGuard::undo() {
 }
 
 void BundleWriteGuard::checkpoint() {
-  const int sig = gSignal;
-  if (sig == 0) return;
-  gSignal = 0;
+  if (InterruptCatch::caughtSignal() == 0) return;
   undo();
-  sigaction(SIGINT, &oldInt_, nullptr);
-  sigaction(SIGTERM, &oldTerm_, nullptr);
-  raise(sig);
+  catch_.reraise();
 }
 
 }  // namespace tessel::rt

@@ -5,10 +5,11 @@
 // an earlier bundle aside to `.NAME.old.PID` while it swaps the new one in (PID: the writer's
 // process id). Neither outlives the write: a failure removes them (and puts an earlier bundle
 // back), SIGINT or SIGTERM during the write removes them before the signal takes effect
-// (mirroring codegen/KernelCache's interrupted compiler builds; runtime/ does not include
-// codegen/), and a folder left by a writer that died otherwise (SIGKILL, power loss) is
+// (runtime/io/Interrupt.h, as for codegen/KernelCache's interrupted compiler builds), and a folder left by a writer that died otherwise (SIGKILL, power loss) is
 // swept by the next write of the same NAME once its PID no longer runs.
 #pragma once
+
+#include "runtime/io/Interrupt.h"
 
 #include <csignal>
 #include <filesystem>
@@ -44,7 +45,7 @@ class BundleWriteGuard {
 
  private:
   std::filesystem::path tmp_, target_, old_;
-  struct sigaction oldInt_ {}, oldTerm_ {};
+  InterruptCatch catch_;
 };
 
 }  // namespace tessel::rt
