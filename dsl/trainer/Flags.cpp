@@ -49,13 +49,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_flag("--explain", f.explain,
                "print the plan: buckets (parameters, bytes), where each collective starts and waits, and the "
                "bytes each rank sends per step");
-  app.add_flag("--check-schedule", f.checkSchedule,
-               "before training, compare every rank's collective schedule and fail fast on a mismatch");
-  app.add_flag("--check-replicas", f.checkReplicas,
-               "after every step, check that every rank holds bitwise the same parameters and "
-               "optimizer state (a hash per rank, all-gathered)");
-  app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
-      ->capture_default_str()->check(positiveUpTo(rt::kMaxTimeoutSeconds));
+  addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);
 }
 
 Plan planFromFlags(const Flags& f) {

@@ -225,12 +225,7 @@ int main(int argc, char** argv) {
   app.add_flag("--cuda-graphs", f.graphs, "capture a training step into a CUDA graph and replay it");
   app.add_option("--cuda-device", f.index, "CUDA device index (default: the local rank, else 0)")
       ->check(tessel::trainer::integerIn(0, 1023));
-  app.add_flag("--check-schedule", f.checkSchedule,
-               "before training, compare every rank's collective schedule and fail fast on a mismatch");
-  app.add_flag("--check-replicas", f.checkReplicas,
-               "after every step, check that every rank holds bitwise the same parameters and optimizer state");
-  app.add_option("--comm-timeout", f.commTimeout, "seconds a collective may take before the job fails")
-      ->capture_default_str()->check(tessel::trainer::positiveUpTo(tessel::rt::kMaxTimeoutSeconds));
+  tessel::trainer::addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
   try {

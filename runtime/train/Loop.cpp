@@ -247,6 +247,16 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   return stats;
 }
 
+void addCommFlags(CLI::App& app, bool& checkSchedule, bool& checkReplicas, double& commTimeout) {
+  app.add_flag("--check-schedule", checkSchedule,
+               "before training, compare every rank's collective schedule and fail fast on a mismatch");
+  app.add_flag("--check-replicas", checkReplicas,
+               "after every step, check that every rank holds bitwise the same parameters and "
+               "optimizer state (a hash per rank, all-gathered)");
+  app.add_option("--comm-timeout", commTimeout, "seconds a collective may take before the job fails")
+      ->capture_default_str()->check(positiveUpTo(rt::kMaxTimeoutSeconds));
+}
+
 void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
   app.add_option("--lr", o.lr, "peak learning rate")->capture_default_str()->check(positiveNumber());
   app.add_option("--warmup", o.warmup, "linear warmup steps")->capture_default_str()

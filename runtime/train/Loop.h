@@ -99,4 +99,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
 /// compiled bundle has its optimizer built in).
 void addTrainFlags(CLI::App& app, TrainOptions& options, bool optimizerFlag = true);
 
+/// Registers the flags of a job of several ranks that the trainers and tessel-run share:
+/// --check-schedule, --check-replicas and --comm-timeout (seconds, in (0, kMaxTimeoutSeconds]).
+void addCommFlags(CLI::App& app, bool& checkSchedule, bool& checkReplicas, double& commTimeout);
+
 }  // namespace tessel::trainer
