@@ -61,19 +61,23 @@ class LifetimeIndex {
     full_.resize(2 * leaves_);
     any_.resize(2 * leaves_);
   }
-  /// Records [start, end) as busy during steps [first, last].
-  void add(int64_t first, int64_t last, int64_t start, int64_t end) {
-    tile(first, last);
+  /// Places `bytes` for steps [first, last] at the lowest offset >= 0 where they meet no
+  /// memory busy at any of those steps, records them as busy there, and returns the offset.
+  /// `work` counts the interval-set lookups (for the complexity tests).
+  int64_t place(int64_t first, int64_t last, int64_t bytes, int64_t& work) {
+    tile(first, last);  // once: the search and the record use the same nodes
+    const int64_t offset = lowestFit(bytes, work);
     for (size_t node : tiles_) {
-      full_[node].insert(start, end);
-      any_[node].insert(start, end);
+      full_[node].insert(offset, offset + bytes);
+      any_[node].insert(offset, offset + bytes);
     }
-    for (size_t node : above_) any_[node].insert(start, end);
+    for (size_t node : above_) any_[node].insert(offset, offset + bytes);
+    return offset;
   }
-  /// The lowest offset >= 0 where `bytes` fit without meeting memory busy at any step of
-  /// [first, last]. `work` counts the interval-set lookups (for the complexity tests).
-  int64_t lowestFit(int64_t first, int64_t last, int64_t bytes, int64_t& work) {
-    tile(first, last);
+
+ private:
+  /// The lowest fit over the nodes tile() chose.
+  int64_t lowestFit(int64_t bytes, int64_t& work) {
     sets_.clear();
     for (size_t node : tiles_) sets_.push_back(&any_[node]);
     for (size_t node : above_) sets_.push_back(&full_[node]);
@@ -94,7 +98,6 @@ class LifetimeIndex {
     return offset;
   }
 
- private:
   /// tiles_ := the nodes whose step ranges tile [first, last] (bottom-up); above_ := their
   /// strict ancestors, each once (no tile is an ancestor of another).
   void tile(int64_t first, int64_t last) {
@@ -144,10 +147,9 @@ MemoryPlan planMemory(const std::vector<LiveBuffer>& buffers, int64_t alignment)
     const LiveBuffer& b = buffers[i];
     int64_t bytes = aligned(b.bytes);
     if (bytes == 0) continue;  // offset 0; it occupies nothing and blocks nothing
-    int64_t offset = placed.lowestFit(b.firstUse, b.lastUse, bytes, plan.searchWork);
+    const int64_t offset = placed.place(b.firstUse, b.lastUse, bytes, plan.searchWork);
     plan.offsets[i] = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + bytes);
-    placed.add(b.firstUse, b.lastUse, offset, offset + bytes);
   }
 
   // Lower bound: the most bytes live at once (sweep over step boundaries).
