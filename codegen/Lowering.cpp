@@ -167,14 +167,16 @@ class Lowerer {
       resetSymbol_ = fmt::format("k{}_reset_scratch", symbols_.size());
       symbols_.emplace("// scratch reset", resetSymbol_);  // counts as a symbol, matches no kernel
       kernels_ += emitScratchResetCpp(resetSymbol_) + "\n";
-      cudaKernels_ += emitScratchReset(resetSymbol_).source + "\n";
+      CudaKernel reset = emitScratchReset(resetSymbol_);
+      cudaKernels_ += reset.source + "\n";
+      resetLaunch_ = launchOf(reset.launch);
     }
     rt::KernelStep k;
     k.symbol = resetSymbol_;
     k.args = {scratch};
     recordSignature(k.symbol, {{rt::DType::F32, 1, /*atLeast=*/true}});  // the block counter
     k.location = location;
-    k.launch = launchOf(emitScratchReset(resetSymbol_).launch);
+    k.launch = resetLaunch_;
     return k;
   }
 
@@ -188,7 +190,8 @@ class Lowerer {
 
   rt::Program& program_;
   LoweringOptions options_;
-  std::string resetSymbol_;
+  std::string resetSymbol_;           // the scratch reset kernel, once emitted
+  rt::LaunchConfig resetLaunch_;       // and its launch
   std::string kernels_, cudaKernels_;
   std::map<std::string, std::string> symbols_;
   std::map<std::string, int> persistent_;  // parameter/state name -> buffer
