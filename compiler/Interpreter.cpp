@@ -205,6 +205,13 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
       outs.push_back(it->second);
     } else if (auto fused = mlir::dyn_cast<FusedOp>(op)) {
       outs = runFused(fused, values);
+    } else if (mlir::isa<ReplicateOp>(op)) {
+      outs.push_back(values.at(op.getOperand(0)));  // the identity in the forward pass
+    } else if (auto ar = mlir::dyn_cast<AllReduceOp>(op)) {
+      if (ar.getReduce() == ReduceKind::sum && ar.getGroupSize() != 1)
+        throw InterpreterError(fmt::format("{}: the interpreter runs one rank and cannot sum "
+                                           "over {} ranks", describe(&op), ar.getGroupSize()));
+      outs.push_back(values.at(op.getOperand(0)));
     } else if (mlir::isa<AllReduceStartOp, AllReduceWaitOp>(op)) {
       // One process sees one replica: the average or the maximum over a group of identical
       // replicas is the identity (a sum is not); the interpreter models a single rank.

@@ -8,56 +8,77 @@ using namespace mlir;
 
 namespace tessel {
 
-shard::GridOp AllReduceStartOp::resolveGrid() {
-  return SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(*this, getGridAttr());
+namespace {
+
+/// The `shard.grid` that `grid` names from `op`, or null.
+shard::GridOp lookupGrid(Operation* op, FlatSymbolRefAttr grid) {
+  return SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
 }
 
-int64_t AllReduceStartOp::getGroupSize() {
-  shard::GridOp grid = resolveGrid();
+/// The product of `grid`'s sizes along `axes` (0 when the grid does not resolve).
+int64_t groupSizeOf(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
+  shard::GridOp grid = lookupGrid(op, gridRef);
   if (!grid) return 0;
   int64_t size = 1;
-  for (int16_t axis : getGridAxes()) size *= grid.getShape()[axis];
+  for (int16_t axis : axes) size *= grid.getShape()[axis];
   return size;
 }
 
-llvm::SmallVector<llvm::StringRef> AllReduceStartOp::getAxisNames() {
+/// The names of `axes` in the grid's `tessel.axis_names`, in order (empty if unresolved).
+llvm::SmallVector<llvm::StringRef> axisNamesOf(Operation* op, FlatSymbolRefAttr gridRef,
+                                               ArrayRef<int16_t> axes) {
   llvm::SmallVector<llvm::StringRef> names;
-  shard::GridOp grid = resolveGrid();
-  auto all = grid ? TesselDialect::AxisNamesAttrHelper(getContext()).getAttr(grid) : ArrayAttr();
+  shard::GridOp grid = lookupGrid(op, gridRef);
+  auto all = grid ? TesselDialect::AxisNamesAttrHelper(op->getContext()).getAttr(grid) : ArrayAttr();
   if (!all) return names;
-  for (int16_t axis : getGridAxes()) names.push_back(cast<StringAttr>(all[axis]).getValue());
+  for (int16_t axis : axes) names.push_back(cast<StringAttr>(all[axis]).getValue());
   return names;
 }
 
-/// Checks that `grid` of `op` names a `shard.grid` with static sizes and
-/// `tessel.axis_names`, and that `grid_axes` are valid, unique axes of it.
-static LogicalResult verifyGridAxes(AllReduceStartOp op) {
-  Operation* target = SymbolTable::lookupNearestSymbolFrom(op, op.getGridAttr());
+}  // namespace
+
+shard::GridOp AllReduceStartOp::resolveGrid() { return lookupGrid(*this, getGridAttr()); }
+
+int64_t AllReduceStartOp::getGroupSize() {
+  return groupSizeOf(*this, getGridAttr(), getGridAxes());
+}
+
+llvm::SmallVector<llvm::StringRef> AllReduceStartOp::getAxisNames() {
+  return axisNamesOf(*this, getGridAttr(), getGridAxes());
+}
+
+int64_t AllReduceOp::getGroupSize() { return groupSizeOf(*this, getGridAttr(), getGridAxes()); }
+
+llvm::SmallVector<llvm::StringRef> AllReduceOp::getAxisNames() {
+  return axisNamesOf(*this, getGridAttr(), getGridAxes());
+}
+
+LogicalResult verifyGridAxes(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
+  Operation* target = SymbolTable::lookupNearestSymbolFrom(op, gridRef);
   if (!target)
-    return op.emitOpError() << "grid " << op.getGridAttr() << " is not a symbol of the module";
+    return op->emitOpError() << "grid " << gridRef << " is not a symbol of the module";
   auto grid = dyn_cast<shard::GridOp>(target);
   if (!grid)
-    return op.emitOpError() << "grid " << op.getGridAttr() << " names a '" << target->getName()
-                            << "', not a shard.grid";
+    return op->emitOpError() << "grid " << gridRef << " names a '" << target->getName()
+                             << "', not a shard.grid";
   ArrayRef<int64_t> shape = grid.getShape();
   for (int64_t size : shape)
     if (ShapedType::isDynamic(size) || size < 1)
-      return op.emitOpError() << "grid " << op.getGridAttr()
-                              << " must have static sizes >= 1 (the group size derives from it)";
+      return op->emitOpError() << "grid " << gridRef
+                               << " must have static sizes >= 1 (the group size derives from it)";
   // The names themselves are checked where they are declared (TesselDialect.cpp).
-  if (!TesselDialect::AxisNamesAttrHelper(op.getContext()).isAttrPresent(grid))
-    return op.emitOpError() << "grid " << op.getGridAttr() << " has no "
-                            << TesselDialect::AxisNamesAttrHelper::getNameStr()
-                            << ": the runtime needs a name for each axis";
-  ArrayRef<int16_t> axes = op.getGridAxes();
-  if (axes.empty()) return op.emitOpError() << "grid_axes must name at least one axis";
+  if (!TesselDialect::AxisNamesAttrHelper(op->getContext()).isAttrPresent(grid))
+    return op->emitOpError() << "grid " << gridRef << " has no "
+                             << TesselDialect::AxisNamesAttrHelper::getNameStr()
+                             << ": the runtime needs a name for each axis";
+  if (axes.empty()) return op->emitOpError() << "grid_axes must name at least one axis";
   llvm::SmallDenseSet<int16_t> seen;
   for (int16_t axis : axes) {
     if (axis < 0 || axis >= static_cast<int64_t>(shape.size()))
-      return op.emitOpError() << "grid axis " << axis << " is out of range for grid "
-                              << op.getGridAttr() << " of rank " << shape.size();
+      return op->emitOpError() << "grid axis " << axis << " is out of range for grid "
+                               << gridRef << " of rank " << shape.size();
     if (!seen.insert(axis).second)
-      return op.emitOpError() << "grid axis " << axis << " appears twice in grid_axes";
+      return op->emitOpError() << "grid axis " << axis << " appears twice in grid_axes";
   }
   return success();
 }
@@ -80,7 +101,7 @@ LogicalResult AllReduceWaitOp::inferReturnTypes(MLIRContext*, std::optional<Loca
 
 LogicalResult AllReduceStartOp::verify() {
   if (getInputs().empty()) return emitOpError() << "needs at least one input";
-  if (failed(verifyGridAxes(*this))) return failure();
+  if (failed(verifyGridAxes(*this, getGridAttr(), getGridAxes()))) return failure();
   int64_t bucket = static_cast<int64_t>(getBucket());
   if (bucket < 0) return emitOpError() << "bucket must be >= 0, got " << bucket;
   if (getParams().size() != getInputs().size())
@@ -122,5 +143,9 @@ LogicalResult AllReduceWaitOp::verify() {
     return emitOpError() << "waits before its tessel.all_reduce_start";
   return success();
 }
+
+LogicalResult AllReduceOp::verify() { return verifyGridAxes(*this, getGridAttr(), getGridAxes()); }
+
+LogicalResult ReplicateOp::verify() { return verifyGridAxes(*this, getGridAttr(), getGridAxes()); }
 
 }  // namespace tessel

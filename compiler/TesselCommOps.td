@@ -92,4 +92,65 @@ def Tessel_AllReduceWaitOp : Tessel_Op<"all_reduce_wait",
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Synchronous collectives of a partitioned forward pass (tessel-reshard-to-collectives).
+// Upstream `shard.all_reduce` computes the same thing, but it has no VJP and no
+// pending-gradient counterpart (`tessel.replicate`); autodiff transposes these two into
+// each other (compiler/VJP.cpp, the collectives' table).
+//===----------------------------------------------------------------------===//
+
+def Tessel_AllReduceOp : Tessel_Op<"all_reduce",
+    [SameOperandsAndResultType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "all-reduce one tensor over a replica group, synchronously";
+  let description = [{
+    The elementwise `reduce` (`sum`, `avg` or `max`) of `input` over the ranks of the group
+    spanned by `grid_axes` of `grid` (as `tessel.all_reduce_start`, whose grid rules it
+    shares). A partial tensor (a row-parallel projection's output) becomes replicated; this
+    is Megatron-LM's *g*. Its VJP (sum) is the identity: the gradient of a replicated
+    result reaches every addend unchanged. Max has no VJP (its users are stop-gradient).
+
+    Example:
+
+    ```mlir
+    %y = tessel.all_reduce %x reduce sum on @mesh grid_axes = [1] : tensor<8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input, Tessel_ReduceKindAttr:$reduce,
+                       FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `reduce` $reduce `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+  }];
+  let extraClassDeclaration = [{
+    /// Ranks in the group (the product of the grid's sizes along grid_axes; 0 if unresolved).
+    int64_t getGroupSize();
+    /// The names of grid_axes, in order.
+    ::llvm::SmallVector<::llvm::StringRef> getAxisNames();
+  }];
+  let hasVerifier = 1;
+}
+
+def Tessel_ReplicateOp : Tessel_Op<"replicate",
+    [SameOperandsAndResultType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "a replicated tensor entering a computation sharded over a group";
+  let description = [{
+    The identity in the forward pass. It marks a tensor that is replicated over the group
+    of `grid_axes` and used by a computation whose every rank holds a different part (a
+    column-parallel projection's input): each rank's gradient of it is then one addend of
+    the true gradient, so its VJP is an all-reduce sum of the gradient over the group. This
+    is Megatron-LM's *f*; `tessel.all_reduce` is its transpose.
+
+    Example:
+
+    ```mlir
+    %x1 = tessel.replicate %x on @mesh grid_axes = [1] : tensor<8x16x64xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input, FlatSymbolRefAttr:$grid,
+                       DenseI16ArrayAttr:$grid_axes);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = "$input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)";
+  let hasVerifier = 1;
+}
+
 #endif // TESSEL_COMM_OPS_TD

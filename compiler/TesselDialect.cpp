@@ -18,21 +18,8 @@
 #include "compiler/TesselEnums.cpp.inc"
 #include "compiler/TesselInterfaces.cpp.inc"
 
-#define GET_ATTRDEF_CLASSES
-#include "compiler/TesselAttrs.cpp.inc"
-
 namespace tessel {
 
-void TesselDialect::initialize() {
-  addOperations<
-#define GET_OP_LIST
-#include "compiler/TesselOps.cpp.inc"
-      >();
-  addAttributes<
-#define GET_ATTRDEF_LIST
-#include "compiler/TesselAttrs.cpp.inc"
-      >();
-}
 
 namespace {
 
@@ -68,6 +55,28 @@ mlir::LogicalResult verifyAxisNames(mlir::shard::GridOp grid, mlir::NamedAttribu
   return mlir::success();
 }
 
+/// Checks `tessel.shardings` on `op`: one #tessel.sharding per result, each with one entry
+/// per dimension of that (ranked tensor) result.
+mlir::LogicalResult verifyShardings(mlir::Operation* op, mlir::NamedAttribute attr) {
+  auto list = mlir::dyn_cast<mlir::ArrayAttr>(attr.getValue());
+  if (!list || list.size() != op->getNumResults())
+    return op->emitError() << "'" << attr.getName().getValue() << "' must hold one "
+                           << "#tessel.sharding per result (" << op->getNumResults()
+                           << "), got " << attr.getValue();
+  for (auto [i, a] : llvm::enumerate(list)) {
+    auto sharding = mlir::dyn_cast<ShardingAttr>(a);
+    auto type = mlir::dyn_cast<mlir::RankedTensorType>(op->getResult(i).getType());
+    if (!sharding || !type)
+      return op->emitError() << "'" << attr.getName().getValue() << "' entry #" << i
+                             << " must be a #tessel.sharding of a ranked tensor, got " << a;
+    if (static_cast<int64_t>(sharding.getSplitAxes().size()) != type.getRank())
+      return op->emitError() << "sharding of result #" << i << " has "
+                             << sharding.getSplitAxes().size() << " dimensions, the result "
+                             << type.getRank();
+  }
+  return mlir::success();
+}
+
 /// The error for a `tessel.*` attribute that is not declared for this place.
 mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                               mlir::NamedAttribute attr) {
@@ -78,7 +87,8 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::OutputAttrHelper::getNameStr() << " and "
                          << D::GradAttrHelper::getNameStr() << "; functions "
                          << D::BatchShardsAttrHelper::getNameStr() << " and "
-                         << D::MixedPrecisionAttrHelper::getNameStr() << "; shard.grid "
+                         << D::MixedPrecisionAttrHelper::getNameStr() << "; operations "
+                         << D::ShardingsAttrHelper::getNameStr() << "; shard.grid "
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 
@@ -102,6 +112,7 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
   if (name == AxisNamesAttrHelper::getNameStr()) {
     if (auto grid = mlir::dyn_cast<mlir::shard::GridOp>(op)) return verifyAxisNames(grid, attr);
   }
+  if (name == ShardingsAttrHelper::getNameStr() && !function) return verifyShardings(op, attr);
   return misplaced(op, function ? "a function" : "an operation", attr);
 }
 

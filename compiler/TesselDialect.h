@@ -12,6 +12,8 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
 #include "compiler/TesselDialect.h.inc"
 
 #include "compiler/TesselEnums.h.inc"
@@ -20,12 +22,6 @@
 #include "compiler/TesselAttrs.h.inc"
 
 #include "compiler/TesselInterfaces.h.inc"
-
-namespace mlir::shard {
-/// Upstream `shard.grid` (mlir/Dialect/Shard/IR/ShardOps.h): the device mesh the collective
-/// ops name. Declared here so that the op classes need not include the shard dialect.
-class GridOp;
-}  // namespace mlir::shard
 
 #define GET_OP_CLASSES
 #include "compiler/TesselOps.h.inc"
@@ -38,4 +34,11 @@ namespace tessel {
 /// Registers the tessel dialect and every upstream dialect Tessel programs use (func,
 /// shard, tensor, arith) in `registry`.
 void registerTesselDialects(mlir::DialectRegistry& registry);
+
+/// Checks, for the collective `op`, that `grid` names a `shard.grid` of the module with
+/// static sizes >= 1 and `tessel.axis_names`, and that `axes` is a non-empty list of
+/// distinct axes of it; emits the op's error naming the first violation otherwise. Every
+/// collective op's verifier calls it (compiler/TesselCommOps.cpp).
+mlir::LogicalResult verifyGridAxes(mlir::Operation* op, mlir::FlatSymbolRefAttr grid,
+                                   llvm::ArrayRef<int16_t> axes);
 }  // namespace tessel

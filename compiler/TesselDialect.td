@@ -73,7 +73,13 @@ def Tessel_Dialect : Dialect {
     // runtime addresses a replica group by axis name). Set by tessel-gradient-all-reduce when
     // it creates the plan's mesh; read by the collective ops' verifiers and accessors
     // (compiler/TesselCommOps.td) and tessel-gradient-all-reduce (finding its axis).
-    "::mlir::ArrayAttr":$axis_names
+    "::mlir::ArrayAttr":$axis_names,
+    // `tessel.shardings = [#tessel.sharding<...>, ...]` on an operation: the sharding of
+    // each of its results, in order, on the plan's mesh. Set on `tessel.param` ops by the
+    // plan (dsl/ and tessel-tensor-parallel), on every op of @forward by
+    // tessel-propagate-sharding; read by tessel-insert-reshards, tessel-partition and
+    // codegen/Lowering (a parameter's shard of the global tensor).
+    "::mlir::ArrayAttr":$shardings
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
@@ -117,6 +123,58 @@ def Tessel_InitKind : I32Enum<"InitKind", "how the runtime initialises a paramet
   let cppNamespace = "::tessel";
 }
 def Tessel_InitKindAttr : EnumAttr<Tessel_Dialect, Tessel_InitKind, "init_kind">;
+
+//===----------------------------------------------------------------------===//
+// Shardings
+//===----------------------------------------------------------------------===//
+
+def Tessel_ShardingAttr : AttrDef<Tessel_Dialect, "Sharding"> {
+  let mnemonic = "sharding";
+  let summary = "where a tensor lives on the plan's mesh";
+  let description = [{
+    The sharding of one tensor on the `shard.grid` `grid`: for each tensor dimension, the
+    grid axes it is split over (`split_axes`, upstream `shard`'s GridAxesArrayAttr; an
+    empty list is replicated along that dimension, and a dimension split over several axes
+    is split over the first, then each part over the next, as upstream `shard.sharding`),
+    plus the axes over which the tensor is *partial*: a pending sum whose every rank holds
+    one addend (`partial`, as upstream's `partial = sum [...]`). A tensor with no split
+    and no partial axis is replicated.
+
+    `blocks` (one entry per dimension, default 1) is what upstream lacks: the dimension is
+    the concatenation of `blocks` equal parts, and each part is split over the axes on its
+    own, so a rank's shard is its slice of every part, concatenated (PyTorch DTensor's
+    `_StridedShard`, Megatron's `partition_stride`). A fused qkv projection's output
+    `[B, T, 3C]` split over tp by heads is `blocks = [1, 1, 3]`: each rank holds its heads'
+    queries, keys and values.
+
+    Example: a column-parallel qkv weight `[3C, C]` over tp (axis 1 of `@mesh`), and a
+    row-parallel output that is a pending sum over tp:
+
+    ```mlir
+    #tessel.sharding<@mesh, [[1], []], blocks = [3, 1]>
+    #tessel.sharding<@mesh, [[], [], []], partial = [1]>
+    ```
+  }];
+  let parameters = (ins "::mlir::FlatSymbolRefAttr":$grid,
+                        "::mlir::shard::GridAxesArrayAttr":$split_axes,
+                        ArrayRefParameter<"int64_t">:$blocks,
+                        ArrayRefParameter<"int16_t">:$partial_axes);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The replicated sharding of a rank-`rank` tensor on `grid`.
+    static ShardingAttr replicated(::mlir::MLIRContext* ctx, ::mlir::FlatSymbolRefAttr grid,
+                                   int64_t rank);
+    /// The axes dimension `dim` is split over (empty: not split).
+    ::llvm::ArrayRef<int16_t> axesOf(int64_t dim) const;
+    /// The blocks of dimension `dim` (1 when `blocks` is empty).
+    int64_t blocksOf(int64_t dim) const;
+    /// True when no dimension is split and nothing is partial.
+    bool isReplicated() const;
+    /// True when some dimension is split over `axis` or the tensor is partial over it.
+    bool usesAxis(int16_t axis) const;
+  }];
+}
 
 class Tessel_Op<string mnemonic, list<Trait> traits = []>
     : Op<Tessel_Dialect, mnemonic, traits>;

@@ -270,4 +270,36 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
   return success();
 }
 
+// The collectives' table: each collective's VJP is its transpose as a linear map over the
+// group's ranks (all_reduce sum <-> replicate; DESIGN.md's one table of collectives).
+
+LogicalResult AllReduceOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                    llvm::SmallVectorImpl<Value>& d) {
+  d.assign(1, nullptr);
+  if (!dy[0]) return success();
+  switch (getReduce()) {
+    case ReduceKind::sum:
+      // y = sum_r x_r: every addend's gradient is dy itself (identity).
+      d[0] = dy[0];
+      return success();
+    case ReduceKind::avg:
+      d[0] = scale(b, getLoc(), dy[0], 1.0 / static_cast<double>(getGroupSize()));
+      return success();
+    case ReduceKind::max:
+      break;
+  }
+  return emitOpError() << "an all-reduce max has no gradient here (its result must not reach "
+                          "the loss through a differentiable path)";
+}
+
+LogicalResult ReplicateOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                    llvm::SmallVectorImpl<Value>& d) {
+  d.assign(1, nullptr);
+  if (!dy[0]) return success();
+  d[0] = AllReduceOp::create(b, getLoc(), dy[0],
+                             ReduceKindAttr::get(b.getContext(), ReduceKind::sum), getGridAttr(),
+                             getGridAxesAttr());
+  return success();
+}
+
 }  // namespace tessel
