@@ -66,4 +66,12 @@ void setMixedPrecision(mlir::func::FuncOp f) {
   f->setAttr(kMixedPrecisionAttr, mlir::UnitAttr::get(f.getContext()));
 }
 
+bool isPartitioned(mlir::func::FuncOp f) {
+  return f->hasAttr(TesselDialect::PartitionedAttrHelper::getNameStr());
+}
+
+void setPartitioned(mlir::func::FuncOp f) {
+  f->setAttr(TesselDialect::PartitionedAttrHelper::getNameStr(), mlir::UnitAttr::get(f.getContext()));
+}
+
 }  // namespace tessel

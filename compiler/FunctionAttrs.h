@@ -54,4 +54,9 @@ bool isMixedPrecision(mlir::func::FuncOp f);
 /// Records that `f` computes in bf16 with f32 master weights.
 void setMixedPrecision(mlir::func::FuncOp f);
 
+/// True when tessel-partition gave `f` per-rank local shapes (`tessel.partitioned`).
+bool isPartitioned(mlir::func::FuncOp f);
+/// Marks `f` as partitioned.
+void setPartitioned(mlir::func::FuncOp f);
+
 }  // namespace tessel

@@ -86,8 +86,9 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::InputAttrHelper::getNameStr() << "; results "
                          << D::OutputAttrHelper::getNameStr() << " and "
                          << D::GradAttrHelper::getNameStr() << "; functions "
-                         << D::BatchShardsAttrHelper::getNameStr() << " and "
-                         << D::MixedPrecisionAttrHelper::getNameStr() << "; operations "
+                         << D::BatchShardsAttrHelper::getNameStr() << ", "
+                         << D::MixedPrecisionAttrHelper::getNameStr() << " and "
+                         << D::PartitionedAttrHelper::getNameStr() << "; operations "
                          << D::ShardingsAttrHelper::getNameStr() << "; shard.grid "
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
@@ -104,7 +105,8 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
       return op->emitError() << "'" << name << "' must be an i64 >= 1, got " << attr.getValue();
     return mlir::success();
   }
-  if (name == MixedPrecisionAttrHelper::getNameStr() && function) {
+  if ((name == MixedPrecisionAttrHelper::getNameStr() ||
+       name == PartitionedAttrHelper::getNameStr()) && function) {
     if (!mlir::isa<mlir::UnitAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' is a unit attribute, got " << attr.getValue();
     return mlir::success();

@@ -68,6 +68,11 @@ def Tessel_Dialect : Dialect {
     // weights. Set by tessel-mixed-precision (and copied with the function by
     // tessel-autodiff); read by the stage checks, so that the rewrite never runs twice.
     "::mlir::UnitAttr":$mixed_precision,
+    // `tessel.partitioned` (unit) on a function: its values have per-rank local shapes and
+    // its collectives are explicit (tessel-partition ran; copied with the function by
+    // tessel-autodiff); read by the stage checks, so that a function is never partitioned
+    // twice.
+    "::mlir::UnitAttr":$partitioned,
     // `tessel.axis_names = ["dp", ...]` on a `shard.grid`: the names of the mesh's axes, in
     // order, one non-empty unique name per axis (upstream grids have sizes but no names; the
     // runtime addresses a replica group by axis name). Set by tessel-gradient-all-reduce when

@@ -323,4 +323,128 @@ def OverlapCollectives : Pass<"tessel-overlap-collectives", "mlir::func::FuncOp"
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Sharding: tensor-parallel seeds, propagation, reshards, collectives, local shapes. They run
+// on the forward function before autodiff, which then derives the backward pass on local
+// shapes and transposes the collectives (compiler/VJP.cpp).
+//===----------------------------------------------------------------------===//
+
+def TensorParallel : Pass<"tessel-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Seed the Megatron-LM tensor-parallel layout as parameter shardings";
+  let description = [{
+    Applies a plan's `tensor_parallel(axis)` (Shoeybi et al. 2019, Megatron-LM): finds the
+    pairs of linear layers whose split needs one all-reduce each way, and shards their
+    weights on the plan's mesh (`shard.grid @mesh`, axis named `axis`):
+
+    1. the projection feeding a `tessel.causal_attention` is column-parallel by heads: its
+       weight `[3C, C]` is split on its output dimension in 3 blocks (each rank holds its
+       heads' queries, keys and values); the projection reading the attention's output is
+       row-parallel: its weight `[C, C]` is split on its input dimension;
+    2. a linear layer followed by one activation (gelu, relu) and another linear layer: the
+       first column-parallel, the second row-parallel.
+
+    Only weights are seeded (`tessel.shardings` on their `tessel.param`); the biases and
+    every activation follow by tessel-propagate-sharding. Weights the plan shards itself
+    keep the plan's sharding, and a weight an embedding also reads (a tied LM head) is not
+    split. Errors point at the plan's call (`site`, "file:line:col"): an axis the mesh lacks,
+    heads not divisible by the axis size (with a note at the attention), a split dimension
+    not divisible, or no pair found.
+
+    Stage: once, on the forward function before tessel-propagate-sharding (no @train_step,
+    no shardings on ops, not partitioned, not fused).
+  }];
+  let options = [
+    Option<"axisName", "axis", "std::string", "\"tp\"", "the mesh axis to split over">,
+    Option<"tensorParallelSite", "site", "std::string", "\"\"",
+           "the plan's tensor_parallel call, file:line:col (for diagnostics)">,
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def PropagateSharding : Pass<"tessel-propagate-sharding", "mlir::ModuleOp"> {
+  let summary = "Give every value of the forward function a sharding";
+  let description = [{
+    Walks the forward function in order and gives every op's results a sharding
+    (`tessel.shardings`) from its operands' by the op's rule (compiler/ShardingRules.h,
+    einsum-like: which operand dimension each result dimension comes from, and which
+    contracted dimension leaves a pending sum). Arguments are replicated; parameters have
+    the plan's sharding, or none yet: a parameter the plan left free takes the sharding
+    its first use asks for (so a bias follows its weight), and is fixed from then on.
+
+    Deterministic (program order, one pass). On a conflict the op's rule decides: a split
+    beats replicated, the first operand's split beats the second's, and a pending sum
+    stays pending only through linear ops (add, sub, scale); tessel-insert-reshards
+    then makes every operand what its user asks for.
+
+    Stage: once, after the plan's seeds (tessel-tensor-parallel) and before
+    tessel-insert-reshards: no @train_step, no shardings on ops yet, not partitioned.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def InsertReshards : Pass<"tessel-insert-reshards", "mlir::ModuleOp"> {
+  let summary = "Insert a tessel.reshard wherever a user needs another sharding";
+  let description = [{
+    For every op of the forward function (and its return), evaluates the op's sharding
+    rule on its operands' shardings and, for each operand whose sharding differs from the
+    one the rule asks for, inserts `tessel.reshard %v to #tessel.sharding<...>` before it
+    (one per value and target, shared by its users). The return's operands must be
+    replicated. No collective is chosen here.
+
+    Stage: after tessel-propagate-sharding (shardings on ops), before tessel-partition;
+    once (no tessel.reshard yet).
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def ReshardToCollectives : Pass<"tessel-reshard-to-collectives", "mlir::ModuleOp"> {
+  let summary = "Replace each tessel.reshard with the collectives that perform it";
+  let description = [{
+    Each `tessel.reshard` becomes collectives on the plan's mesh:
+    - the same splits, fewer partial axes: `tessel.all_reduce` sum over the resolved axes
+      (a row-parallel projection's output before its bias and the residual add);
+    - any other change (a split gathered, a replicated tensor sliced, a split moved) is
+      an error at the reshard's user, naming both shardings: this version has no rule
+      for it yet.
+
+    Stage: after tessel-insert-reshards, before tessel-partition (not partitioned).
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
+  let summary = "Give the forward function per-rank local shapes";
+  let description = [{
+    Rewrites the forward function from global shapes to the shapes of one rank's part:
+
+    1. every value split over axes of total size n on a dimension gets 1/n of it (a
+       dimension its axes do not divide is an error at the op: uneven sizes are not
+       supported yet); a `tessel.causal_attention` whose input is split by heads keeps
+       its heads' share (`num_heads` / n);
+    2. an operand replicated over an axis that the op's computation is split or partial
+       over is read through `tessel.replicate` (Megatron's f: its gradient, one addend per
+       rank, is summed by autodiff's transpose, an all-reduce);
+    3. `tessel.shardings` stays on sharded parameters (the layout of their part inside the
+       global tensor, for the runtime's initialisation and export) and leaves every other
+       op; the function is marked `tessel.partitioned`.
+
+    Stage: after tessel-reshard-to-collectives (shardings on ops, no tessel.reshard left),
+    before tessel-autodiff; once.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_TD

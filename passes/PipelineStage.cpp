@@ -45,7 +45,11 @@ void PipelineStage::read(mlir::func::FuncOp f) {
   shards_ = batchShards(f);
   if (shards_ > 0) set(StageFact::BatchSharded);
   if (isMixedPrecision(f)) set(StageFact::MixedPrecision);
+  if (isPartitioned(f)) set(StageFact::Partitioned);
+  auto shardings = TesselDialect::ShardingsAttrHelper(f.getContext());
   f.walk([&](mlir::Operation* op) {
+    if (!mlir::isa<ParamOp>(op) && shardings.isAttrPresent(op)) set(StageFact::ShardingsPropagated);
+    if (mlir::isa<ReshardOp>(op)) set(StageFact::ReshardsPending);
     if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       set(StageFact::GradientsReduced);
       if (start.getInputs().size() > 1) set(StageFact::GradientsBucketed);
@@ -84,6 +88,15 @@ std::string PipelineStage::describe(StageFact fact, bool present) const {
       {StageFact::MixedPrecision,
        {"@{f} already computes in bf16 ({mixedAttr})",
         "@{f} does not compute in bf16 (no {mixedAttr})"}},
+      {StageFact::ShardingsPropagated,
+       {"@{f} already has shardings on its ops (tessel-propagate-sharding has run)",
+        "@{f} has no shardings on its ops (run tessel-propagate-sharding first)"}},
+      {StageFact::ReshardsPending,
+       {"@{f} has tessel.reshard ops (run tessel-reshard-to-collectives first)",
+        "@{f} has no tessel.reshard"}},
+      {StageFact::Partitioned,
+       {"@{f} already has local shapes (tessel.partitioned)",
+        "@{f} is not partitioned (no tessel.partitioned)"}},
       {StageFact::GradientsReduced,
        {"@{f} already reduces its gradients (tessel.all_reduce_start present)",
         "@{f} reduces no gradients (no tessel.all_reduce_start)"}},

@@ -45,6 +45,14 @@ enum class StageFact : uint8_t {
   MixedPrecision,
   /// The function has a tessel.all_reduce_start (tessel-gradient-all-reduce ran).
   GradientsReduced,
+  /// A non-parameter op of the function has `tessel.shardings` (tessel-propagate-sharding
+  /// ran; tessel-partition removes them again).
+  ShardingsPropagated,
+  /// The function has a tessel.reshard (tessel-insert-reshards ran, and
+  /// tessel-reshard-to-collectives not yet).
+  ReshardsPending,
+  /// The function has local shapes: `tessel.partitioned` (tessel-partition ran).
+  Partitioned,
   /// A tessel.all_reduce_start carries more than one tensor (tessel-bucket-gradients ran).
   GradientsBucketed,
   /// A result of a tessel.all_reduce_wait is used before the function's last collective op:

@@ -1,0 +1,163 @@
+//===- Partition.cpp - global shapes become per-rank local shapes --------------===//
+//
+// Algorithm (see passes/Passes.td):
+//   1. Local types: each result's split dimensions are divided by the size of their axes
+//      (divisibility checked, blocks included); attention keeps its share of the heads.
+//   2. Megatron's f: an operand replicated over an axis that the op's computation is split
+//      or partial over is read through one tessel.replicate per (value, axes), placed
+//      after the value's definition.
+//   3. tessel.shardings stays only on split parameters; the function is marked
+//      tessel.partitioned; every changed op is re-verified.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "compiler/FunctionAttrs.h"
+#include "compiler/ShardingRules.h"
+#include "passes/PipelineStage.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
+
+#include <map>
+
+#define DEBUG_TYPE "tessel-partition"
+
+namespace tessel {
+#define GEN_PASS_DEF_PARTITION
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::Value;
+
+/// The axes `s` splits or is partial over.
+llvm::SmallVector<int16_t> axesOf(const TensorSharding& s) {
+  llvm::SmallVector<int16_t> axes(s.partial);
+  for (const DimSharding& d : s.dims) axes.append(d.axes.begin(), d.axes.end());
+  return axes;
+}
+
+struct PartitionPass : impl::PartitionBase<PartitionPass> {
+  using PartitionBase::PartitionBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
+    if (!f) {
+      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
+      return signalPassFailure();
+    }
+    if (mlir::failed(PipelineStage(module, forwardName)
+                         .require(DEBUG_TYPE, f, {StageFact::ShardingsPropagated},
+                                  {StageFact::ReshardsPending, StageFact::Partitioned,
+                                   StageFact::TrainStep},
+                                  "once, after tessel-reshard-to-collectives and before "
+                                  "tessel-autodiff")))
+      return signalPassFailure();
+    auto grid = findGrid(module, DEBUG_TYPE);
+    if (mlir::failed(grid)) return signalPassFailure();
+    grid_ = *grid;
+    mlir::Block& body = f.getBody().front();
+    // Read every sharding before any type changes.
+    llvm::DenseMap<Value, TensorSharding> sharding;
+    for (mlir::Operation& op : body)
+      for (Value r : op.getResults()) sharding[r] = shardingOf(r);
+    auto of = [&](Value v) {
+      auto it = sharding.find(v);
+      return it != sharding.end() ? it->second : shardingOf(v);
+    };
+    if (mlir::failed(localTypes(body, of)) || mlir::failed(replicateInputs(body, of)))
+      return signalPassFailure();
+    auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
+    for (mlir::Operation& op : body) {
+      if (mlir::isa<ParamOp>(op) && !of(op.getResult(0)).isReplicated()) continue;
+      helper.removeAttr(&op);
+    }
+    for (mlir::Operation& op : body.without_terminator())
+      if (mlir::failed(mlir::verify(&op))) {
+        op.emitError() << DEBUG_TYPE << ": the op does not verify on its local shapes";
+        return signalPassFailure();
+      }
+    auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
+    f.setFunctionType(mlir::FunctionType::get(&getContext(), body.getArgumentTypes(),
+                                              ret.getOperandTypes()));
+    setPartitioned(f);
+  }
+
+  template <typename Of>
+  mlir::LogicalResult localTypes(mlir::Block& body, Of of) {
+    for (mlir::Operation& op : body.without_terminator()) {
+      for (Value r : op.getResults()) {
+        auto type = mlir::dyn_cast<mlir::RankedTensorType>(r.getType());
+        TensorSharding s = of(r);
+        if (!type || s.dims.empty()) continue;
+        llvm::SmallVector<int64_t> shape(type.getShape());
+        for (size_t d = 0; d < shape.size(); ++d) {
+          const DimSharding& dim = s.dims[d];
+          if (!dim.split()) continue;
+          int64_t n = grid_.groupSize(dim.axes);
+          if (shape[d] % (n * dim.blocks) != 0) {
+            auto diag = op.emitError() << "dimension " << d << " of this result has " << shape[d]
+                                       << " elements";
+            if (dim.blocks > 1) diag << " in " << dim.blocks << " blocks";
+            return diag << ", not divisible by the " << n << " ranks it is split over "
+                        << describeSharding(s, grid_.names)
+                        << " (uneven sizes are not supported yet)";
+          }
+          shape[d] /= n;
+        }
+        r.setType(mlir::RankedTensorType::get(shape, type.getElementType()));
+      }
+      if (auto attn = mlir::dyn_cast<CausalAttentionOp>(op)) {
+        int64_t n = grid_.groupSize(of(attn.getQkv()).dims[2].axes);
+        attn.setNumHeads(attn.getNumHeads() / n);
+      }
+    }
+    return mlir::success();
+  }
+
+  template <typename Of>
+  mlir::LogicalResult replicateInputs(mlir::Block& body, Of of) {
+    std::map<std::pair<const void*, std::vector<int16_t>>, Value> made;
+    for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
+      if (mlir::isa<ParamOp, ReplicateOp, AllReduceOp>(op)) continue;
+      llvm::SmallVector<int16_t> computation;
+      for (Value v : op.getOperands()) {
+        auto axes = axesOf(of(v));
+        computation.append(axes.begin(), axes.end());
+      }
+      for (Value v : op.getResults()) {
+        auto axes = axesOf(of(v));
+        computation.append(axes.begin(), axes.end());
+      }
+      llvm::sort(computation);
+      computation.erase(std::unique(computation.begin(), computation.end()), computation.end());
+      for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+        auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
+        if (!type || !mlir::isa<mlir::FloatType>(type.getElementType())) continue;
+        TensorSharding s = of(v);
+        std::vector<int16_t> missing;
+        for (int16_t a : computation)
+          if (!s.usesAxis(a)) missing.push_back(a);
+        if (missing.empty()) continue;
+        Value& r = made[{v.getAsOpaquePointer(), missing}];
+        if (!r) {
+          mlir::OpBuilder b(&getContext());
+          if (mlir::Operation* def = v.getDefiningOp()) b.setInsertionPointAfter(def);
+          else b.setInsertionPointToStart(&body);
+          r = ReplicateOp::create(b, v.getLoc(), v, grid_.ref, b.getDenseI16ArrayAttr(missing));
+        }
+        op.setOperand(i, r);
+      }
+    }
+    return mlir::success();
+  }
+
+  GridInfo grid_;
+};
+
+}  // namespace
+}  // namespace tessel

@@ -1,0 +1,191 @@
+//===- TensorParallel.cpp - the Megatron layout as parameter shardings ---------===//
+//
+// Algorithm (see passes/Passes.td): find the pairs of linear layers Megatron-LM splits,
+// and seed their weights' shardings; tessel-propagate-sharding derives everything else
+// (biases, activations, where the pending sums are).
+//   1. Attention: the projection feeding a tessel.causal_attention is column-parallel by
+//      heads (its weight split on the output dimension over the axis, blocks = 3: each
+//      rank's heads' q, k and v); the projection consuming the attention's output is
+//      row-parallel (weight split on the input dimension).
+//   2. MLP: a linear layer whose output (plus its bias) goes through one activation (gelu,
+//      relu) into another linear layer: the first is column-parallel, the second
+//      row-parallel.
+// Parameters the plan already shards are left as the plan says. A weight shared with an
+// embedding (a tied LM head) is never split here.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "compiler/ShardingRules.h"
+#include "passes/PipelineStage.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#define DEBUG_TYPE "tessel-tensor-parallel"
+
+namespace tessel {
+#define GEN_PASS_DEF_TENSORPARALLEL
+#include "passes/Passes.h.inc"
+
+namespace {
+
+using mlir::Value;
+
+/// "file:line:col" (the plan's call) as a location; unknown when empty or malformed.
+mlir::Location siteLocation(mlir::MLIRContext* ctx, llvm::StringRef site) {
+  auto [rest, col] = site.rsplit(':');
+  auto [file, line] = rest.rsplit(':');
+  unsigned l = 0, c = 0;
+  if (file.empty() || line.getAsInteger(10, l) || col.getAsInteger(10, c))
+    return mlir::UnknownLoc::get(ctx);
+  return mlir::FileLineColLoc::get(ctx, file, l, c);
+}
+
+/// A linear layer: y = x W^T (+ b), as tessel::Linear builds it.
+struct Linear {
+  MatmulOp matmul;
+  ParamOp weight;
+  Value output;  // the bias add's result when there is one, else the matmul's
+  /// The weight dimension of the layer's outputs and of its inputs.
+  int64_t outDim() const { return const_cast<MatmulOp&>(matmul).getTransposeRhs() ? 0 : 1; }
+  int64_t inDim() const { return 1 - outDim(); }
+};
+
+/// The linear layer whose matmul is `m`, if its rhs is a rank-2 parameter that no embedding
+/// reads (a tied LM head is left to the embedding's sharding).
+std::optional<Linear> linearOf(MatmulOp m) {
+  auto w = m.getRhs().getDefiningOp<ParamOp>();
+  if (!w || mlir::cast<mlir::RankedTensorType>(w.getType()).getRank() != 2) return std::nullopt;
+  if (llvm::any_of(w->getUsers(), [](mlir::Operation* u) { return mlir::isa<EmbeddingOp>(u); }))
+    return std::nullopt;
+  Linear l{m, w, m.getResult()};
+  if (m->hasOneUse())
+    if (auto add = mlir::dyn_cast<AddOp>(*m->getUsers().begin());
+        add && add.getLhs() == m.getResult() && add.getRhs().getDefiningOp<ParamOp>())
+      l.output = add.getResult();
+  return l;
+}
+
+/// The linear layer producing `v` (through its bias add).
+std::optional<Linear> linearProducing(Value v) {
+  mlir::Operation* def = v.getDefiningOp();
+  if (auto add = mlir::dyn_cast_or_null<AddOp>(def)) def = add.getLhs().getDefiningOp();
+  auto m = mlir::dyn_cast_or_null<MatmulOp>(def);
+  if (!m) return std::nullopt;
+  auto l = linearOf(m);
+  if (!l || l->output != v) return std::nullopt;
+  return l;
+}
+
+/// The one linear layer reading `v` as its input.
+std::optional<Linear> linearConsuming(Value v) {
+  if (!v.hasOneUse()) return std::nullopt;
+  auto m = mlir::dyn_cast<MatmulOp>(*v.getUsers().begin());
+  if (!m || m.getLhs() != v || m.getTransposeLhs()) return std::nullopt;
+  return linearOf(m);
+}
+
+struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
+  using TensorParallelBase::TensorParallelBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
+    if (!f) {
+      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
+      return signalPassFailure();
+    }
+    if (mlir::failed(PipelineStage(module, forwardName)
+                         .require(DEBUG_TYPE, f, {},
+                                  {StageFact::TrainStep, StageFact::ShardingsPropagated,
+                                   StageFact::Partitioned, StageFact::Fused},
+                                  "once, on the forward function before "
+                                  "tessel-propagate-sharding")))
+      return signalPassFailure();
+    auto grid = findGrid(module, DEBUG_TYPE);
+    if (mlir::failed(grid)) return signalPassFailure();
+    site_ = siteLocation(&getContext(), tensorParallelSite);
+    axis_ = grid->axis(axisName);
+    if (axis_ < 0) {
+      mlir::emitError(mlir::Location(site_)) << "tensor_parallel(\"" << axisName << "\"): the mesh has no axis '"
+                             << axisName << "'";
+      return signalPassFailure();
+    }
+    size_ = grid->sizes[axis_];
+    grid_ = *grid;
+    if (mlir::failed(seed(f))) return signalPassFailure();
+  }
+
+  mlir::LogicalResult seed(mlir::func::FuncOp f) {
+    int pairs = 0;
+    // 1. Attention blocks.
+    for (auto attn : f.getBody().getOps<CausalAttentionOp>()) {
+      auto col = linearProducing(attn.getQkv());
+      auto row = linearConsuming(attn.getResult());
+      if (!col || !row) continue;
+      int64_t heads = attn.getNumHeads();
+      if (heads % size_ != 0) {
+        auto d = mlir::emitError(mlir::Location(site_))
+                 << "tensor_parallel(\"" << axisName << "\") splits attention heads over "
+                 << axisName << "=" << size_ << ", but this attention has " << heads
+                 << " heads (" << axisName << " must divide the number of heads)";
+        d.attachNote(attn.getLoc()) << "the attention";
+        return d;
+      }
+      if (mlir::failed(split(*col, col->outDim(), 3)) || mlir::failed(split(*row, row->inDim(), 1)))
+        return mlir::failure();
+      ++pairs;
+    }
+    // 2. MLPs: linear -> activation -> linear.
+    for (auto m : f.getBody().getOps<MatmulOp>()) {
+      auto col = linearOf(m);
+      if (!col || !col->output.hasOneUse()) continue;
+      mlir::Operation* act = *col->output.getUsers().begin();
+      if (!mlir::isa<GeluOp, ReluOp>(act)) continue;
+      auto row = linearConsuming(act->getResult(0));
+      if (!row) continue;
+      if (mlir::failed(split(*col, col->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
+        return mlir::failure();
+      ++pairs;
+    }
+    if (pairs == 0)
+      return mlir::emitError(mlir::Location(site_))
+             << "tensor_parallel(\"" << axisName << "\") found no pair of linear layers to split "
+             << "in @" << f.getSymName()
+             << " (a projection into attention and the one after it, or linear -> gelu/relu -> "
+                "linear)";
+    return mlir::success();
+  }
+
+  /// Splits `l`'s weight on `dim` over the axis, in `blocks` blocks, unless the plan
+  /// already gave it a sharding.
+  mlir::LogicalResult split(const Linear& l, int64_t dim, int64_t blocks) {
+    ParamOp w = l.weight;
+    if (TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(w)) return mlir::success();
+    auto type = mlir::cast<mlir::RankedTensorType>(w.getType());
+    if (type.getShape()[dim] % (blocks * size_) != 0) {
+      auto d = mlir::emitError(mlir::Location(site_))
+               << "tensor_parallel(\"" << axisName << "\"): '" << w.getName() << "' has "
+               << type.getShape()[dim] << (dim == l.outDim() ? " outputs" : " inputs")
+               << (blocks > 1 ? " in " + std::to_string(blocks) + " blocks" : std::string())
+               << ", not divisible by " << axisName << "=" << size_
+               << " (uneven splits are not supported yet)";
+      d.attachNote(w.getLoc()) << "the layer's weight";
+      return d;
+    }
+    TensorSharding s = TensorSharding::replicated(2);
+    s.dims[dim].axes = {axis_};
+    s.dims[dim].blocks = blocks;
+    setShardings(w, {s}, grid_.ref);
+    return mlir::success();
+  }
+
+  mlir::LocationAttr site_;  // the plan's tensor_parallel call
+  int16_t axis_ = -1;
+  int64_t size_ = 1;
+  GridInfo grid_;
+};
+
+}  // namespace
+}  // namespace tessel
