@@ -44,6 +44,26 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"shard-batch", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createShardBatch(ShardBatchOptions{o.dp * o.microsteps, o.forwardName}));
                  }});
+  if (o.train && (!o.tensorParallelAxis.empty() || o.shardedParameters)) {
+    const std::string fwd = o.forwardName;
+    if (!o.tensorParallelAxis.empty())
+      s.push_back({"tensor-parallel", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createTensorParallel(TensorParallelOptions{
+                         o.tensorParallelAxis, o.tensorParallelSite, o.forwardName}));
+                   }});
+    s.push_back({"propagate-sharding", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createPropagateSharding(PropagateShardingOptions{fwd}));
+                 }});
+    s.push_back({"insert-reshards", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createInsertReshards(InsertReshardsOptions{fwd}));
+                 }});
+    s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
+                 }});
+    s.push_back({"partition", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createPartition(PartitionOptions{fwd}));
+                 }});
+  }
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
                  pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
                }});
@@ -111,6 +131,14 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("start each bucket's all-reduce during the backward pass"),
                        llvm::cl::init(defaults.overlap)};
+  Option<std::string> tensorParallel{
+      *this, "tensor-parallel",
+      llvm::cl::desc("the mesh axis of Megatron tensor parallelism (the module's @mesh must have it)"),
+      llvm::cl::init(defaults.tensorParallelAxis)};
+  Option<bool> shardedParameters{
+      *this, "sharded-params",
+      llvm::cl::desc("run the sharding stages for the module's own parameter shardings"),
+      llvm::cl::init(defaults.shardedParameters)};
 
   PipelineOptions toOptions() const {
     PipelineOptions o;
@@ -122,6 +150,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.microsteps = microsteps;
     o.bucketMb = bucketMb;
     o.overlap = overlap;
+    o.tensorParallelAxis = tensorParallel;
+    o.shardedParameters = shardedParameters;
     return o;
   }
 };

@@ -9,7 +9,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Support/LogicalResult.h"
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mlir {
@@ -44,6 +46,18 @@ struct PipelineOptions {
   double bucketMb = 25.0;
   /// Start each bucket's all-reduce during the backward pass (tessel-overlap-collectives).
   bool overlap = true;
+  /// The plan's mesh: its axes in order (outermost first), as the module's `shard.grid @mesh`
+  /// has them; empty without a plan.
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  /// The mesh axis of the plan's tensor_parallel (Megatron layout, tessel-tensor-parallel),
+  /// or "" when the plan has none.
+  std::string tensorParallelAxis;
+  /// Where the plan calls tensor_parallel, "file:line:col" (its diagnostics point there).
+  std::string tensorParallelSite;
+  /// Sequence parallelism (the plan's sequence_parallel; needs tensorParallelAxis).
+  bool sequenceParallel = false;
+  /// The plan shards parameters itself (shard() entries, as `tessel.shardings` on params).
+  bool shardedParameters = false;
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input

@@ -100,8 +100,12 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
           if (!dim.split()) continue;
           int64_t n = grid_.groupSize(dim.axes);
           if (shape[d] % (n * dim.blocks) != 0) {
-            auto diag = op.emitError() << "dimension " << d << " of this result has " << shape[d]
-                                       << " elements";
+            auto diag = op.emitError();
+            if (auto p = mlir::dyn_cast<ParamOp>(op))
+              diag << "parameter '" << p.getName() << "': dimension " << d << " has ";
+            else
+              diag << "dimension " << d << " of this result has ";
+            diag << shape[d] << " elements";
             if (dim.blocks > 1) diag << " in " << dim.blocks << " blocks";
             return diag << ", not divisible by the " << n << " ranks it is split over "
                         << describeSharding(s, grid_.names)
