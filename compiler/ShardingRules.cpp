@@ -76,7 +76,8 @@ OpSharding allReplicated(Operation* op) {
 
 /// Elementwise ops with suffix broadcasting. `keepPartial`: the op is linear in its operands
 /// jointly (add, sub, scale), so operands partial over the same axes stay partial.
-OpSharding elementwise(Operation* op, llvm::ArrayRef<TensorSharding> in, bool keepPartial) {
+OpSharding elementwise(Operation* op, llvm::ArrayRef<TensorSharding> in, bool keepPartial,
+                       const TensorSharding* hint) {
   int64_t rank = rankOf(op->getResult(0));
   TensorSharding out = TensorSharding::replicated(rank);
   for (int64_t d = 0; d < rank; ++d)
@@ -87,6 +88,10 @@ OpSharding elementwise(Operation* op, llvm::ArrayRef<TensorSharding> in, bool ke
         break;
       }
     }
+  // What the users would like: splits on dimensions no operand splits.
+  if (hint && static_cast<int64_t>(hint->dims.size()) == rank)
+    for (int64_t d = 0; d < rank; ++d)
+      if (!out.dims[d].split() && hint->dims[d].split()) out.dims[d] = hint->dims[d];
   // Partial only when every operand is partial over the same axes.
   bool samePartial = keepPartial && !in.empty() && !in[0].partial.empty() &&
                      llvm::all_of(in, [&](const TensorSharding& s) { return s.partial == in[0].partial; });
@@ -120,23 +125,30 @@ OpSharding matmul(MatmulOp op, llvm::ArrayRef<TensorSharding> in) {
   rhs.dims[kR] = k;
   TensorSharding out = TensorSharding::replicated(r);
   for (int64_t d = 0; d < r - 2; ++d) out.dims[d] = lhs.dims[d];
-  if (s > 2)
-    for (int64_t d = 0; d < s - 2; ++d) rhs.dims[d] = lhs.dims[d];
   out.dims[r - 2] = lhs.dims[mL];
   out.dims[r - 1] = rhs.dims[nR];
   out.partial.assign(k.axes.begin(), k.axes.end());
   llvm::sort(out.partial);
-  // An axis used twice (M and N both split over tp, or K and N) cannot be: N gives way.
+  // An axis used twice cannot be. Claim order: the pending sum (K), then N (the weight's
+  // split, which is free to keep), then the batch dimensions, then M: under sequence
+  // parallelism the activation's split rows give way, so they are gathered before a
+  // column-parallel product, as in Megatron-LM.
   llvm::SmallVector<int16_t> used(out.partial);
-  for (int64_t d = 0; d < r; ++d) {
+  auto claim = [&](int64_t d) {
     DimSharding& dim = out.dims[d];
     if (llvm::any_of(dim.axes, [&](int16_t a) { return llvm::is_contained(used, a); })) {
       if (d == r - 1) rhs.dims[nR] = {};
       else if (d == r - 2) lhs.dims[mL] = {};
+      else lhs.dims[d] = {};
       dim = {};
     }
     used.append(dim.axes.begin(), dim.axes.end());
-  }
+  };
+  claim(r - 1);
+  for (int64_t d = 0; d < r - 2; ++d) claim(d);
+  claim(r - 2);
+  if (s > 2)
+    for (int64_t d = 0; d < s - 2; ++d) rhs.dims[d] = out.dims[d];
   OpSharding res;
   res.operands = {lhs, rhs};
   res.results = {out};
@@ -189,11 +201,11 @@ OpSharding embedding(EmbeddingOp op, llvm::ArrayRef<TensorSharding> in) {
 
 }  // namespace
 
-OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in) {
+OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in, const TensorSharding* hint) {
   if (auto m = mlir::dyn_cast<MatmulOp>(op)) return matmul(m, in);
-  if (mlir::isa<AddOp, SubOp>(op)) return elementwise(op, in, /*keepPartial=*/true);
-  if (mlir::isa<ScaleOp>(op)) return elementwise(op, in, /*keepPartial=*/true);
-  if (mlir::isa<MulOp, GeluOp, ReluOp, CastOp>(op)) return elementwise(op, in, /*keepPartial=*/false);
+  if (mlir::isa<AddOp, SubOp, ScaleOp>(op)) return elementwise(op, in, /*keepPartial=*/true, hint);
+  if (mlir::isa<MulOp, GeluOp, ReluOp, CastOp>(op))
+    return elementwise(op, in, /*keepPartial=*/false, hint);
   if (auto ln = mlir::dyn_cast<LayerNormOp>(op)) return layerNorm(ln, in);
   if (auto a = mlir::dyn_cast<CausalAttentionOp>(op)) return attention(a, in);
   if (auto e = mlir::dyn_cast<EmbeddingOp>(op)) return embedding(e, in);

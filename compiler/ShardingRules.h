@@ -10,10 +10,12 @@
 //   matmul   lhs [b..., M, K] x rhs [K, N]: M from lhs, N from rhs, batch from lhs. K split
 //            the same way on both operands makes the result partial over K's axes (a
 //            row-parallel projection); K split on one side only asks the other to be split
-//            alike. Operands must not be partial.
+//            alike. Operands must not be partial. An axis wanted twice goes to K, then N,
+//            then the batch, then M (split rows are gathered before a column-parallel
+//            product, as sequence parallelism does).
 //   add, sub elementwise with suffix broadcasting: each result dimension takes the first
-//            split among the operands' aligned dimensions (lhs first), and every operand is
-//            asked to match it. Both operands partial over the same axes stay partial (a sum
+//            split among the operands' aligned dimensions (lhs first), else the users' hint,
+//            and every operand is asked to match it. Both operands partial over the same axes stay partial (a sum
 //            of pending sums); otherwise partial operands must be resolved first.
 //   scale    keeps its operand's sharding, partial included (it is linear).
 //   mul, gelu, relu, cast  like add without partial results (they are not linear).
@@ -79,8 +81,12 @@ struct OpSharding {
 
 /// The rule of `op` (any op, func.return included) given its operands' current shardings
 /// (one per operand; non-tensor operands replicated of rank 0). Never fails: an op without
-/// a rule asks for everything replicated.
-OpSharding shardOp(mlir::Operation* op, llvm::ArrayRef<TensorSharding> operands);
+/// a rule asks for everything replicated. `hint` (optional) is the sharding the result's
+/// users would like: an elementwise op then also splits the result dimensions that no
+/// operand splits as the hint does (asking its operands for the same), which is how a
+/// split flows backwards through the graph (tessel-propagate-sharding's second walk).
+OpSharding shardOp(mlir::Operation* op, llvm::ArrayRef<TensorSharding> operands,
+                   const TensorSharding* hint = nullptr);
 
 /// "[[1], []] blocks=[3, 1] partial=[1]" with axis names from `axisNames` (for diagnostics):
 /// "{tp x3, -} partial(tp)".

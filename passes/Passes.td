@@ -372,16 +372,27 @@ def PropagateSharding : Pass<"tessel-propagate-sharding", "mlir::ModuleOp"> {
     the plan's sharding, or none yet: a parameter the plan left free takes the sharding
     its first use asks for (so a bias follows its weight), and is fixed from then on.
 
-    Deterministic (program order, one pass). On a conflict the op's rule decides: a split
-    beats replicated, the first operand's split beats the second's, and a pending sum
-    stays pending only through linear ops (add, sub, scale); tessel-insert-reshards
-    then makes every operand what its user asks for.
+    Then a backward walk: where a user asks the result of an elementwise op for a split it
+    lacks (a residual add whose other operand is split along the sequence), the producer
+    takes it on a second forward walk, so a row-parallel product's pending sum is resolved
+    straight into that split (a reduce-scatter) rather than into a replicated tensor.
+    With `sequence-axis` (sequence parallelism, Korthikanti et al. 2022), every layer
+    norm's input is asked for its rows (dimension 1, T) split over that axis, which seeds
+    the residual stream's split.
+
+    Deterministic (program order, a fixed number of walks). On a conflict the op's rule
+    decides: a split beats replicated, the first operand's split beats the second's, a
+    weight's split beats an activation's rows, and a pending sum stays pending only
+    through linear ops (add, sub, scale); tessel-insert-reshards then makes every operand
+    what its user asks for.
 
     Stage: once, after the plan's seeds (tessel-tensor-parallel) and before
     tessel-insert-reshards: no @train_step, no shardings on ops yet, not partitioned.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+    Option<"sequenceAxis", "sequence-axis", "std::string", "\"\"",
+           "sequence parallelism: split the layer norms' rows over this mesh axis">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }

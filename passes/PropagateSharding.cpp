@@ -1,10 +1,14 @@
 //===- PropagateSharding.cpp - a sharding for every value ----------------------===//
 //
-// Algorithm (see passes/Passes.td): one walk in program order. Each op's operand shardings
-// are its producers' (arguments replicated, parameters as the plan says); a parameter the
-// plan left free takes what its first use's rule asks for and is fixed from then on; the
-// op's rule (compiler/ShardingRules.h) then gives its results' shardings, recorded as
-// `tessel.shardings`.
+// Algorithm (see passes/Passes.td):
+//   1. Forward walk in program order. Each op's operand shardings are its producers'
+//      (arguments replicated, parameters as the plan says); a parameter the plan left free
+//      takes what its first use's rule asks for and is fixed from then on; the op's rule
+//      (compiler/ShardingRules.h) gives its results' shardings.
+//   2. Backward walk: where a user asks an elementwise op's result for splits it lacks
+//      (and, under sequence parallelism, every layer norm's input for its rows split over
+//      the axis), that becomes a hint for the producer.
+//   3. With hints, the forward walk again; its shardings are recorded as tessel.shardings.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -44,12 +48,25 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       return signalPassFailure();
     auto grid = findGrid(module, DEBUG_TYPE);
     if (mlir::failed(grid)) return signalPassFailure();
-    propagate(f, grid->ref);
+    int16_t sequence = -1;
+    if (!sequenceAxis.empty()) {
+      sequence = grid->axis(sequenceAxis);
+      if (sequence < 0) {
+        module.emitError() << DEBUG_TYPE << ": sequence-axis '" << sequenceAxis
+                           << "' is not an axis of @mesh";
+        return signalPassFailure();
+      }
+    }
+    propagate(f, grid->ref, sequence);
   }
 
-  void propagate(mlir::func::FuncOp f, mlir::FlatSymbolRefAttr grid) {
+  using Shardings = llvm::DenseMap<Value, TensorSharding>;
+
+  /// One forward walk: every value's sharding given the users' hints. Free parameters adopt
+  /// what their first use asks for.
+  Shardings walk(mlir::func::FuncOp f, const Shardings& hints) {
     auto shardings = TesselDialect::ShardingsAttrHelper(&getContext());
-    llvm::DenseMap<Value, TensorSharding> current;
+    Shardings current;
     llvm::DenseSet<Value> free;  // parameters no plan entry and no use has fixed yet
     auto get = [&](Value v) {
       auto it = current.find(v);
@@ -62,7 +79,10 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       }
       llvm::SmallVector<TensorSharding> in;
       for (Value v : op.getOperands()) in.push_back(get(v));
-      OpSharding rule = shardOp(&op, in);
+      const TensorSharding* hint = nullptr;
+      if (op.getNumResults() == 1)
+        if (auto it = hints.find(op.getResult(0)); it != hints.end()) hint = &it->second;
+      OpSharding rule = shardOp(&op, in, hint);
       // Free parameters adopt what this use asks for; the rule is then re-evaluated (an
       // adoption can only add splits, so this settles in at most one round per operand).
       for (unsigned round = 0; round <= op.getNumOperands(); ++round) {
@@ -73,15 +93,68 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
           if (rule.operands[i] == in[i]) continue;
           in[i] = rule.operands[i];
           current[v] = in[i];
-          if (!in[i].isReplicated()) setShardings(v.getDefiningOp(), {in[i]}, grid);
           changed = true;
         }
         if (!changed) break;
-        rule = shardOp(&op, in);
+        rule = shardOp(&op, in, hint);
       }
-      if (op.getNumResults() == 0) continue;
       for (auto [r, s] : llvm::zip(op.getResults(), rule.results)) current[r] = s;
-      setShardings(&op, rule.results, grid);
+    }
+    return current;
+  }
+
+  /// The backward walk: the splits each value's users ask for beyond what it has, for the
+  /// values an elementwise op produces (they can take a split for free) and the inputs of
+  /// layer norms under sequence parallelism (the seed).
+  Shardings hintsFrom(mlir::func::FuncOp f, const Shardings& current, int16_t sequenceAxis) {
+    Shardings hints;
+    auto get = [&](Value v) {
+      auto it = current.find(v);
+      return it != current.end() ? it->second : shardingOf(v);
+    };
+    for (mlir::Operation& op : llvm::reverse(f.getBody().front())) {
+      if (mlir::isa<ParamOp>(op)) continue;
+      if (auto ln = mlir::dyn_cast<LayerNormOp>(op); ln && sequenceAxis >= 0) {
+        TensorSharding s = get(ln.getInput()).withoutPartial();
+        if (s.dims.size() >= 3 && !s.usesAxis(sequenceAxis)) {
+          s.dims[1] = DimSharding{{sequenceAxis}, 1};
+          hints[ln.getInput()] = s;
+        }
+      }
+      llvm::SmallVector<TensorSharding> in;
+      for (Value v : op.getOperands()) in.push_back(get(v));
+      const TensorSharding* hint = nullptr;
+      if (op.getNumResults() == 1)
+        if (auto it = hints.find(op.getResult(0)); it != hints.end()) hint = &it->second;
+      OpSharding rule = shardOp(&op, in, hint);
+      for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+        mlir::Operation* def = v.getDefiningOp();
+        if (!def || !mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp>(def)) continue;
+        TensorSharding want = rule.operands[i].withoutPartial();
+        TensorSharding have = in[i];
+        bool adds = false;
+        for (size_t d = 0; d < want.dims.size() && d < have.dims.size(); ++d)
+          adds |= want.dims[d].split() && !have.dims[d].split();
+        if (adds && !hints.count(v)) hints[v] = want;
+      }
+    }
+    return hints;
+  }
+
+  void propagate(mlir::func::FuncOp f, mlir::FlatSymbolRefAttr grid, int16_t sequenceAxis) {
+    Shardings current = walk(f, {});
+    Shardings hints = hintsFrom(f, current, sequenceAxis);
+    if (!hints.empty()) current = walk(f, hints);
+    for (mlir::Operation& op : f.getBody().front()) {
+      if (op.getNumResults() == 0) continue;
+      if (auto p = mlir::dyn_cast<ParamOp>(op)) {
+        auto it = current.find(p.getResult());
+        if (it != current.end() && !it->second.isReplicated()) setShardings(p, {it->second}, grid);
+        continue;
+      }
+      llvm::SmallVector<TensorSharding> results;
+      for (Value r : op.getResults()) results.push_back(current.lookup(r));
+      setShardings(&op, results, grid);
     }
   }
 };
