@@ -109,7 +109,7 @@ class TensorParallelBlock(nn.Module):
 
     def __init__(self, C, NH, tp):
         super().__init__()
-        self.C, self.NH = C, NH // tp
+        self.NH = NH // tp  # this rank's heads
         self.ln1, self.ln2 = nn.LayerNorm(C), nn.LayerNorm(C)
         self.qkv = nn.Linear(C, 3 * C // tp)                  # column-parallel: [q_r; k_r; v_r]
         self.proj = nn.Linear(C // tp, C, bias=False)          # row-parallel

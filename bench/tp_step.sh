@@ -62,7 +62,7 @@ tessel_run() {  # $1: ranks (1: no plan), $2: threads; prints "<median step s> <
   if ! "${launch[@]}" build/bin/tessel-gpt --data "$DATA" --layers 4 --channels 128 --heads 4 --seq 64 \
       --batch 32 --steps "$STEPS" --schedule constant --eval-batches 1 --sample-bytes 0 --threads "$2" \
       "${plan[@]}" --log-json "$tmp/tessel$1.json" > "$tmp/tessel$1.out" 2>&1; then
-    tail -5 "$tmp/tessel$1.out" >&2
+    grep -m 4 -i "error" "$tmp/tessel$1.out" >&2 || tail -5 "$tmp/tessel$1.out" >&2
     echo "tp_step.sh: tessel-gpt ${plan[*]:-on one rank} failed (above); nothing recorded" >&2
     return 1
   fi
@@ -119,7 +119,7 @@ import datetime, json, sys
 n, th = int(sys.argv[1]), int(sys.argv[2]); t_tp, c_tp, t_one = map(float, sys.argv[3:6])
 tj, peer, cpu = json.loads(sys.argv[6]), sys.argv[7], sys.argv[8]
 d = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
-print(f"| {d} | tp_step (GPT L4 C128 T64 B32, AdamW, tp={n}; 1 rank on the same cores) | {n} ranks x {th} threads, "
+print(f"| {d} | tp_step (GPT L4 C128 T64 B32, AdamW, tp={n}; 1 rank on the same cores) | {n} ranks x {th} thread{'s' * (th > 1)}, "
       f"{cpu} | tessel tp={n} {1e3 * t_tp:.1f} ms/step, exposed comm {c_tp:.2f} ms; 1 rank {1e3 * t_one:.1f} ms/step; "
       f"tp/1 rank {t_tp / t_one:.3f} | pytorch Megatron tp={n} gloo, {peer}: {1e3 * tj['step_s']:.1f} ms/step, "
       f"exposed comm {1e3 * tj['comm_s']:.2f} ms; 1 process {1e3 * tj['single_step_s']:.1f} ms/step; tp/1 process "
