@@ -20,7 +20,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt_step import GPT  # noqa: E402
+from torch_gpt_step import GPT, add_model_flags  # noqa: E402
 
 
 def worker(rank, a, port, out):
@@ -79,13 +79,7 @@ def worker(rank, a, port, out):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ranks", type=int, default=2)
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--channels", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup-steps", type=int, default=5)
+    add_model_flags(p, steps=30)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--bucket-mb", type=float, default=1.0)
     a = p.parse_args()

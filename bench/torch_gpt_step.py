@@ -50,15 +50,21 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
 
-def main():
-    p = argparse.ArgumentParser()
+def add_model_flags(p, steps):
+    """The GPT config flags the PyTorch peers share (defaults: the benchmarks' learning config,
+    L=4 C=128 NH=4 T=64 B=32) and the timed steps, the first --warmup-steps not counted."""
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=40)
+    p.add_argument("--steps", type=int, default=steps)
     p.add_argument("--warmup-steps", type=int, default=5)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    add_model_flags(p, steps=40)
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(a.threads)

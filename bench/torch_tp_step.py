@@ -43,7 +43,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_gpt_step import GPT  # noqa: E402
+from torch_gpt_step import GPT, add_model_flags  # noqa: E402
 
 # Tolerance of the check, relative, on the loss and on the gradient norm before clipping at each
 # of the first --check-steps steps. The tp run differs from the single process only in rounding:
@@ -137,21 +137,13 @@ class TensorParallelBlock(nn.Module):
         return x + ReduceFromTensorParallel.apply(self.fc_proj(h)) + self.fc_proj_bias
 
 
-class TensorParallelGPT(nn.Module):
-    """torch_gpt_step.GPT with its blocks tensor parallel over `tp` ranks."""
+class TensorParallelGPT(GPT):
+    """torch_gpt_step.GPT (its forward unchanged) with its blocks tensor parallel over `tp`
+    ranks; the embeddings and ln_f stay replicated."""
 
-    def __init__(self, L, C, NH, T, tp, V=256):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(V, C), nn.Embedding(T, C)
+    def __init__(self, L, C, NH, T, tp):
+        super().__init__(0, C, NH, T)
         self.blocks = nn.ModuleList(TensorParallelBlock(C, NH, tp) for _ in range(L))
-        self.ln_f = nn.LayerNorm(C)
-
-    def forward(self, idx, targets):
-        x = self.wte(idx) + self.wpe.weight[: idx.size(1)]
-        for b in self.blocks:
-            x = b(x)
-        logits = self.ln_f(x) @ self.wte.weight.t()
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
 
     def is_sharded(self, name):
         """Whether parameter `name` is split over tp (its gradient is a shard, not a copy)."""
@@ -275,13 +267,7 @@ def reference_steps(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--ranks", type=int, default=2, help="tensor parallel degree (processes)")
-    p.add_argument("--layers", type=int, default=4)
-    p.add_argument("--channels", type=int, default=128)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--seq", type=int, default=64)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup-steps", type=int, default=5)
+    add_model_flags(p, steps=30)
     p.add_argument("--check-steps", type=int, default=5)
     p.add_argument("--threads", type=int, default=1, help="threads per rank")
     p.add_argument("--seed", type=int, default=0)

@@ -89,10 +89,12 @@ print(f"check: tessel step 1 loss tp {tp['loss']:.7f}, one rank {one['loss']:.7f
       f"{'FAILED' if bad else 'ok'}", file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
-if ! "$py" bench/torch_tp_step.py --ranks "$N" --threads "$threads" --steps "$STEPS" \
+# A bound on the peer's time: gloo's rendezvous has been seen to hang on these machines (it
+# takes about 3 minutes on 2 busy cores).
+if ! timeout 1200 "$py" bench/torch_tp_step.py --ranks "$N" --threads "$threads" --steps "$STEPS" \
     > "$tmp/torch.json" 2> "$tmp/torch.err"; then
   grep -v -i "warn" "$tmp/torch.err" | tail -5 >&2
-  echo "tp_step.sh: bench/torch_tp_step.py failed (above); nothing recorded" >&2
+  echo "tp_step.sh: bench/torch_tp_step.py failed or ran past 20 minutes (above); nothing recorded" >&2
   exit 1
 fi
 grep '^check:' "$tmp/torch.err" >&2
