@@ -9,8 +9,9 @@
 #   comm = time per step in the tp all-reduces (forward after the attention and MLP
 #          projections, backward at the inputs of qkv and fc, and the clipping norm's). They
 #          are synchronous: the step waits for each one, so all of it is exposed.
-#          Tessel: rank 0's collective counters, starts + waits; PyTorch: wall time around
-#          each all_reduce on rank 0.
+#          Tessel: rank 0's collective counters, starts + waits (they also count the final
+#          evaluation's forward, one batch, a few percent of the total); PyTorch: wall time
+#          around each all_reduce on rank 0. Both report their all-reduces and payload bytes.
 # The PyTorch peer is current torch from PyPI, installed on first use in bench/.venv (delete
 # it to update). PyPI serves torch for Linux x86-64 only as its CUDA build (the CPU-only
 # wheels live on download.pytorch.org), so that wheel is installed (about 4 GiB) and runs on
@@ -56,7 +57,8 @@ else
 fi
 peer="torch $("$py" -c 'import torch; print(torch.__version__)') ($peer)"
 
-tessel_run() {  # $1: ranks (1: no plan), $2: threads; prints "<median step s> <comm ms/step>"
+tessel_run() {  # $1: ranks (1: no plan), $2: threads
+  # prints "<median step s> <comm ms/step> <all-reduces/step> <payload bytes/step>"
   local launch=() plan=()
   if [ "$1" -gt 1 ]; then launch=(mpirun --oversubscribe -np "$1"); plan=(--plan "tp=$1"); fi
   if ! "${launch[@]}" build/bin/tessel-gpt --data "$DATA" --layers 4 --channels 128 --heads 4 --seq 64 \
@@ -69,16 +71,17 @@ tessel_run() {  # $1: ranks (1: no plan), $2: threads; prints "<median step s> <
   /usr/bin/python3 - "$tmp/tessel$1.json" "$tmp/tessel$1.out" <<'PY'
 import json, re, statistics, sys
 steps = [json.loads(l) for l in open(sys.argv[1])]
-comm = re.search(r"starts ([0-9.]+) ms/step, exposed \(waits\) ([0-9.]+) ms/step", open(sys.argv[2]).read())
+comm = re.search(r"communication: ([0-9.]+) all-reduces/step, payload ([0-9]+) bytes/step.*starts ([0-9.]+) "
+                 r"ms/step, exposed \(waits\) ([0-9.]+) ms/step", open(sys.argv[2]).read())
 # Synchronous collectives block in their start or in their wait; either way the step waits.
 print(statistics.median(s["step_seconds"] for s in steps[5:-1]),  # skip warmup and the eval step
-      float(comm.group(1)) + float(comm.group(2)) if comm else "nan")
+      *((float(comm.group(3)) + float(comm.group(4)), comm.group(1), comm.group(2)) if comm else ("nan",) * 3))
 PY
 }
 tp_out=$(tessel_run "$N" "$threads")  # a failed run stops the script here (set -e)
 one_out=$(tessel_run 1 "$all")
-read -r t_tp c_tp <<< "$tp_out"
-read -r t_one _ <<< "$one_out"
+read -r t_tp c_tp n_tp b_tp <<< "$tp_out"
+read -r t_one _ _ _ <<< "$one_out"
 # Tessel's tp run must compute what its single rank computes, or its times mean nothing.
 /usr/bin/python3 - "$tmp/tessel$N.json" "$tmp/tessel1.json" <<'PY'
 import json, sys
@@ -101,19 +104,24 @@ grep '^check:' "$tmp/torch.err" >&2
 torch_json=$(tail -1 "$tmp/torch.json")
 
 cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)
-/usr/bin/python3 - "$N" "$threads" "$t_tp" "$c_tp" "$t_one" "$torch_json" "$peer" "$cpu" <<'PY' | tee "$tmp/table"
+/usr/bin/python3 - "$N" "$threads" "$t_tp" "$c_tp" "$t_one" "$torch_json" "$peer" "$cpu" "$n_tp" "$b_tp" <<'PY'
 import json, sys
 n, th = int(sys.argv[1]), int(sys.argv[2]); t_tp, c_tp, t_one = map(float, sys.argv[3:6])
 tj, peer, cpu = json.loads(sys.argv[6]), sys.argv[7], sys.argv[8]
+n_tp, b_tp = float(sys.argv[9]), float(sys.argv[10])
 ms = lambda s: 1e3 * s
+mib = lambda b: b / 2**20
 print(f"GPT L=4 C=128 NH=4 T=64 B=32, AdamW, tp={n} on CPU ranks ({th} thread{'s' * (th > 1)} each), {cpu}")
 print(f"PyTorch peer: {peer}")
-print(f"{'':34} {'step ms':>9} {'exposed comm ms/step':>21}")
-comm = f"{c_tp:21.3f}" if c_tp == c_tp else f"{'not counted':>21}"  # nan: no counters line
-print(f"{f'tessel tp={n}':34} {ms(t_tp):9.2f} {comm}")
-print(f"{f'tessel 1 rank ({n * th} threads)':34} {ms(t_one):9.2f} {'-':>21}")
-print(f"{f'pytorch Megatron tp={n} (gloo)':34} {ms(tj['step_s']):9.2f} {ms(tj['comm_s']):21.3f}")
-print(f"{f'pytorch 1 process ({n * th} threads)':34} {ms(tj['single_step_s']):9.2f} {'-':>21}")
+print(f"{'':34} {'step ms':>9} {'exposed comm ms/step':>21} {'all-reduces/step':>17} {'payload MiB/step':>17}")
+if c_tp == c_tp:
+    print(f"{f'tessel tp={n}':34} {ms(t_tp):9.2f} {c_tp:21.3f} {n_tp:17.1f} {mib(b_tp):17.3f}")
+else:  # nan: the runtime printed no communication counters
+    print(f"{f'tessel tp={n}':34} {ms(t_tp):9.2f} {'not counted':>21}")
+print(f"{f'tessel 1 rank ({n * th} threads)':34} {ms(t_one):9.2f}")
+print(f"{f'pytorch Megatron tp={n} (gloo)':34} {ms(tj['step_s']):9.2f} {ms(tj['comm_s']):21.3f} "
+      f"{tj['allreduces']:17.1f} {mib(tj['allreduce_bytes']):17.3f}")
+print(f"{f'pytorch 1 process ({n * th} threads)':34} {ms(tj['single_step_s']):9.2f}")
 print(f"ratio tessel/pytorch: tp={n} {t_tp / tj['step_s']:.3f}, 1 rank {t_one / tj['single_step_s']:.3f}")
 print(f"ratio tp={n}/1 rank: tessel {t_tp / t_one:.3f}, pytorch {tj['step_s'] / tj['single_step_s']:.3f}")
 PY
