@@ -213,4 +213,54 @@ Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims) {
   return {Shape(result.begin(), result.end()), ""};
 }
 
+namespace {
+
+/// The error for a group size below 1 or `axis` (named `what`) outside [0, rank of `input`),
+/// or "".
+std::string axisError(const char* what, int64_t axis, ShapeRef input, int64_t group) {
+  if (group < 1) return fmt::format("the group size must be >= 1, got {}", group);
+  if (axis >= 0 && axis < static_cast<int64_t>(input.size())) return "";
+  return fmt::format("{} {} is out of range for {}", what, axis, str(input));
+}
+
+/// The error for dimension `axis` of `input` not splitting into `group` equal shards, or "".
+std::string shardError(const char* what, int64_t axis, ShapeRef input, int64_t group) {
+  if (input[axis] % group == 0) return "";
+  return fmt::format("{} {} of {} (size {}) is not divisible by the group size {} (uneven "
+                     "shards are not supported yet)", what, axis, str(input), input[axis], group);
+}
+
+}  // namespace
+
+Result allGather(ShapeRef input, int64_t axis, int64_t group) {
+  if (std::string e = axisError("gather_axis", axis, input, group); !e.empty())
+    return Result::fail(e);
+  Shape out(input.begin(), input.end());
+  out[axis] *= group;
+  return {out, ""};
+}
+
+Result reduceScatter(ShapeRef input, int64_t axis, int64_t group) {
+  if (std::string e = axisError("scatter_axis", axis, input, group); !e.empty())
+    return Result::fail(e);
+  if (std::string e = shardError("scatter_axis", axis, input, group); !e.empty())
+    return Result::fail(e);
+  Shape out(input.begin(), input.end());
+  out[axis] /= group;
+  return {out, ""};
+}
+
+Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group) {
+  if (std::string e = axisError("split_axis", splitAxis, input, group); !e.empty())
+    return Result::fail(e);
+  if (std::string e = axisError("concat_axis", concatAxis, input, group); !e.empty())
+    return Result::fail(e);
+  if (std::string e = shardError("split_axis", splitAxis, input, group); !e.empty())
+    return Result::fail(e);
+  Shape out(input.begin(), input.end());
+  out[splitAxis] /= group;
+  out[concatAxis] *= group;
+  return {out, ""};
+}
+
 }  // namespace tessel::shapes
