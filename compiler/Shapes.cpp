@@ -223,44 +223,35 @@ std::string axisError(const char* what, int64_t axis, ShapeRef input, int64_t gr
   return fmt::format("{} {} is out of range for {}", what, axis, str(input));
 }
 
-/// The error for dimension `axis` of `input` not splitting into `group` equal shards, or "".
-std::string shardError(const char* what, int64_t axis, ShapeRef input, int64_t group) {
-  if (input[axis] % group == 0) return "";
-  return fmt::format("{} {} of {} (size {}) is not divisible by the group size {} (uneven "
-                     "shards are not supported yet)", what, axis, str(input), input[axis], group);
+/// `input` with dimension `axis` (named `what`) multiplied by `group`, or divided by it,
+/// which must then be exact (uneven shards are refused).
+Result resizeDim(ShapeRef input, const char* what, int64_t axis, int64_t group, bool divide) {
+  if (std::string e = axisError(what, axis, input, group); !e.empty()) return Result::fail(e);
+  if (divide && input[axis] % group != 0)
+    return Result::fail(fmt::format("{} {} of {} (size {}) is not divisible by the group size {} "
+                                    "(uneven shards are not supported yet)",
+                                    what, axis, str(input), input[axis], group));
+  Shape out(input.begin(), input.end());
+  out[axis] = divide ? out[axis] / group : out[axis] * group;
+  return {out, ""};
 }
 
 }  // namespace
 
 Result allGather(ShapeRef input, int64_t axis, int64_t group) {
-  if (std::string e = axisError("gather_axis", axis, input, group); !e.empty())
-    return Result::fail(e);
-  Shape out(input.begin(), input.end());
-  out[axis] *= group;
-  return {out, ""};
+  return resizeDim(input, "gather_axis", axis, group, false);
 }
 
 Result reduceScatter(ShapeRef input, int64_t axis, int64_t group) {
-  if (std::string e = axisError("scatter_axis", axis, input, group); !e.empty())
-    return Result::fail(e);
-  if (std::string e = shardError("scatter_axis", axis, input, group); !e.empty())
-    return Result::fail(e);
-  Shape out(input.begin(), input.end());
-  out[axis] /= group;
-  return {out, ""};
+  return resizeDim(input, "scatter_axis", axis, group, true);
 }
 
 Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group) {
-  if (std::string e = axisError("split_axis", splitAxis, input, group); !e.empty())
-    return Result::fail(e);
   if (std::string e = axisError("concat_axis", concatAxis, input, group); !e.empty())
     return Result::fail(e);
-  if (std::string e = shardError("split_axis", splitAxis, input, group); !e.empty())
-    return Result::fail(e);
-  Shape out(input.begin(), input.end());
-  out[splitAxis] /= group;
-  out[concatAxis] *= group;
-  return {out, ""};
+  Result split = resizeDim(input, "split_axis", splitAxis, group, true);
+  if (split.ok()) split.shape[concatAxis] *= group;
+  return split;
 }
 
 }  // namespace tessel::shapes
