@@ -153,4 +153,7 @@ def Tessel_ReplicateOp : Tessel_Op<"replicate",
   let hasVerifier = 1;
 }
 
+// all_gather, reduce_scatter and all_to_all, synchronous and asynchronous.
+include "compiler/TesselGatherScatterOps.td"
+
 #endif // TESSEL_COMM_OPS_TD

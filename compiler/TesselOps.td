@@ -404,6 +404,5 @@ include "compiler/TesselGradOps.td"
 include "compiler/TesselOptimOps.td"
 include "compiler/TesselFusedOps.td"
 include "compiler/TesselCommOps.td"
-include "compiler/TesselGatherScatterOps.td"
 
 #endif // TESSEL_OPS_TD
