@@ -279,7 +279,9 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
 //
 //   forward                                 backward (the op the VJP builds)
 //   all_gather gather_axis = a          ->  reduce_scatter sum scatter_axis = a
-//   reduce_scatter sum scatter_axis = a ->  all_gather gather_axis = a
+//     (split in; each rank's copy of the result feeds its own computation, so the
+//      gradients arrive one per rank and are summed)
+//   reduce_scatter sum scatter_axis = a ->  all_gather gather_axis = a (partial in, split out)
 //   reduce_scatter avg scatter_axis = a ->  all_gather gather_axis = a, then scale 1/N
 //   all_to_all split = a, concat = c    ->  all_to_all split = c, concat = a
 //   all_reduce sum (Megatron g)         ->  identity (partial in, replicated out)

@@ -375,7 +375,8 @@ TEST(CollectiveTranspose, ReplicateThenAllReduceIsMegatronsPair) {
     Stack dy = randomStack(rng, {3, 4}, n, Space::kReplicated);
     auto values = run(func, {x, w, dy});
     ref::Tensor dxWant(Shape{3, 5});
-    for (int64_t r = 0; r < n; ++r) dxWant = ref::add(dxWant, ref::matmul(dy[r], w[r], false, false));
+    for (int64_t r = 0; r < n; ++r)
+      dxWant = ref::add(dxWant, ref::matmul(dy[r], w[r], false, false));
     ref::Tensor dwWant = ref::matmul(dy[0], x[0], true, false);
     for (int64_t r = 0; r < n; ++r) {
       const ref::Tensor& gotDx = values.at(dx)[r];
