@@ -52,9 +52,9 @@ class Tessel_ShardMoveWaitOp<string name>
   let summary = "wait for a collective started by tessel." # name # "_start";
   let description = "Blocks until the `tessel." # name # "_start` that produced `in_flight` " #
     "is complete on this rank, and returns its result (same type). The verifier checks " #
-    "that the operand is the result of a `tessel." # name # "_start` earlier in the same " #
-    "block. Ops that need the collective's values use the wait's result, so a pass places " #
-    "the wait right before the first of them. Example (with `tessel." # name # "_start`'s):" #
+    "that the operand is the result of a `tessel." # name # "_start` that comes before " #
+    "it. Ops that need the collective's values use the wait's result, so a pass places " #
+    "the wait right before the first of them. Example (`%f` is the start's result):" #
     "\n\n```mlir\n%y = tessel." # name # "_wait %f : tensor<8x8xf32>\n```\n";
   let arguments = (ins Tessel_FloatTensor:$in_flight);
   let results = (outs Tessel_FloatTensor:$result);
