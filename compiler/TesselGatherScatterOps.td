@@ -133,7 +133,7 @@ defvar Tessel_ReduceScatterArgs = (ins Tessel_FloatTensor:$input, Tessel_ReduceK
                                        FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes,
                                        I64Attr:$scatter_axis);
 defvar Tessel_ReduceScatterFormat = [{
-  $input `reduce` $reduce `on` $grid `grid_axes` `=` $grid_axes `scatter_axis` `=` $scatter_axis
+  $input `reduce` `` $reduce `on` $grid `grid_axes` `=` $grid_axes `scatter_axis` `=` $scatter_axis
   attr-dict `:` type($input) `->` type(results)
 }];
 
