@@ -75,4 +75,17 @@ Result reduce(ShapeRef input, ShapeRef dims);
 /// `input`. Result: `result` itself (the rule only checks).
 Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims);
 
+/// all_gather over a group of `group` >= 1 ranks: 0 <= axis < rank. Result: input with
+/// dimension `axis` multiplied by `group`.
+Result allGather(ShapeRef input, int64_t axis, int64_t group);
+
+/// reduce_scatter over `group` >= 1 ranks: 0 <= axis < rank and input[axis] divisible by
+/// `group` (uneven shards are refused). Result: input with dimension `axis` divided by `group`.
+Result reduceScatter(ShapeRef input, int64_t axis, int64_t group);
+
+/// all_to_all over `group` >= 1 ranks: both axes in [0, rank), input[splitAxis] divisible by
+/// `group`. Result: input with dimension splitAxis divided by `group`, then dimension
+/// concatAxis multiplied by it (equal axes: the input's shape).
+Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group);
+
 }  // namespace tessel::shapes

@@ -74,4 +74,23 @@ TEST(Shapes, Rearrangements) {
   expectError(reduce(Shape{4, 32}, Shape{1, 1}), {"distinct"});
 }
 
+// The collectives over a group of N ranks: a gather multiplies one dimension by N, a
+// scatter divides it (only evenly), an all-to-all does both.
+TEST(Shapes, Collectives) {
+  expectShape(allGather(Shape{2, 6}, 0, 4), {8, 6});
+  expectShape(allGather(Shape{2, 6}, 1, 1), {2, 6});
+  expectError(allGather(Shape{2, 6}, 2, 4), {"gather_axis 2 is out of range for 2x6"});
+  expectError(allGather(Shape{2, 6}, 0, 0), {"group size must be >= 1, got 0"});
+  expectShape(reduceScatter(Shape{8, 6}, 0, 4), {2, 6});
+  expectShape(reduceScatter(Shape{8, 6}, 1, 3), {8, 2});
+  expectError(reduceScatter(Shape{6, 8}, 0, 4),
+              {"scatter_axis 0 of 6x8 (size 6) is not divisible by the group size 4"});
+  expectError(reduceScatter(Shape{8}, -1, 2), {"scatter_axis -1 is out of range for 8"});
+  expectShape(allToAll(Shape{4, 8}, 1, 0, 4), {16, 2});
+  expectShape(allToAll(Shape{4, 8}, 0, 1, 2), {2, 16});
+  expectShape(allToAll(Shape{8, 3}, 0, 0, 4), {8, 3});
+  expectError(allToAll(Shape{4, 6}, 1, 0, 4), {"split_axis 1 of 4x6 (size 6) is not divisible"});
+  expectError(allToAll(Shape{4, 8}, 1, 2, 2), {"concat_axis 2 is out of range for 4x8"});
+}
+
 }  // namespace
