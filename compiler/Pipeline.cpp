@@ -51,17 +51,18 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                      pm.addPass(createTensorParallel(TensorParallelOptions{
                          o.tensorParallelAxis, o.tensorParallelSite, o.forwardName}));
                    }});
-    s.push_back({"propagate-sharding", [fwd](mlir::OpPassManager& pm) {
-                   pm.addPass(createPropagateSharding(PropagateShardingOptions{fwd}));
+    const std::string sequenceAxis = o.sequenceParallel ? o.tensorParallelAxis : "";
+    s.push_back({"propagate-sharding", [fwd, sequenceAxis](mlir::OpPassManager& pm) {
+                   pm.addPass(createPropagateSharding(PropagateShardingOptions{fwd, sequenceAxis}));
                  }});
     s.push_back({"insert-reshards", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createInsertReshards(InsertReshardsOptions{fwd}));
                  }});
-    s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
-                   pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
-                 }});
     s.push_back({"partition", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createPartition(PartitionOptions{fwd}));
+                 }});
+    s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
                  }});
   }
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {

@@ -149,4 +149,17 @@ LogicalResult AllReduceOp::verify() { return verifyGridAxes(*this, getGridAttr()
 
 LogicalResult ReplicateOp::verify() { return verifyGridAxes(*this, getGridAttr(), getGridAxes()); }
 
+LogicalResult ReshardOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
+    return emitOpError() << "changes the element type or rank (" << in << " to " << out
+                         << "); a reshard only moves data between ranks";
+  for (ShardingAttr s : {getFrom(), getSharding()})
+    if (static_cast<int64_t>(s.getSplitAxes().size()) != in.getRank())
+      return emitOpError() << "sharding " << s << " has " << s.getSplitAxes().size()
+                           << " dimensions, the tensor " << in.getRank();
+  return success();
+}
+
 }  // namespace tessel

@@ -59,7 +59,8 @@ struct InsertReshardsPass : impl::InsertReshardsBase<InsertReshardsPass> {
         Value& r = made[{v.getAsOpaquePointer(), target.getAsOpaquePointer()}];
         if (!r) {
           mlir::OpBuilder b(&op);
-          auto reshard = ReshardOp::create(b, op.getLoc(), v, target);
+          auto reshard = ReshardOp::create(b, op.getLoc(), v.getType(), v,
+                                           in[i].toAttr(&getContext(), grid->ref), target);
           setShardings(reshard, {rule.operands[i]}, grid->ref);
           r = reshard.getResult();
         }

@@ -6,7 +6,7 @@
 // norm and the tied LM head stay replicated. --implicit-check-not makes any other collective
 // a failure.
 // RUN: tessel-opt %s --tessel-tensor-parallel --tessel-propagate-sharding --tessel-insert-reshards \
-// RUN:   --tessel-reshard-to-collectives --tessel-partition --tessel-decompose-attention --tessel-autodiff \
+// RUN:   --tessel-partition --tessel-reshard-to-collectives --tessel-decompose-attention --tessel-autodiff \
 // RUN: | FileCheck %s --implicit-check-not=tessel.all_reduce --implicit-check-not=tessel.all_gather \
 // RUN:   --implicit-check-not=tessel.reduce_scatter --implicit-check-not=tessel.all_to_all
 
