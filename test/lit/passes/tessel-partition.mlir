@@ -44,13 +44,15 @@ func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x6xf32>
 // product, so it needs no tessel.replicate (the gather's transpose sums the per-rank
 // gradients).
 // CHECK-LABEL: func.func @forward
+// CHECK: tessel.scale
 // CHECK-NOT: tessel.replicate
 // CHECK: tessel.reshard %{{.*}} : tensor<2x2x8xf32> from #tessel.sharding<@mesh, {{\[\[}}], [0], []]> to #tessel.sharding<@mesh, {{\[\[}}], [], []]> -> tensor<2x4x8xf32>
 // CHECK: tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
 shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
 func.func @forward(%x: tensor<2x4x8xf32> {tessel.input = "x"}) -> (tensor<2x4x16xf32> {tessel.output = "y"}) {
   %w = tessel.param "fc.w" {std = 0.02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x8xf32>
-  %s = tessel.scale %x, 1.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], [0], []]>]} : tensor<2x4x8xf32>
+  %rows = tessel.param "rows" {std = 0.02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[], [0], []]>]} : tensor<2x4x8xf32>
+  %s = tessel.scale %rows, 1.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], [0], []]>]} : tensor<2x4x8xf32>
   %g = tessel.reshard %s : tensor<2x4x8xf32> from #tessel.sharding<@mesh, [[], [0], []]> to #tessel.sharding<@mesh, [[], [], []]> {tessel.shardings = [#tessel.sharding<@mesh, [[], [], []]>]} -> tensor<2x4x8xf32>
   %y = tessel.matmul %g, %w transpose_rhs {tessel.shardings = [#tessel.sharding<@mesh, [[], [], [0]]>]} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
   %r = tessel.reshard %y : tensor<2x4x16xf32> from #tessel.sharding<@mesh, [[], [], [0]]> to #tessel.sharding<@mesh, [[], [], []]> {tessel.shardings = [#tessel.sharding<@mesh, [[], [], []]>]} -> tensor<2x4x16xf32>
