@@ -63,7 +63,7 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     if (dataParallel)
       s.push_back({"gradient-all-reduce", [o](mlir::OpPassManager& pm) {
                      pm.addPass(createGradientAllReduce(
-                         GradientAllReduceOptions{"dp", o.dp, "train_step"}));
+                         GradientAllReduceOptions{o.batchAxis, o.dp, "train_step"}));
                    }});
     if (o.optimizer != "none")
       s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
@@ -89,7 +89,8 @@ std::vector<Stage> stages(const PipelineOptions& o) {
 }
 
 /// The textual options of `tessel-pipeline`, one per PipelineOptions field (dumpIrDir aside:
-/// tessel-opt prints the result instead). Defaults come from PipelineOptions itself.
+/// tessel-opt prints the result instead; batchAxis is "dp" and tensorParallelSite unknown;
+/// `tp` stands for mesh and tensorParallelAxis). Defaults come from PipelineOptions itself.
 struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   const PipelineOptions defaults;
   Option<bool> train{*this, "train", llvm::cl::desc("build @train_step (autodiff + optimizer)"),
@@ -111,6 +112,12 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("start each bucket's all-reduce during the backward pass"),
                        llvm::cl::init(defaults.overlap)};
+  Option<int64_t> tp{*this, "tp",
+                     llvm::cl::desc("tensor-parallel ranks: the mesh dp=<dp>,tp=<tp> (tp innermost)"),
+                     llvm::cl::init(1)};
+  Option<bool> sequenceParallel{*this, "sequence-parallel",
+                                llvm::cl::desc("split the LayerNorm and residual regions along T over tp"),
+                                llvm::cl::init(defaults.sequenceParallel)};
 
   PipelineOptions toOptions() const {
     PipelineOptions o;
@@ -122,9 +129,39 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.microsteps = microsteps;
     o.bucketMb = bucketMb;
     o.overlap = overlap;
+    if (tp != 1) {
+      if (dp != 1) o.mesh.emplace_back("dp", dp);
+      o.mesh.emplace_back("tp", tp);
+      o.tensorParallelAxis = "tp";
+    }
+    o.sequenceParallel = sequenceParallel;
     return o;
   }
 };
+
+/// The mesh part of checkPipelineOptions.
+std::string checkMeshOptions(const PipelineOptions& o) {
+  constexpr int64_t kMaxRanks = int64_t{1} << 20;  // as the DSL's Mesh (dsl/Plan.h)
+  auto sizeOf = [&](const std::string& axis) -> int64_t {
+    for (const auto& [name, size] : o.mesh)
+      if (name == axis) return size;
+    return 0;
+  };
+  for (size_t i = 0; i < o.mesh.size(); ++i) {
+    const auto& [name, size] = o.mesh[i];
+    if (name.empty()) return "mesh: an axis has no name";
+    if (size < 1 || size > kMaxRanks) return fmt::format("mesh axis {}={}: must be in [1, 2^20]", name, size);
+    for (size_t j = 0; j < i; ++j)
+      if (o.mesh[j].first == name) return fmt::format("mesh axis '{}' appears twice", name);
+  }
+  if (!o.mesh.empty() && o.dp > 1 && sizeOf(o.batchAxis) != o.dp)
+    return fmt::format("dp={}: the mesh has no axis '{}' of that size", o.dp, o.batchAxis);
+  if (!o.tensorParallelAxis.empty() && sizeOf(o.tensorParallelAxis) == 0)
+    return fmt::format("tensor parallelism over '{}': not an axis of the mesh", o.tensorParallelAxis);
+  if (o.sequenceParallel && o.tensorParallelAxis.empty())
+    return "sequence-parallel: needs tensor parallelism (tp > 1)";
+  return "";
+}
 
 }  // namespace
 
@@ -148,7 +185,7 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16")
     return fmt::format("precision={}: must be f32 or bf16", o.precision);
   if (o.forwardName.empty()) return "forward=: must name a function";
-  return "";
+  return checkMeshOptions(o);
 }
 
 void registerTesselPipeline() {
@@ -158,7 +195,8 @@ void registerTesselPipeline() {
   mlir::registerPassPipeline(
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
-      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap)",
+      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, tp, "
+      "sequence-parallel)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;
