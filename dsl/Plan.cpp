@@ -174,10 +174,12 @@ int64_t Plan::dp() const { return batchAxis_.empty() ? 1 : mesh_.size(batchAxis_
 int64_t Plan::tp() const { return tensorParallelAxis_.empty() ? 1 : mesh_.size(tensorParallelAxis_); }
 
 bool Plan::needs_grid() const {
-  if (mesh_.size() == 1) return false;
-  if (!tensorParallelAxis_.empty() || !shards_.empty()) return true;
   for (const auto& [name, size] : mesh_.axes())
     if (size > 1 && name != batchAxis_) return true;
+  for (const ShardEntry& e : shards_)
+    for (const auto& dim : e.dims)
+      for (const std::string& axis : dim)
+        if (mesh_.size(axis) > 1) return true;
   return false;
 }
 

@@ -173,10 +173,10 @@ class Plan {
   int64_t microsteps() const { return microsteps_; }
   bool overlap() const { return overlap_; }
   /// Whether the compiler needs the plan's mesh as a grid in the IR (and its shardings on
-  /// the parameters): the mesh has more than one rank and the plan is more than data
-  /// parallelism alone (tensor_parallel, a shard() entry, or another axis than the batch
-  /// axis with more than one rank). A data-parallel plan compiles as before: its 1-D grid
-  /// is made by tessel-gradient-all-reduce.
+  /// the parameters): the plan is more than data parallelism, i.e. an axis other than the
+  /// batch axis has more than one rank, or a shard() entry splits over an axis of more than
+  /// one rank. Axes of one rank change nothing: dp=2,tp=1 compiles as dp=2, whose 1-D grid
+  /// tessel-gradient-all-reduce makes (so data-parallel programs stay as they were).
   bool needs_grid() const;
 
   /// Startup checks against the job: the mesh size must equal `worldSize` (else ModelError

@@ -126,6 +126,9 @@ TEST(Plan, ParsePlanKeepsTheOrderAndMapsDpAndTp) {
   EXPECT_TRUE(tessel::parsePlan("dp=2,tp=2").needs_grid());
   EXPECT_FALSE(tessel::parsePlan("dp=2").needs_grid());  // data parallelism compiles as before
   EXPECT_FALSE(tessel::parsePlan("tp=1").needs_grid());  // one rank: the single-device program
+  EXPECT_FALSE(tessel::parsePlan("dp=2,tp=1").needs_grid());  // an axis of one rank changes nothing
+  EXPECT_TRUE(Plan(Mesh{{"dp", 2}}).shard_batch("dp").shard("w", {"dp"}).needs_grid());
+  EXPECT_FALSE(Plan(Mesh{{"dp", 2}, {"tp", 1}}).shard_batch("dp").shard("w", {"tp"}).needs_grid());
   EXPECT_EQ(tessel::parsePlan("dp=2").describe(), "dp=2 bucket_mb=25 overlap=on");
   EXPECT_EQ(tessel::parsePlan("dp=2,tp=2").sequence_parallel(true, tessel::PlanSite{"--sequence-parallel", 1, 1})
                 .describe(),
