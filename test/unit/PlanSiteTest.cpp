@@ -15,16 +15,20 @@
 
 namespace {
 
-std::unique_ptr<mlir::MLIRContext> makeContext() {
-  mlir::DialectRegistry registry;
-  tessel::registerTesselDialects(registry);
-  auto context = std::make_unique<mlir::MLIRContext>(registry);
-  context->loadAllAvailableDialects();
-  return context;
-}
+/// The tests' context, with the dialects a Tessel module uses.
+class PlanSite : public ::testing::Test {
+ protected:
+  PlanSite() : ctx_(std::make_unique<mlir::MLIRContext>(registry())) { ctx_->loadAllAvailableDialects(); }
+  static mlir::DialectRegistry registry() {
+    mlir::DialectRegistry r;
+    tessel::registerTesselDialects(r);
+    return r;
+  }
+  std::unique_ptr<mlir::MLIRContext> ctx_;
+};
 
-TEST(PlanSite, SitesBecomeFileLineColumnLocations) {
-  auto ctx = makeContext();
+TEST_F(PlanSite, SitesBecomeFileLineColumnLocations) {
+  auto& ctx = ctx_;
   mlir::Location fallback = mlir::UnknownLoc::get(ctx.get());
   struct Case {
     std::string site, file;
@@ -45,8 +49,8 @@ TEST(PlanSite, SitesBecomeFileLineColumnLocations) {
     EXPECT_EQ(tessel::planSiteLocation(ctx.get(), bad, fallback), fallback) << "'" << bad << "'";
 }
 
-TEST(PlanSite, HeadsCheckReportsAtThePlanWithANoteAtTheAttention) {
-  auto ctx = makeContext();
+TEST_F(PlanSite, HeadsCheckReportsAtThePlanWithANoteAtTheAttention) {
+  auto& ctx = ctx_;
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::parseSourceString<mlir::ModuleOp>(R"mlir(
     func.func @forward(%qkv: tensor<2x4x36xf32>) -> tensor<2x4x12xf32> {
       %y = tessel.causal_attention %qkv heads 6 : tensor<2x4x36xf32> -> tensor<2x4x12xf32> loc("model.h":45:9)
