@@ -89,8 +89,8 @@ std::vector<Stage> stages(const PipelineOptions& o) {
 }
 
 /// The textual options of `tessel-pipeline`, one per PipelineOptions field (dumpIrDir aside:
-/// tessel-opt prints the result instead; batchAxis is "dp" and tensorParallelSite unknown;
-/// `tp` stands for mesh and tensorParallelAxis). Defaults come from PipelineOptions itself.
+/// tessel-opt prints the result instead; the mesh is the module's own grid, batchAxis "dp"
+/// and tensorParallelSite unknown). Defaults come from PipelineOptions itself.
 struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   const PipelineOptions defaults;
   Option<bool> train{*this, "train", llvm::cl::desc("build @train_step (autodiff + optimizer)"),
@@ -112,11 +112,17 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("start each bucket's all-reduce during the backward pass"),
                        llvm::cl::init(defaults.overlap)};
-  Option<int64_t> tp{*this, "tp",
-                     llvm::cl::desc("tensor-parallel ranks: the mesh dp=<dp>,tp=<tp> (tp innermost)"),
-                     llvm::cl::init(1)};
+  Option<std::string> tensorParallel{
+      *this, "tensor-parallel",
+      llvm::cl::desc("the mesh axis of Megatron tensor parallelism (the module's @mesh must have it)"),
+      llvm::cl::init(defaults.tensorParallelAxis)};
+  Option<bool> shardedParameters{
+      *this, "sharded-params",
+      llvm::cl::desc("run the sharding stages for the module's own parameter shardings"),
+      llvm::cl::init(defaults.shardedParameters)};
   Option<bool> sequenceParallel{*this, "sequence-parallel",
-                                llvm::cl::desc("split the LayerNorm and residual regions along T over tp"),
+                                llvm::cl::desc("split the LayerNorm and residual regions along T over the "
+                                               "tensor-parallel axis"),
                                 llvm::cl::init(defaults.sequenceParallel)};
 
   PipelineOptions toOptions() const {
@@ -129,11 +135,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.microsteps = microsteps;
     o.bucketMb = bucketMb;
     o.overlap = overlap;
-    if (tp != 1) {
-      if (dp != 1) o.mesh.emplace_back("dp", dp);
-      o.mesh.emplace_back("tp", tp);
-      o.tensorParallelAxis = "tp";
-    }
+    o.tensorParallelAxis = tensorParallel;
+    o.shardedParameters = shardedParameters;
     o.sequenceParallel = sequenceParallel;
     return o;
   }
@@ -156,10 +159,11 @@ std::string checkMeshOptions(const PipelineOptions& o) {
   }
   if (!o.mesh.empty() && o.dp > 1 && sizeOf(o.batchAxis) != o.dp)
     return fmt::format("dp={}: the mesh has no axis '{}' of that size", o.dp, o.batchAxis);
-  if (!o.tensorParallelAxis.empty() && sizeOf(o.tensorParallelAxis) == 0)
-    return fmt::format("tensor parallelism over '{}': not an axis of the mesh", o.tensorParallelAxis);
+  // Without `mesh` (tessel-opt) the passes check the axis against the module's grid.
+  if (!o.mesh.empty() && !o.tensorParallelAxis.empty() && sizeOf(o.tensorParallelAxis) == 0)
+    return fmt::format("tensor-parallel={}: not an axis of the mesh", o.tensorParallelAxis);
   if (o.sequenceParallel && o.tensorParallelAxis.empty())
-    return "sequence-parallel: needs tensor parallelism (tp > 1)";
+    return "sequence-parallel: needs tensor parallelism (tensor-parallel=<axis>)";
   return "";
 }
 
@@ -195,8 +199,8 @@ void registerTesselPipeline() {
   mlir::registerPassPipeline(
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
-      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, tp, "
-      "sequence-parallel)",
+      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
+      "tensor-parallel, sharded-params, sequence-parallel)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

@@ -46,28 +46,24 @@ struct PipelineOptions {
   double bucketMb = 25.0;
   /// Start each bucket's all-reduce during the backward pass (tessel-overlap-collectives).
   bool overlap = true;
-  /// The mesh axis gradients are averaged over when dp > 1 (the plan's shard_batch axis;
-  /// tessel-gradient-all-reduce finds it by name in `shard.grid @mesh`).
-  std::string batchAxis = "dp";
-  /// The plan's mesh, axes outermost first (the last axis varies fastest along the ranks),
-  /// when the module holds it as `shard.grid @mesh(shape = AxB) {tessel.axis_names = [...]}`
-  /// (the DSL writes it for every plan that is more than data parallelism, dsl/PlanIr.cpp).
-  /// Empty: no mesh, or a data-parallel-only plan, whose 1-D grid tessel-gradient-all-reduce
-  /// creates. Axis names are distinct and non-empty, sizes >= 1; with dp > 1 it has
-  /// `batchAxis` of size dp.
+  /// The plan's mesh: its axes in order (outermost first), as the module's `shard.grid @mesh`
+  /// has them; empty without a plan, or for a data-parallel-only plan (Plan::needs_grid),
+  /// whose 1-D grid tessel-gradient-all-reduce makes. The DSL writes the grid
+  /// (dsl/PlanIr.cpp). Axis names distinct and non-empty, sizes in [1, 2^20].
   std::vector<std::pair<std::string, int64_t>> mesh;
-  /// Tensor parallelism (the plan's tensor_parallel): the mesh axis over which Megatron's
-  /// layout splits the transformer blocks (tessel-tensor-parallel); "" without it. An axis
-  /// of `mesh`.
+  /// The mesh axis of the plan's tensor_parallel (Megatron layout, tessel-tensor-parallel),
+  /// or "" when the plan has none.
   std::string tensorParallelAxis;
-  /// Where the plan called tensor_parallel, "file:line:col" ("--plan:1:<column>" for the
-  /// trainer's flag; "" when unknown), so that a pass reports plan errors there
-  /// (compiler/PlanSite.h planSiteLocation).
+  /// Where the plan calls tensor_parallel, "file:line:col" (its diagnostics point there;
+  /// compiler/PlanSite.h planSiteLocation). "--plan:1:<column>" for the trainer's flag.
   std::string tensorParallelSite;
-  /// Sequence parallelism (the plan's sequence_parallel, the trainer's --sequence-parallel):
-  /// the LayerNorm and residual regions are split along T over tensorParallelAxis, which
-  /// must be set.
+  /// Sequence parallelism (the plan's sequence_parallel; needs tensorParallelAxis).
   bool sequenceParallel = false;
+  /// The plan shards parameters itself (shard() entries, as `tessel.shardings` on params).
+  bool shardedParameters = false;
+  /// The mesh axis gradients are averaged over when dp > 1: the plan's shard_batch axis,
+  /// which tessel-gradient-all-reduce finds by name in `shard.grid @mesh`.
+  std::string batchAxis = "dp";
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -81,8 +77,8 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// Checks the options a pipeline cannot run with: dp or microsteps below 1, dp * microsteps
 /// above 2^31 (an overflow included), bucketMb not positive, an optimizer other than adamw,
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
-/// empty or repeated axis name or a size outside [1, 2^20], a mesh without batchAxis of
-/// size dp (dp > 1), a tensorParallelAxis that is not a mesh axis, sequenceParallel without
+/// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
+/// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
 /// tensorParallelAxis. Returns "" when
 /// they are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
 /// "dp=0: must be at least 1").
@@ -90,9 +86,8 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, tp and sequence-parallel, whose defaults are PipelineOptions'. tp=N (N != 1)
-/// means the mesh dp=<dp>,tp=N (dp left out when 1; the default layout, tp innermost) and
-/// tensor parallelism over "tp". Invalid options are a one-line error
+/// overlap, tensor-parallel (the axis), sharded-params and sequence-parallel, whose defaults
+/// are PipelineOptions'. The mesh is the module's `shard.grid @mesh`. Invalid options are a one-line error
 /// (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 

@@ -58,6 +58,7 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
     pipeline.tensorParallelSite = site;
   }
   pipeline.sequenceParallel = plan.sequence_parallel();
+  pipeline.shardedParameters = !shardings.empty();
 }
 
 }  // namespace

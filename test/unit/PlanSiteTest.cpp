@@ -1,6 +1,8 @@
-// The plan's lines inside the compiler (compiler/PlanSite.h): "file:line:col" sites become
-// FileLineColLocs (anything else the fallback), and the tp-versus-heads check reports at the
-// plan's site with a note at the attention it does not fit.
+// The plan inside the compiler: its lines (compiler/PlanSite.h: "file:line:col" sites become
+// FileLineColLocs, anything else the fallback; the tp-versus-heads check reports at the
+// plan's site with a note at the attention it does not fit), and the plan's PipelineOptions
+// that the pipeline refuses.
+#include "compiler/Pipeline.h"
 #include "compiler/PlanSite.h"
 #include "compiler/TesselDialect.h"
 
@@ -88,6 +90,45 @@ TEST_F(PlanSite, HeadsCheckReportsAtThePlanWithANoteAtTheAttention) {
         << error;
     EXPECT_EQ(note, "loc(\"model.h\":45:9) the attention with 6 heads");
   }
+}
+
+TEST(PlanOptions, ThePipelineRefusesMeshesItCannotRun) {
+  using Mesh = std::vector<std::pair<std::string, int64_t>>;
+  auto check = [](auto edit) {
+    tessel::PipelineOptions o;
+    edit(o);
+    return tessel::checkPipelineOptions(o);
+  };
+  EXPECT_EQ(check([](auto& o) {
+              o.dp = 2;
+              o.mesh = Mesh{{"dp", 2}, {"tp", 2}};
+              o.tensorParallelAxis = "tp";
+              o.sequenceParallel = true;
+            }),
+            "");
+  EXPECT_EQ(check([](auto& o) { o.mesh = Mesh{{"dp", 2}, {"dp", 2}}; }), "mesh axis 'dp' appears twice");
+  EXPECT_EQ(check([](auto& o) { o.mesh = Mesh{{"", 2}}; }), "mesh: an axis has no name");
+  EXPECT_EQ(check([](auto& o) { o.mesh = Mesh{{"tp", 0}}; }), "mesh axis tp=0: must be in [1, 2^20]");
+  EXPECT_EQ(check([](auto& o) {
+              o.dp = 2;
+              o.mesh = Mesh{{"data", 2}, {"tp", 2}};
+            }),
+            "dp=2: the mesh has no axis 'dp' of that size");
+  EXPECT_EQ(check([](auto& o) {
+              o.dp = 2;
+              o.batchAxis = "data";
+              o.mesh = Mesh{{"data", 2}, {"tp", 2}};
+            }),
+            "");
+  EXPECT_EQ(check([](auto& o) {
+              o.mesh = Mesh{{"dp", 2}};
+              o.tensorParallelAxis = "tp";
+            }),
+            "tensor-parallel=tp: not an axis of the mesh");
+  // Without a mesh (tessel-opt) the passes check the axis against the module's grid.
+  EXPECT_EQ(check([](auto& o) { o.tensorParallelAxis = "tp"; }), "");
+  EXPECT_EQ(check([](auto& o) { o.sequenceParallel = true; }),
+            "sequence-parallel: needs tensor parallelism (tensor-parallel=<axis>)");
 }
 
 }  // namespace
