@@ -79,9 +79,8 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
 /// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
-/// tensorParallelAxis. Returns "" when
-/// they are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
-/// "dp=0: must be at least 1").
+/// tensorParallelAxis. Returns "" when they are valid, else a one-line reason naming the
+/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,

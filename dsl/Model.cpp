@@ -35,6 +35,7 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
   });
   return specs;
 }
+
 /// The plan's checks that need the model (shard() entries against the parameters, tp against
 /// the attention heads; ModelError at the plan's lines), then, for a plan that is more than
 /// data parallelism, its mesh and shardings in the module (writePlanToModule) and in the
