@@ -52,6 +52,7 @@ struct PlanSite {
 ///   {"tp", {}}             dim 0 split over tp, dim 1 replicated (a column-parallel weight)
 ///   {{}, "tp"}             dim 1 split over tp (row-parallel)
 ///   {{"dp", "tp"}, {}}     dim 0 split over dp, then each dp part over tp
+/// ({"dp", "tp"} as a whole sharding is two dimensions, dim 0 over dp and dim 1 over tp.)
 struct Axes {
   Axes() = default;
   Axes(const char* axis) : names{axis} {}                             // NOLINT: implicit on purpose
@@ -80,8 +81,8 @@ struct ParameterSharding {
 /// Whether parameter `name` matches `glob` (Plan::shard). Globs are fnmatch-like on the
 /// whole dotted name: `*` matches any run of characters, dots included (so
 /// "blocks.*.weight" matches "blocks.0.attn.qkv.weight"), `?` any one character, and every
-/// other character itself. There are no character classes and no escapes (parameter names
-/// are letters, digits, '_' and '.').
+/// other character itself. Unlike fnmatch there are no character classes and no escapes:
+/// '[' and '\' match themselves.
 bool glob_matches(const std::string& glob, const std::string& name);
 
 /// The most ranks a mesh may have (and so each of its axes): 2^20, far above any job, and

@@ -91,6 +91,9 @@ TEST(Plan, GlobsMatchLikeFnmatchOnTheDottedName) {
   EXPECT_TRUE(tessel::glob_matches("blocks.?.ln1.weight", "blocks.3.ln1.weight"));
   EXPECT_FALSE(tessel::glob_matches("blocks.?.ln1.weight", "blocks.12.ln1.weight"));
   EXPECT_FALSE(tessel::glob_matches("blocks.*.attn.qkv.weight", "blocks.0.attn.qkv.bias"));
+  // No character classes (where fnmatch has them): '[' is itself.
+  EXPECT_TRUE(tessel::glob_matches("w[0].*", "w[0].bias"));
+  EXPECT_FALSE(tessel::glob_matches("w[01]", "w0"));
   // Against POSIX fnmatch(3) without flags (where '*' and '?' also match '.'): random globs
   // and names over a small alphabet, so that stars must backtrack often.
   std::mt19937 rng(7);
