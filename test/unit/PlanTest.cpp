@@ -275,7 +275,10 @@ TEST(PlanIr, TheModuleHoldsTheGridAndTheShardings) {
   const std::string dir = ::testing::TempDir() + "/tessel_plan_ir";
   std::filesystem::remove_all(dir);
   Block model(2);
+  // Forward only: what is checked is the module as the DSL built it, whatever layout the
+  // sharding passes later make of these (deliberately non-Megatron) entries.
   model.compile({.dump_ir_dir = dir,
+                 .train = false,
                  .plan = Plan(Mesh{{"dp", 2}, {"tp", 2}})
                              .shard_batch("dp")
                              .tensor_parallel("tp")
