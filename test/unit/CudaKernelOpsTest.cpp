@@ -8,6 +8,7 @@
 // The one-op functions come from the C++ emitter's test cases (CppEmitterCases.h); only
 // their IR is used here: inputs and tolerances are this test's (CudaKernelsTestUtil.h).
 #include "test/unit/CppEmitterCases.h"
+#include "test/unit/CppEmitterVocabCases.h"
 #include "test/unit/CudaKernelsTestUtil.h"
 
 #include <set>
@@ -151,6 +152,10 @@ std::vector<cpptest::Case> cases() {
   c.push_back(globalNorm({{7, 33}, {5}, {300, 129}}));
   c.push_back(clip(0.5, 1.0, "below"));
   c.push_back(clip(3.0, 1.0, "above"));
+  for (Case& k : vocabCases()) c.push_back(std::move(k));
+  // Rows of a GPT-2 vocabulary split over 2 ranks: longer than one block's threads.
+  c.push_back(rowMax({2, 25129}));
+  c.push_back(sumExp({2, 25129}));
   return c;
 }
 
@@ -222,6 +227,15 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.sgd",
                          "tessel.global_norm",
                          "tessel.clip_coefficient",
+                         "tessel.embedding_shard",
+                         "tessel.embedding_shard_grad",
+                         "tessel.row_max",
+                         "tessel.sum_exp",
+                         "tessel.sum_exp_grad",
+                         "tessel.target_logit",
+                         "tessel.target_logit_grad",
+                         "tessel.cross_entropy_from_stats",
+                         "tessel.cross_entropy_from_stats_grad",
                          "tessel.fused"})
     EXPECT_TRUE(ops.count(op)) << op;
 }
