@@ -1,12 +1,11 @@
 // The vocab-parallel reference kernels (runtime/reference/ReferenceVocab.h) against the
 // unsharded ones: the vocabulary split over 1, 2 and 3 shards, each shard's local ops run on
 // its slice, and the row statistics combined as the partition pass's all-reduces combine them
-// (max of row_max, sum of sum_exp, sum of target_logit; sum of embedding_shard). Backward, the
-// all-reduce sums are the identity on the gradient, so every shard receives the same
-// gradients of the statistics.
-#include "runtime/reference/ReferenceGrad.h"
-#include "runtime/reference/ReferenceVocab.h"
+// (max of row_max, sum of sum_exp, sum of target_logit: VocabShardsUtil.h; sum of
+// embedding_shard). Backward, the all-reduce sums are the identity on the gradient, so every
+// shard receives the same gradients of the statistics.
 #include "test/unit/ReferenceTestUtil.h"
+#include "test/unit/VocabShardsUtil.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +20,7 @@ using testutil::Rng;
 /// leaves room for the log and the mean while still catching any misplaced term (>= 1e-3).
 constexpr double kTol = 1e-12;
 
-Tensor offsetOf(int64_t first) { return Tensor::filled({}, static_cast<double>(first)); }
+using vocabshards::offsetOf;
 
 double maxAbs(const Tensor& t) {
   double m = 0.0;
@@ -35,30 +34,6 @@ void expectNear(const Tensor& got, const Tensor& want, double tol, const char* w
   for (int64_t i = 0; i < want.numel(); ++i)
     EXPECT_LE(std::abs(got.data[i] - want.data[i]), tol * scale)
         << what << " at " << i << ": " << got.data[i] << " vs " << want.data[i];
-}
-
-/// Loss and dlogits of the vocab-parallel cross-entropy over `shards` equal slices of z.
-std::pair<Tensor, Tensor> shardedCrossEntropy(const Tensor& z, const Tensor& targets,
-                                              const Tensor& dloss, int64_t shards) {
-  int64_t v = z.shape.back(), local = v / shards, axis = z.rank() - 1;
-  std::vector<Tensor> parts = split(z, axis, shards);
-  Tensor m = rowMax(parts[0]);
-  for (int64_t r = 1; r < shards; ++r) {  // all_reduce max
-    Tensor mr = rowMax(parts[r]);
-    for (int64_t n = 0; n < m.numel(); ++n) m.data[n] = std::max(m.data[n], mr.data[n]);
-  }
-  Tensor s(m.shape), zt(m.shape);
-  for (int64_t r = 0; r < shards; ++r) {  // all_reduce sum, twice
-    s = add(s, sumExp(parts[r], m));
-    zt = add(zt, targetLogit(parts[r], targets, offsetOf(r * local), v));
-  }
-  Tensor loss = crossEntropyFromStats(m, s, zt);
-  CrossEntropyFromStatsGrads g = crossEntropyFromStatsBackward(s, dloss);
-  std::vector<Tensor> dparts;
-  for (int64_t r = 0; r < shards; ++r)
-    dparts.push_back(add(sumExpBackward(parts[r], m, g.dsum),
-                         targetLogitBackward(targets, offsetOf(r * local), g.dtarget, local)));
-  return {loss, concat(dparts, axis)};
 }
 
 TEST(VocabParallelReference, ShardedCrossEntropyEqualsTheUnshardedLossAndGradient) {
@@ -77,7 +52,7 @@ TEST(VocabParallelReference, ShardedCrossEntropyEqualsTheUnshardedLossAndGradien
     Tensor wantGrad = crossEntropyBackward(z, targets, dloss);
     for (int64_t shards : {1, 2, 3}) {
       SCOPED_TRACE("shards " + std::to_string(shards) + ", logits " + shapeString(shape));
-      auto [loss, grad] = shardedCrossEntropy(z, targets, dloss, shards);
+      auto [loss, grad] = vocabshards::crossEntropy(z, targets, dloss, shards);
       expectNear(loss, wantLoss, kTol, "loss");
       expectNear(grad, wantGrad, kTol, "dlogits");
     }
