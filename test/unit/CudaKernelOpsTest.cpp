@@ -82,6 +82,24 @@ func.func @fused_flat_odd(%a0: tensor<7x33xf32>, %a1: tensor<33xf32>, %a2: tenso
 }
 )mlir";
 
+/// The vocab-parallel ops on bf16 logits and tables (mixed precision keeps the statistics in
+/// f32): reads of bf16 rows, and bf16 results of the gathers and the logits' gradients.
+const char* kVocabBf16 = R"mlir(
+func.func @vocab_bf16(%z: tensor<7x33xbf16>, %m: tensor<7xf32>, %t: tensor<7xi32>, %o: tensor<i32>,
+                      %w: tensor<20x8xbf16>, %ids: tensor<2x7xi32>, %g: tensor<2x7x8xbf16>)
+    -> (tensor<7xf32>, tensor<7xf32>, tensor<7x33xbf16>, tensor<7xf32>, tensor<7x33xbf16>,
+        tensor<2x7x8xbf16>, tensor<20x8xbf16>) {
+  %0 = tessel.row_max %z : tensor<7x33xbf16> -> tensor<7xf32>
+  %1 = tessel.sum_exp %z, %m : (tensor<7x33xbf16>, tensor<7xf32>) -> tensor<7xf32>
+  %2 = tessel.sum_exp_grad %z, %m, %m : (tensor<7x33xbf16>, tensor<7xf32>, tensor<7xf32>) -> tensor<7x33xbf16>
+  %3 = tessel.target_logit %z, %t, %o vocab 99 : (tensor<7x33xbf16>, tensor<7xi32>, tensor<i32>) -> tensor<7xf32>
+  %4 = tessel.target_logit_grad %t, %o, %m : (tensor<7xi32>, tensor<i32>, tensor<7xf32>) -> tensor<7x33xbf16>
+  %5 = tessel.embedding_shard %w, %ids, %o vocab 60 : (tensor<20x8xbf16>, tensor<2x7xi32>, tensor<i32>) -> tensor<2x7x8xbf16>
+  %6 = tessel.embedding_shard_grad %ids, %o, %g : (tensor<2x7xi32>, tensor<i32>, tensor<2x7x8xbf16>) -> tensor<20x8xbf16>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<7xf32>, tensor<7xf32>, tensor<7x33xbf16>, tensor<7xf32>, tensor<7x33xbf16>, tensor<2x7x8xbf16>, tensor<20x8xbf16>
+}
+)mlir";
+
 std::vector<cpptest::Case> cases() {
   using namespace cpptest;
   std::vector<Case> c;
@@ -167,7 +185,7 @@ struct Suite {
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
-    std::string ir = kFused;
+    std::string ir = std::string(kFused) + kVocabBf16;
     for (const cpptest::Case& c : cases()) ir += c.mlir;
     s->kernels = collectKernels(s->modules.parse(ir), "op_");
     return s;
