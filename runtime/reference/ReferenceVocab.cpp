@@ -76,7 +76,8 @@ Tensor embeddingShardBackward(const Tensor& indices, const Tensor& offset, const
   if (rows < 1 || dy.rank() != indices.rank() + 1 ||
       !std::equal(indices.shape.begin(), indices.shape.end(), dy.shape.begin()))
     throw ShapeError(fmt::format("embeddingShardBackward: dy must be [..., C] with [...] the "
-                                 "indices shape, and rows >= 1: indices is {}, dy is {}, rows is {}",
+                                 "indices shape, and rows >= 1: indices is {}, dy is {}, rows is "
+                                 "{}",
                                  shapeString(indices.shape), shapeString(dy.shape), rows));
   int64_t first = checkOffset("embeddingShardBackward", offset,
                               std::numeric_limits<int32_t>::max(), "an i32");

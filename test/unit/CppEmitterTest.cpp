@@ -299,8 +299,10 @@ TEST(CppEmitter, VocabShardsZeroOtherShardsAndPoisonInvalidIds) {
   };
   ref::Tensor table = ref::Tensor::filled({7, 33}, 2.0), offset = ref::Tensor::filled({}, 10);
   ref::Tensor idx({2, 7});  // rows 10..16 are this shard's of vocab 20
-  for (auto [n, id] : {std::pair{0, 10}, {1, 16}, {2, 9}, {3, 17}, {4, 20}, {5, -1}}) idx.data[n] = id;
-  std::vector<Buffer> e = runKernel(suite(), find("embedding_shard_7x33_2x7_20"), {table, idx, offset});
+  for (auto [n, id] : {std::pair{0, 10}, {1, 16}, {2, 9}, {3, 17}, {4, 20}, {5, -1}})
+    idx.data[n] = id;
+  std::vector<Buffer> e =
+      runKernel(suite(), find("embedding_shard_7x33_2x7_20"), {table, idx, offset});
   for (int64_t n = 0; n < 6; ++n) {
     float want = n < 2 ? 2.0f : n < 4 ? 0.0f : NAN;
     if (std::isnan(want)) {
@@ -311,7 +313,8 @@ TEST(CppEmitter, VocabShardsZeroOtherShardsAndPoisonInvalidIds) {
   }
   ref::Tensor logits = ref::Tensor::filled({7, 33}, 3.0), targets({7});
   ref::Tensor off = ref::Tensor::filled({}, 33);  // columns 33..65 of vocab 99
-  for (auto [n, t] : {std::pair{0, 33}, {1, 65}, {2, 32}, {3, 66}, {4, 99}, {5, -2}}) targets.data[n] = t;
+  for (auto [n, t] : {std::pair{0, 33}, {1, 65}, {2, 32}, {3, 66}, {4, 99}, {5, -2}})
+    targets.data[n] = t;
   std::vector<Buffer> z = runKernel(suite(), find("target_logit_7x33_99"), {logits, targets, off});
   EXPECT_EQ(z[0].f[0], 3.0f);
   EXPECT_EQ(z[0].f[1], 3.0f);

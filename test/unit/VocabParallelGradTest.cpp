@@ -1,21 +1,24 @@
 // The vocab-parallel ops on one shard (offset 0, Vl = V) through autodiff and the reference
-// interpreter: the composition the partition pass builds (row_max, sum_exp, target_logit with
-// their all-reduces, then cross_entropy_from_stats; embedding_shard then its all-reduce)
-// gives tessel.cross_entropy's and tessel.embedding's values and gradients, and its gradient
-// matches central finite differences (GradCheckUtil.h). The offset comes from
-// tessel.mesh_coordinate, which the one-rank interpreter evaluates to 0, and the all-reduces
-// span a one-rank axis (the identity), as in a tp = 1 program. Also: none of the ops is
-// row-local (compiler/RowLocal.h), so tessel-fuse leaves them alone.
+// interpreter: the compositions of compiler/VocabParallel.h (row_max, sum_exp, target_logit
+// with their all-reduces, then cross_entropy_from_stats; embedding_shard then its
+// all-reduce), put in place of tessel.cross_entropy and tessel.embedding, give those ops'
+// values and gradients, and their gradients match central finite differences
+// (GradCheckUtil.h). The offset comes from tessel.mesh_coordinate, which the one-rank
+// interpreter evaluates to 0, and the all-reduces span a one-rank axis (the identity), as in
+// a tp = 1 program. Also: none of the ops is row-local (compiler/RowLocal.h), so tessel-fuse
+// leaves them alone.
 #include "test/unit/GradCheckUtil.h"
 
 #include "compiler/Interpreter.h"
 #include "compiler/RowLocal.h"
 #include "compiler/TesselDialect.h"
+#include "compiler/VocabParallel.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -35,7 +38,7 @@ constexpr double kSameTol = 1e-12;
 
 const char* kGrid = "shard.grid @mesh(shape = 1) {tessel.axis_names = [\"tp\"]}\n";
 
-/// Cross-entropy of param z [2, 5, 12] against input targets, as `body` computes it.
+/// Cross-entropy of param z [2, 5, 12] against input targets.
 std::string lossIr(const std::string& body) {
   return std::string(kGrid) +
          "func.func @forward(%t: tensor<2x5xi32> {tessel.input = \"targets\"}) -> (tensor<f32> "
@@ -43,19 +46,6 @@ std::string lossIr(const std::string& body) {
          "  %z = tessel.param \"z\" {std = 1.0 : f64} : tensor<2x5x12xf32>\n" +
          body + "  return %l : tensor<f32>\n}\n";
 }
-
-const char* kVocabParallelLoss = R"mlir(
-  %c = tessel.mesh_coordinate on @mesh grid_axes = [0] : tensor<i32>
-  %m0 = tessel.row_max %z : tensor<2x5x12xf32> -> tensor<2x5xf32>
-  %m = tessel.all_reduce %m0 reduce max on @mesh grid_axes = [0] : tensor<2x5xf32>
-  %s0 = tessel.sum_exp %z, %m : (tensor<2x5x12xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
-  %s = tessel.all_reduce %s0 reduce sum on @mesh grid_axes = [0] : tensor<2x5xf32>
-  %zt0 = tessel.target_logit %z, %t, %c vocab 12
-      : (tensor<2x5x12xf32>, tensor<2x5xi32>, tensor<i32>) -> tensor<2x5xf32>
-  %zt = tessel.all_reduce %zt0 reduce sum on @mesh grid_axes = [0] : tensor<2x5xf32>
-  %l = tessel.cross_entropy_from_stats %m, %s, %zt
-      : (tensor<2x5xf32>, tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<f32>
-)mlir";
 
 const char* kUnshardedLoss = R"mlir(
   %l = tessel.cross_entropy %z, %t : (tensor<2x5x12xf32>, tensor<2x5xi32>) -> tensor<f32>
@@ -73,28 +63,58 @@ std::string embeddingIr(const std::string& gather) {
          "  return %l : tensor<f32>\n}\n";
 }
 
-const char* kShardGather = R"mlir(
-  %c = tessel.mesh_coordinate on @mesh grid_axes = [0] : tensor<i32>
-  %e0 = tessel.embedding_shard %w, %t, %c vocab 12
-      : (tensor<12x4xf32>, tensor<3x7xi32>, tensor<i32>) -> tensor<3x7x4xf32>
-  %e = tessel.all_reduce %e0 reduce sum on @mesh grid_axes = [0] : tensor<3x7x4xf32>
-)mlir";
-
 const char* kGather = R"mlir(
   %e = tessel.embedding %w, %t : (tensor<12x4xf32>, tensor<3x7xi32>) -> tensor<3x7x4xf32>
 )mlir";
 
-/// A module parsed and differentiated (tessel-autodiff), with its @forward and @train_step.
+/// Replaces every tessel.cross_entropy and tessel.embedding of `module` by its vocab-parallel
+/// composition over axis 0 of @mesh (one rank), the offset from tessel.mesh_coordinate.
+void shardVocabulary(mlir::ModuleOp module) {
+  tessel::VocabGroup group{mlir::FlatSymbolRefAttr::get(module.getContext(), "mesh"), {0}};
+  llvm::SmallVector<mlir::Operation*> ops;
+  module.walk([&](mlir::Operation* op) {
+    if (mlir::isa<tessel::CrossEntropyOp, tessel::EmbeddingOp>(op)) ops.push_back(op);
+  });
+  for (mlir::Operation* op : ops) {
+    mlir::OpBuilder b(op);
+    mlir::Value offset =
+        tessel::MeshCoordinateOp::create(b, op->getLoc(), "mesh", llvm::ArrayRef<int16_t>{0});
+    mlir::Value v;
+    if (auto ce = mlir::dyn_cast<tessel::CrossEntropyOp>(op))
+      v = tessel::buildVocabParallelCrossEntropy(b, op->getLoc(), ce.getLogits(), ce.getTargets(),
+                                                 offset, ce.getLogits().getType().getShape().back(),
+                                                 group);
+    else if (auto e = mlir::dyn_cast<tessel::EmbeddingOp>(op))
+      v = tessel::buildVocabParallelEmbedding(b, op->getLoc(), e.getTable(), e.getIndices(), offset,
+                                              e.getTable().getType().getDimSize(0), group);
+    op->getResult(0).replaceAllUsesWith(v);
+    op->erase();
+  }
+}
+
+/// A module parsed (its vocabulary sharded if `shard`) and differentiated (tessel-autodiff),
+/// with its @forward and @train_step.
 struct Differentiated {
   mlir::OwningOpRef<mlir::ModuleOp> module;
   mlir::func::FuncOp forward, step;
 };
 
-Differentiated differentiate(mlir::MLIRContext& context, const std::string& text) {
+Differentiated differentiate(mlir::MLIRContext& context, const std::string& text, bool shard) {
   Differentiated d;
   d.module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
   EXPECT_TRUE(d.module) << text;
   if (!d.module) return d;
+  if (shard) {
+    shardVocabulary(*d.module);
+    EXPECT_TRUE(mlir::succeeded(mlir::verify(*d.module)));
+    int unsharded = 0, reductions = 0;  // the comparison must not be of a module with itself
+    d.module->walk([&](mlir::Operation* op) {
+      unsharded += mlir::isa<tessel::CrossEntropyOp, tessel::EmbeddingOp>(op);
+      reductions += mlir::isa<tessel::AllReduceOp>(op);
+    });
+    EXPECT_EQ(unsharded, 0);
+    EXPECT_GT(reductions, 0);
+  }
   mlir::PassManager pm(&context);
   pm.addPass(tessel::createAutodiff());
   EXPECT_TRUE(mlir::succeeded(pm.run(*d.module))) << text;
@@ -114,15 +134,15 @@ void expectSame(const ref::Tensor& got, const ref::Tensor& want, const char* wha
         << what << "[" << i << "]: " << got.data[i] << " vs " << want.data[i];
 }
 
-/// Runs both modules' @train_step (the loss, then the one parameter's gradient), expects
-/// them equal, and the first one's gradient equal to finite differences of its @forward.
-void checkAgainstUnsharded(const std::string& sharded, const std::string& unsharded,
-                           const std::string& param, const Shape& shape,
+/// Runs @train_step (the loss, then the one parameter's gradient) of `text` with and without
+/// its vocabulary sharded, expects them equal, and the sharded gradient equal to finite
+/// differences of the sharded @forward.
+void checkAgainstUnsharded(const std::string& text, const std::string& param, const Shape& shape,
                            const std::vector<ref::Tensor>& inputs, Rng& rng) {
   mlir::DialectRegistry registry;
   tessel::registerTesselDialects(registry);
   mlir::MLIRContext context(registry);
-  Differentiated a = differentiate(context, sharded), b = differentiate(context, unsharded);
+  Differentiated a = differentiate(context, text, true), b = differentiate(context, text, false);
   ASSERT_TRUE(a.step && b.step);
   Params params{{param, rng.tensor(shape)}};
   std::vector<ref::Tensor> got = tessel::interpret(a.step, params, inputs);
@@ -144,8 +164,7 @@ TEST(VocabParallelGrad, OneShardCrossEntropyEqualsCrossEntropyAndFiniteDifferenc
   SCOPED_TRACE(rng.trace());
   ref::Tensor targets({2, 5});
   for (double& t : targets.data) t = static_cast<double>(rng.below(12));
-  checkAgainstUnsharded(lossIr(kVocabParallelLoss), lossIr(kUnshardedLoss), "z", {2, 5, 12},
-                        {targets}, rng);
+  checkAgainstUnsharded(lossIr(kUnshardedLoss), "z", {2, 5, 12}, {targets}, rng);
 }
 
 TEST(VocabParallelGrad, OneShardEmbeddingEqualsEmbeddingAndFiniteDifferences) {
@@ -154,8 +173,7 @@ TEST(VocabParallelGrad, OneShardEmbeddingEqualsEmbeddingAndFiniteDifferences) {
   ref::Tensor ids({3, 7});
   for (double& t : ids.data) t = static_cast<double>(rng.below(12));
   ids.data[0] = ids.data[1];  // a repeated id: its gradient rows add up
-  checkAgainstUnsharded(embeddingIr(kShardGather), embeddingIr(kGather), "w", {12, 4},
-                        {ids, rng.tensor({3, 7, 4})}, rng);
+  checkAgainstUnsharded(embeddingIr(kGather), "w", {12, 4}, {ids, rng.tensor({3, 7, 4})}, rng);
 }
 
 // Row-local ops are those whose every float operand is the result's shape or a suffix of it
