@@ -14,7 +14,8 @@
 //                  loss = cross_entropy_from_stats(m, s, zt)
 //
 // With one shard (offset 0, Vl = V) the compositions equal `tessel.embedding` and
-// `tessel.cross_entropy`, value and gradient (test/unit/VocabParallelTest.cpp).
+// `tessel.cross_entropy`, value and gradient (test/unit/VocabParallelGradTest.cpp; with 2
+// and 3 shards: VocabParallelReferenceTest.cpp). compiler/VocabParallel.h builds them.
 //
 // `vocab` is the global V. A local kernel cannot tell an id held by another rank from an id
 // held by none, so every op takes V: an id outside [0, V) gives NaN on every rank (as the
