@@ -14,6 +14,7 @@ std::span<const int64_t> shapeOf(Value v) {
   return {s.data(), s.size()};
 }
 
+/// Whether `v` has exactly `shape`.
 bool hasShape(Value v, const shapes::Shape& shape) {
   auto s = shapeOf(v);
   return std::equal(s.begin(), s.end(), shape.begin(), shape.end());
@@ -34,6 +35,7 @@ LogicalResult checkRows(Operation* op, Value rows, const char* rowsName,
   return success();
 }
 
+/// A shard of `rows`' last dimension cannot hold more entries than the whole vocabulary.
 LogicalResult checkVocab(Operation* op, Value rows, int64_t vocab) {
   int64_t local = shapeOf(rows).back();
   if (local > vocab)
