@@ -9,6 +9,7 @@
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
+#include "runtime/reference/ReferenceVocab.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
@@ -95,6 +96,31 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](FusedClassifierOp) {
         return std::vector<ref::Tensor>{ref::crossEntropy(*in[0], *in[1]),
                                         ref::crossEntropyBackward(*in[0], *in[1], *in[2])};
+      })
+      // ---- vocab-parallel ops (a shard's local work; the all-reduces are separate ops) ----
+      .Case([&](MeshCoordinateOp) { return one(ref::Tensor::filled({}, 0.0)); })  // one rank
+      .Case([&](EmbeddingShardOp o) {
+        return one(ref::embeddingShard(*in[0], *in[1], *in[2], o.getVocab()));
+      })
+      .Case([&](RowMaxOp) { return one(ref::rowMax(*in[0])); })
+      .Case([&](SumExpOp) { return one(ref::sumExp(*in[0], *in[1])); })
+      .Case([&](TargetLogitOp o) {
+        return one(ref::targetLogit(*in[0], *in[1], *in[2], o.getVocab()));
+      })
+      .Case([&](CrossEntropyFromStatsOp) {
+        return one(ref::crossEntropyFromStats(*in[0], *in[1], *in[2]));
+      })
+      .Case([&](EmbeddingShardGradOp o) {
+        return one(ref::embeddingShardBackward(*in[0], *in[1], *in[2], o.getType().getDimSize(0)));
+      })
+      .Case([&](SumExpGradOp) { return one(ref::sumExpBackward(*in[0], *in[1], *in[2])); })
+      .Case([&](TargetLogitGradOp o) {
+        return one(ref::targetLogitBackward(*in[0], *in[1], *in[2],
+                                            o.getType().getShape().back()));
+      })
+      .Case([&](CrossEntropyFromStatsGradOp) {
+        ref::CrossEntropyFromStatsGrads g = ref::crossEntropyFromStatsBackward(*in[0], *in[1]);
+        return std::vector<ref::Tensor>{std::move(g.dsum), std::move(g.dtarget)};
       })
       // ---- optimizer ops (scalar hyper-parameters are tensor<f32> operands) ----
       .Case([&](AdamWOp o) {

@@ -107,6 +107,31 @@ Result crossEntropy(ShapeRef logits, ShapeRef targets) {
   return {{}, ""};
 }
 
+Result embeddingShard(ShapeRef table, ShapeRef indices, int64_t vocab) {
+  Result r = embedding(table, indices);
+  if (!r.ok()) return r;
+  if (table[0] < 1 || table[0] > vocab)
+    return Result::fail(fmt::format("table shard {} must hold between 1 and vocab={} rows",
+                                    str(table), vocab));
+  return r;
+}
+
+Result rowStatistic(ShapeRef input) {
+  if (input.empty() || input.back() < 1)
+    return Result::fail(fmt::format("input must be [..., Vl] with Vl >= 1, got {}", str(input)));
+  return {Shape(input.begin(), input.end() - 1), ""};
+}
+
+Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target) {
+  if (!equal(max, sum) || !equal(max, target))
+    return Result::fail(fmt::format("max {}, sum {} and target {} must have one shape", str(max),
+                                    str(sum), str(target)));
+  std::optional<int64_t> n = numElements(max);
+  if (!n || *n < 1)
+    return Result::fail(fmt::format("no rows to average over: the statistics are {}", str(max)));
+  return {{}, ""};
+}
+
 Result causalAttention(ShapeRef qkv, int64_t numHeads) {
   if (qkv.size() != 3)
     return Result::fail(fmt::format("qkv must be [B, T, 3C], got {}", str(qkv)));

@@ -53,6 +53,18 @@ Result embedding(ShapeRef table, ShapeRef indices);
 /// Result: scalar {}.
 Result crossEntropy(ShapeRef logits, ShapeRef targets);
 
+/// embedding_shard: table [Vl, C] holding rows [offset, offset + Vl) of a [vocab, C] table
+/// (1 <= Vl <= vocab), indices [...]. Result [..., C].
+Result embeddingShard(ShapeRef table, ShapeRef indices, int64_t vocab);
+
+/// row_max (and the shape of every vocab-parallel row statistic): input [..., Vl] with
+/// Vl >= 1. Result: [...], the input without its last dimension.
+Result rowStatistic(ShapeRef input);
+
+/// cross_entropy_from_stats: max, sum and target of one shape with at least one element.
+/// Result: scalar {}.
+Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target);
+
 /// causal_attention: qkv [B, T, 3C], C divisible by numHeads > 0. Result [B, T, C].
 Result causalAttention(ShapeRef qkv, int64_t numHeads);
 

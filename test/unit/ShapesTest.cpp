@@ -53,6 +53,23 @@ TEST(Shapes, NormSoftmaxEmbeddingLoss) {
   expectError(crossEntropy(Shape{4, 32, 256}, Shape{4, 31}), {"4x31", "4x32x256", "V=256"});
 }
 
+// The vocab-parallel ops: a table shard of 1..vocab rows, row statistics without the shard's
+// last dimension, and statistics of one non-empty shape for the loss.
+TEST(Shapes, VocabParallel) {
+  expectShape(embeddingShard(Shape{128, 64}, Shape{4, 32}, 256), {4, 32, 64});
+  expectShape(embeddingShard(Shape{256, 64}, Shape{}, 256), {64});
+  expectError(embeddingShard(Shape{300, 64}, Shape{4}, 256), {"300x64", "vocab=256"});
+  expectError(embeddingShard(Shape{0, 64}, Shape{4}, 256), {"0x64", "between 1"});
+  expectError(embeddingShard(Shape{128}, Shape{4}, 256), {"[V, C]"});
+  expectShape(rowStatistic(Shape{4, 32, 128}), {4, 32});
+  expectShape(rowStatistic(Shape{7}), {});
+  expectError(rowStatistic(Shape{}), {"[..., Vl]", "scalar"});
+  expectError(rowStatistic(Shape{4, 0}), {"Vl >= 1", "4x0"});
+  expectShape(crossEntropyFromStats(Shape{4, 32}, Shape{4, 32}, Shape{4, 32}), {});
+  expectError(crossEntropyFromStats(Shape{4}, Shape{4}, Shape{5}), {"target 5", "one shape"});
+  expectError(crossEntropyFromStats(Shape{0}, Shape{0}, Shape{0}), {"no rows"});
+}
+
 TEST(Shapes, Attention) {
   expectShape(causalAttention(Shape{4, 32, 192}, 4), {4, 32, 64});
   expectError(causalAttention(Shape{4, 32, 190}, 4), {"not divisible by 3"});
