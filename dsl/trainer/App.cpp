@@ -5,6 +5,7 @@
 #include "codegen/Nvrtc.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/comm/DeviceMesh.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -124,6 +125,14 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
   plan.check_world_size(world);  // unsupported axes; in a plain run, the launch the plan needs
 }
 
+std::pair<int, int> batchShardOf(const Plan& plan, int rank) {
+  if (plan.dp() <= 1 || plan.mesh().size() <= 1) return {0, 1};
+  std::vector<rt::MeshAxis> axes;
+  for (const auto& [axis, size] : plan.mesh().axes()) axes.push_back({axis, static_cast<int>(size)});
+  rt::MeshLayout layout(axes);
+  return {layout.coordinates(rank)[layout.axisIndex(plan.batch_axis())], static_cast<int>(plan.dp())};
+}
+
 int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const std::string name = app_.get_name();
   const Plan plan = planFromFlags(flags_);
@@ -168,7 +177,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     return 0;
   }
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
-  RankData data = recipe.data({rank, world, flags_.batch, plan.microsteps(), flags_.seed}, train_);
+  // The batch is split over the plan's batch axis only: ranks that differ on other axes (the
+  // tp ranks of one data-parallel replica) feed the same rows.
+  const auto [batchRank, batchRanks] = batchShardOf(plan, rank);
+  RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
