@@ -40,10 +40,11 @@ def Tessel_MeshCoordinateOp : Tessel_Op<"mesh_coordinate", [Pure]> {
   let summary = "this rank's coordinate along axes of the device mesh";
   let description = [{
     The row-major index of this rank's coordinates along `grid_axes` of `grid` (a
-    `shard.grid` symbol, checked as for the collectives): with one axis, the rank's
-    coordinate on it, in `[0, size)`; with several, the first listed axis is the outermost,
-    as in the layout of a sharded dimension (a shard's index within its dimension). An i32
-    scalar.
+    `shard.grid` symbol, checked as for the collectives), times `stride` (default 1, not
+    printed): with one axis, the rank's coordinate on it, in `[0, size)`; with several, the
+    first listed axis is the outermost, as in the layout of a sharded dimension (a shard's
+    index within its dimension). With `stride` = a shard's length, the first element of
+    this rank's shard. An i32 scalar.
 
     The value differs from rank to rank but is fixed for a run, so the op is `Pure`: it
     depends on nothing in the program, reads no state and may be hoisted or merged. The
@@ -57,11 +58,15 @@ def Tessel_MeshCoordinateOp : Tessel_Op<"mesh_coordinate", [Pure]> {
     shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "tp"]}
     ...
     %c = tessel.mesh_coordinate on @mesh grid_axes = [1] : tensor<i32>
+    %offset = tessel.mesh_coordinate on @mesh grid_axes = [1] stride 128 : tensor<i32>
     ```
   }];
-  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
+  let arguments = (ins FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>, "1">:$stride);
   let results = (outs Tessel_ScalarI32:$result);
-  let assemblyFormat = "`on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($result)";
+  let assemblyFormat = [{
+    `on` $grid `grid_axes` `=` $grid_axes (`stride` $stride^)? attr-dict `:` type($result)
+  }];
   let hasVerifier = 1;
 }
 

@@ -15,6 +15,7 @@
 
 #include "compiler/FunctionAttrs.h"
 #include "compiler/ShardingRules.h"
+#include "compiler/VocabParallel.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
@@ -72,6 +73,7 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
     if (mlir::failed(checkGatheredUses(body)) || mlir::failed(localTypes(body, of)) ||
         mlir::failed(replicateInputs(body, of)))
       return signalPassFailure();
+    vocabParallel(body, of);
     auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
     for (mlir::Operation& op : body) {
       if (mlir::isa<ParamOp>(op) && !of(op.getResult(0)).isReplicated()) continue;
@@ -162,6 +164,38 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       }
     }
     return mlir::success();
+  }
+
+  /// Embeddings and cross-entropies whose vocabulary is split become their vocab-parallel
+  /// forms (compiler/VocabParallel.h): each rank looks up the rows it holds, and the loss
+  /// comes from row statistics all-reduced over the vocabulary's axes. `of` still holds the
+  /// global layouts; types are local already.
+  template <typename Of>
+  void vocabParallel(mlir::Block& body, Of of) {
+    for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
+      auto embedding = mlir::dyn_cast<EmbeddingOp>(op);
+      auto ce = mlir::dyn_cast<CrossEntropyOp>(op);
+      Value table = embedding ? embedding.getTable() : ce ? ce.getLogits() : Value();
+      if (!table) continue;
+      TensorSharding s = of(table);
+      const DimSharding& v = embedding ? s.dims[0] : s.dims.back();
+      if (!v.split()) continue;
+      auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
+      int64_t local = embedding ? type.getShape()[0] : type.getShape().back();
+      int64_t vocab = local * grid_.groupSize(v.axes);
+      mlir::OpBuilder b(&op);
+      auto offset = MeshCoordinateOp::create(b, op.getLoc(), grid_.ref.getValue(), v.axes, local);
+      if (embedding) {
+        auto shard = EmbeddingShardOp::create(b, op.getLoc(), embedding.getType(), table,
+                                              embedding.getIndices(), offset, vocab);
+        embedding.replaceAllUsesWith(shard.getResult());
+      } else {
+        Value loss = buildVocabParallelCrossEntropy(b, op.getLoc(), table, ce.getTargets(), offset,
+                                                    vocab, VocabGroup{grid_.ref, v.axes});
+        ce.replaceAllUsesWith(loss);
+      }
+      op.erase();
+    }
   }
 
   /// The axes `v` was gathered over: a reshard whose input is split on a dimension over

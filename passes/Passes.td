@@ -341,7 +341,11 @@ def TensorParallel : Pass<"tessel-tensor-parallel", "mlir::ModuleOp"> {
        heads' queries, keys and values); the projection reading the attention's output is
        row-parallel: its weight `[C, C]` is split on its input dimension;
     2. a linear layer followed by one activation (gelu, relu) and another linear layer: the
-       first column-parallel, the second row-parallel.
+       first column-parallel, the second row-parallel;
+    3. an embedding table `[V, C]` whose V the axis size divides is split on V (Megatron's
+       VocabParallelEmbedding; a tied LM head then yields logits split on V, and
+       tessel-partition makes the loss the vocab-parallel cross-entropy, so the full logits
+       never exist on one rank); a V it does not divide stays replicated for now.
 
     Only weights are seeded (`tessel.shardings` on their `tessel.param`); the biases and
     every activation follow by tessel-propagate-sharding. Weights the plan shards itself
