@@ -7,6 +7,7 @@
 
 // CHECK-LABEL: func.func @shard
 // CHECK: %[[C:.*]] = tessel.mesh_coordinate on @mesh grid_axes = [1] : tensor<i32>
+// CHECK: tessel.mesh_coordinate on @mesh grid_axes = [1] stride 128 : tensor<i32>
 // CHECK: tessel.embedding_shard %{{.*}}, %{{.*}}, %[[C]] vocab 256 : (tensor<128x64xf32>, tensor<4x32xi32>, tensor<i32>) -> tensor<4x32x64xf32>
 // CHECK: tessel.row_max %{{.*}} : tensor<4x32x128xf32> -> tensor<4x32xf32>
 // CHECK: tessel.sum_exp %{{.*}}, %{{.*}} : (tensor<4x32x128xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
@@ -16,13 +17,14 @@
 // CHECK: tessel.sum_exp_grad %{{.*}}, %{{.*}}, %{{.*}} : (tensor<4x32x128xf32>, tensor<4x32xf32>, tensor<4x32xf32>) -> tensor<4x32x128xf32>
 // CHECK: tessel.target_logit_grad %{{.*}}, %[[C]], %{{.*}} : (tensor<4x32xi32>, tensor<i32>, tensor<4x32xf32>) -> tensor<4x32x128xbf16>
 // CHECK: tessel.cross_entropy_from_stats_grad %{{.*}}, %{{.*}} : (tensor<4x32xf32>, tensor<f32>) -> (tensor<4x32xf32>, tensor<4x32xf32>)
-// GENERIC: "tessel.mesh_coordinate"() <{grid = @mesh, grid_axes = array<i16: 1>}> : () -> tensor<i32>
+// GENERIC: "tessel.mesh_coordinate"() <{grid = @mesh, grid_axes = array<i16: 1>, stride = 1 : i64}> : () -> tensor<i32>
 // GENERIC: "tessel.embedding_shard"(%{{.*}}, %{{.*}}, %{{.*}}) <{vocab = 256 : i64}>
 // GENERIC: "tessel.target_logit"(%{{.*}}, %{{.*}}, %{{.*}}) <{vocab = 256 : i64}>
 shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "tp"]}
 func.func @shard(%w: tensor<128x64xf32>, %ids: tensor<4x32xi32>, %z: tensor<4x32x128xf32>,
                  %zb: tensor<4x32x128xbf16>, %de: tensor<4x32x64xf32>, %dl: tensor<f32>) {
   %c = tessel.mesh_coordinate on @mesh grid_axes = [1] : tensor<i32>
+  %offset = tessel.mesh_coordinate on @mesh grid_axes = [1] stride 128 : tensor<i32>
   %e = tessel.embedding_shard %w, %ids, %c vocab 256 : (tensor<128x64xf32>, tensor<4x32xi32>, tensor<i32>) -> tensor<4x32x64xf32>
   %m = tessel.row_max %z : tensor<4x32x128xf32> -> tensor<4x32xf32>
   %s = tessel.sum_exp %z, %m : (tensor<4x32x128xf32>, tensor<4x32xf32>) -> tensor<4x32xf32>
