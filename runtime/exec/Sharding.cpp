@@ -1,0 +1,81 @@
+// The sharded buffers' layout; see Sharding.h.
+#include "runtime/exec/Sharding.h"
+
+#include "runtime/Init.h"
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+namespace tessel::rt {
+
+std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates) {
+  const size_t rank = b.shape.size();
+  std::vector<int64_t> out(static_cast<size_t>(b.numel()));
+  if (b.globalShape.empty()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(i);
+    return out;
+  }
+  // Per dimension, the global index of each local index: local index i lies in block
+  // j = i / l (l = local / blocks) at offset o = i % l, and this rank's part p of block j
+  // starts at j * (global / blocks) + p * l.
+  std::vector<std::vector<int64_t>> along(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    const ShardDim& s = b.sharding[d];
+    int64_t part = 0;
+    for (const std::string& axis : s.axes) {
+      const int a = mesh.axisIndex(axis);
+      part = part * mesh.axes()[static_cast<size_t>(a)].size + coordinates.at(static_cast<size_t>(a));
+    }
+    const int64_t local = b.shape[d], l = local / s.blocks, g = b.globalShape[d] / s.blocks;
+    along[d].resize(static_cast<size_t>(local));
+    for (int64_t i = 0; i < local; ++i) along[d][static_cast<size_t>(i)] = (i / l) * g + part * l + i % l;
+  }
+  // Row-major over the local shape, accumulating the global strides.
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * b.globalShape[d];
+  std::vector<int64_t> at(rank, 0);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t g = 0;
+    for (size_t d = 0; d < rank; ++d) g += along[d][static_cast<size_t>(at[d])] * stride[d];
+    out[i] = g;
+    for (size_t d = rank; d-- > 0;) {
+      if (++at[d] < b.shape[d]) break;
+      at[d] = 0;
+    }
+  }
+  return out;
+}
+
+void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
+                        uint64_t seed, float* out) {
+  const InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
+  if (!b.sharded()) {
+    initParameter(out, b.numel(), kind, b.stddev, seed, b.name);
+    return;
+  }
+  if (!mesh)
+    throw std::runtime_error(fmt::format("parameter '{}' is sharded, but no device mesh was given to place this "
+                                         "rank's shard", b.name));
+  std::vector<float> global = initParameter(b.globalNumel(), kind, b.stddev, seed, b.name);
+  std::vector<int64_t> index = globalIndices(b, *mesh, coordinates);
+  for (size_t i = 0; i < index.size(); ++i) out[i] = global[static_cast<size_t>(index[i])];
+}
+
+std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis>& mesh) {
+  std::vector<std::string> out;
+  for (const MeshAxis& a : mesh) {
+    bool splits = false;
+    for (const ShardDim& d : b.sharding)
+      for (const std::string& x : d.axes) splits = splits || x == a.name;
+    if (!splits) out.push_back(a.name);
+  }
+  return out;
+}
+
+MeshLayout meshLayoutOf(const Program& program) {
+  if (program.mesh.empty()) throw std::runtime_error("the program has no device mesh");
+  return MeshLayout(program.mesh);
+}
+
+}  // namespace tessel::rt
