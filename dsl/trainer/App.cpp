@@ -9,6 +9,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
 
 #include <filesystem>
@@ -172,18 +173,20 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
-  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile};
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm};
   std::optional<NativeProgram> cpu;
+  std::unique_ptr<rt::DeviceMesh> gpuMesh;  // the program's mesh over NCCL; outlives the executor
   std::unique_ptr<rt::CudaExecutor> gpu;
   if (device == "cuda") {
     rt::Program lowered = program.lower(/*cuda_kernels=*/true);
     rt::CudaBinary binary = compileForGpu(lowered, run_.cudaArch);
+    if (nccl) gpuMesh = rt::deviceMeshFor(lowered, *nccl);
     gpu = std::make_unique<rt::CudaExecutor>(std::move(lowered), binary, rt::CudaExecutorOptions{-1, run_.graphs});
     gpu->setCommunicator(nccl.get());
+    gpu->setMesh(gpuMesh.get());
     gpu->initParameters(flags_.seed);
   } else {
-    cpu = program.native(native);
-    cpu->executor().setCommunicator(comm);
+    cpu = program.native(native);  // with the world: its mesh, if the program has one
   }
   rt::ProgramExecutor& ex = gpu ? static_cast<rt::ProgramExecutor&>(*gpu) : cpu->executor();
   if (flags_.checkSchedule) {

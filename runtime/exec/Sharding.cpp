@@ -78,4 +78,9 @@ MeshLayout meshLayoutOf(const Program& program) {
   return MeshLayout(program.mesh);
 }
 
+std::unique_ptr<DeviceMesh> deviceMeshFor(const Program& program, Communicator& world) {
+  if (program.mesh.empty()) return nullptr;
+  return std::make_unique<DeviceMesh>(MeshLayout(program.mesh), world);
+}
+
 }  // namespace tessel::rt

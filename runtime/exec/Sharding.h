@@ -11,6 +11,7 @@
 #include "runtime/exec/Program.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis
 
 /// The program's mesh as a MeshLayout (throws std::runtime_error for a program without one).
 MeshLayout meshLayoutOf(const Program& program);
+
+/// The device mesh of `program` over `world` (null for a program without a mesh): what the
+/// trainers and tessel-run give the executor (setMesh). Throws CommError on every rank whose
+/// world size is not the mesh's.
+std::unique_ptr<DeviceMesh> deviceMeshFor(const Program& program, Communicator& world);
 
 /// Checks the mesh (non-empty unique axis names, sizes >= 1, at most 2^31 - 1 ranks), every
 /// buffer's sharding (only Parameter and State buffers; one ShardDim per dimension and a global

@@ -1,6 +1,7 @@
 // The training loop; see Loop.h.
 #include "runtime/train/Loop.h"
 
+#include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 
 #include <algorithm>
@@ -213,6 +214,10 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
   }
+  if (!o.exportParams.empty()) {
+    rt::exportParameters(ex, o.comm, o.exportParams);
+    if (!o.comm || o.comm->rank() == 0) fmt::print("exported the parameters to '{}'\n", o.exportParams);
+  }
   return stats;
 }
 
@@ -246,6 +251,10 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
                  "global batches per validation: the first of the held-out data, in order (0: all)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE")->check(nonEmpty("file name"));
+  app.add_option("--export-params", o.exportParams,
+                 "after training, write every parameter in its global shape, f32, under its name, to FILE "
+                 "(safetensors; rank 0 writes, every rank takes part in gathering the shards)")
+      ->type_name("FILE.safetensors")->check(nonEmpty("file name"));
 }
 
 }  // namespace tessel::trainer

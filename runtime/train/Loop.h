@@ -54,6 +54,9 @@ struct TrainOptions {
   /// fail (std::runtime_error naming the step, the buffer, its replica group's axes and the
   /// ranks) unless every buffer is equal across its replica group (runtime/exec/Replicas.h).
   bool checkReplicas = false;
+  /// --export-params FILE.safetensors: after the last step every rank takes part in gathering
+  /// the parameters and rank 0 writes them in their global shapes (runtime/exec/ExportParams.h).
+  std::string exportParams;
 };
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.

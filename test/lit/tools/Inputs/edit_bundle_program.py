@@ -71,7 +71,7 @@ def main(bundle, edit):
             c["reduce"] = "sum"
     elif edit == "collective-axis":
         for c in collectives:
-            c["axis"] = "tp"
+            c["axes"] = ["tp"]
     else:
         sys.exit(f"unknown edit '{edit}'")
     with open(path, "w") as f:
