@@ -70,8 +70,10 @@ std::string explainCollectives(const Program& program, const std::string& functi
   }
   if (out.empty()) return out;
   CollectiveBytes b = collectiveBytes(program, function);
-  return fmt::format("collectives of @{}: {} bucket{}, {} forward/backward collective{}\n", function, b.buckets,
-                     b.buckets == 1 ? "" : "s", b.synchronous, b.synchronous == 1 ? "" : "s") +
+  return fmt::format("collectives of @{}: {} bucket{}{}\n", function, b.buckets, b.buckets == 1 ? "" : "s",
+                     b.synchronous == 0 ? std::string()
+                                        : fmt::format(", {} forward/backward collective{}", b.synchronous,
+                                                      b.synchronous == 1 ? "" : "s")) +
          out +
          fmt::format("per rank per step: payload {} bytes ({}); ring all-reduce wire bytes 2(N-1)/N x payload = "
                      "{:.0f} bytes (N = {})\n",

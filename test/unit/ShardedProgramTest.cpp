@@ -5,6 +5,7 @@
 // part index); the replica check compares each buffer within its own replica group only; one
 // rank exports its parameters in their global shapes.
 #include "runtime/Init.h"
+#include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
@@ -95,6 +96,21 @@ TEST(ShardedProgram, SaveLoadRoundTripKeepsMeshShardingAndAxes) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("compile the program again"), std::string::npos) << e.what();
   }
+}
+
+TEST(ShardedProgram, ExplainListsSynchronousCollectivesApartFromBuckets) {
+  const std::string report = explainCollectives(meshProgram(), "step");
+  EXPECT_NE(report.find("collectives of @step: 0 buckets, 1 forward/backward collective\n"), std::string::npos)
+      << report;
+  EXPECT_NE(report.find("forward/backward collective 0: all_reduce sum over tp (2 ranks), 12 bytes"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("model.h:7:3 [mlp.proj]"), std::string::npos) << report;
+  EXPECT_EQ(report.find("bucket 0:"), std::string::npos) << report;
+  // The schedule hash sees the axes: the same sizes over dp instead of tp differ.
+  Program overDp = meshProgram();
+  for (Step& s : overDp.functions[0].steps) std::get<CollectiveStep>(s).axes = {"dp"};
+  EXPECT_NE(collectiveScheduleHash(overDp), collectiveScheduleHash(meshProgram()));
 }
 
 TEST(ShardedProgram, ValidationNamesEveryInconsistency) {
