@@ -18,6 +18,8 @@
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/World.h"
 
+#include "test/mpi/RankCheck.h"
+
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -33,20 +35,8 @@ using namespace tessel::rt;
 
 namespace {
 
-int failures = 0;
-int W = 0;  // this rank's world rank
-
-#define CHECK(cond, ...)                                           \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ++failures;                                                  \
-      if (failures < 20) {                                         \
-        std::fprintf(stderr, "rank %d: FAILED %s: ", W, #cond);    \
-        std::fprintf(stderr, __VA_ARGS__);                         \
-        std::fprintf(stderr, "\n");                                \
-      }                                                            \
-    }                                                              \
-  } while (0)
+using tessel::test::failures;
+using tessel::test::W;
 
 std::vector<MeshAxis> parseMesh(const std::string& text) {
   std::vector<MeshAxis> axes;

@@ -20,6 +20,9 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Sharding.h"
+#include "test/support/ShardedPrograms.h"
+
+#include "test/mpi/RankCheck.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,65 +34,24 @@ using namespace tessel::rt;
 
 namespace {
 
-int failures = 0;
-int W = 0;  // this rank's world rank
-
-#define CHECK(cond, ...)                                        \
-  do {                                                          \
-    if (!(cond)) {                                              \
-      ++failures;                                               \
-      if (failures < 20) {                                      \
-        std::fprintf(stderr, "rank %d: FAILED %s: ", W, #cond); \
-        std::fprintf(stderr, __VA_ARGS__);                      \
-        std::fprintf(stderr, "\n");                             \
-      }                                                         \
-    }                                                           \
-  } while (0)
+using tessel::test::failures;
+using tessel::test::W;
 
 constexpr uint64_t kSeed = 5;
 
-Buffer buffer(const std::string& name, std::vector<int64_t> shape, BufferKind kind, int64_t offset = 0) {
-  Buffer b;
-  b.name = name;
-  b.shape = std::move(shape);
-  b.kind = kind;
-  b.offset = offset;
-  if (kind == BufferKind::Parameter) {
-    b.init = "normal";
-    b.stddev = 1.0;
-  }
-  return b;
-}
+using tessel::test::buffer;
 
-CollectiveStep collective(CollectiveStep::Kind kind, int bucket, int buf, int tensor, const char* reduce,
-                          std::vector<std::string> axes, int64_t group) {
-  CollectiveStep c;
-  c.kind = kind;
-  c.bucket = bucket;
-  c.buffer = buf;
-  c.tensors = {tensor};
-  c.reduce = reduce;
-  c.axes = std::move(axes);
-  c.group = group;
-  c.synchronous = true;
-  return c;
-}
-
-/// Buffers: 0 w [2, 3] of [4, 3] (rows over tp), 1 w:exp_avg (the same layout), 2 b [3],
-/// 3 step.x [1, 2], temps 4 y, 5 and 7 the buckets, 6 ys, 8 ymax (64 bytes apart).
+/// Buffers: 0 w [2, 3] of [4, 3] (rows over tp), 1 w:exp_avg (the same layout), 2 b [3]
+/// (test/support/ShardedPrograms.h), 3 step.x [1, 2], temps 4 y, 5 and 7 the buckets, 6 ys,
+/// 8 ymax (64 bytes apart).
 Program program() {
   Program p;
   p.mesh = {{"dp", 2}, {"tp", 2}};
-  Buffer w = buffer("w", {2, 3}, BufferKind::Parameter);
-  w.globalShape = {4, 3};
-  w.sharding = {ShardDim{{"tp"}, 1}, ShardDim{}};
-  Buffer m = buffer("w:exp_avg", {2, 3}, BufferKind::State);
-  m.globalShape = w.globalShape;
-  m.sharding = w.sharding;
-  p.buffers = {w, m, buffer("b", {3}, BufferKind::Parameter), buffer("step.x", {1, 2}, BufferKind::Input),
-               buffer("%y", {1, 3}, BufferKind::Temp, 0), buffer("%sum", {3}, BufferKind::Temp, 64),
-               buffer("%ys", {1, 3}, BufferKind::Temp, 128), buffer("%max", {3}, BufferKind::Temp, 192),
-               buffer("%ymax", {1, 3}, BufferKind::Temp, 256)};
+  p.buffers = tessel::test::meshParameters(1.0);
+  for (Buffer b : {buffer("step.x", {1, 2}, BufferKind::Input), buffer("%y", {1, 3}, BufferKind::Temp, 0),
+                   buffer("%sum", {3}, BufferKind::Temp, 64), buffer("%ys", {1, 3}, BufferKind::Temp, 128),
+                   buffer("%max", {3}, BufferKind::Temp, 192), buffer("%ymax", {1, 3}, BufferKind::Temp, 256)})
+    p.buffers.push_back(b);
   GemmStep g;
   g.a = 3;
   g.b = 0;
@@ -98,14 +60,15 @@ Program program() {
   g.n = 3;
   g.k = 2;
   using K = CollectiveStep::Kind;
+  using tessel::test::synchronousAllReduce;
   p.functions = {Function{"step",
                           {3},
                           {6, 8},
                           {"y", "ymax"},
-                          {g, collective(K::AllReduceStart, 0, 5, 4, "sum", {"tp"}, 2),
-                           collective(K::AllReduceWait, 0, 5, 6, "sum", {"tp"}, 2),
-                           collective(K::AllReduceStart, 1, 7, 6, "max", {"dp", "tp"}, 4),
-                           collective(K::AllReduceWait, 1, 7, 8, "max", {"dp", "tp"}, 4)},
+                          {g, synchronousAllReduce(K::AllReduceStart, 0, 5, 4, "sum", {"tp"}, 2),
+                           synchronousAllReduce(K::AllReduceWait, 0, 5, 6, "sum", {"tp"}, 2),
+                           synchronousAllReduce(K::AllReduceStart, 1, 7, 6, "max", {"dp", "tp"}, 4),
+                           synchronousAllReduce(K::AllReduceWait, 1, 7, 8, "max", {"dp", "tp"}, 4)},
                           320}};
   return p;
 }

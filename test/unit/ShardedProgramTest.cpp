@@ -10,6 +10,7 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Sharding.h"
+#include "test/support/ShardedPrograms.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -23,48 +24,23 @@ namespace {
 using namespace tessel::rt;
 namespace fs = std::filesystem;
 
-Buffer buffer(const std::string& name, std::vector<int64_t> shape, BufferKind kind, int64_t offset = 0) {
-  Buffer b;
-  b.name = name;
-  b.shape = std::move(shape);
-  b.kind = kind;
-  b.offset = offset;
-  if (kind == BufferKind::Parameter) {
-    b.init = "normal";
-    b.stddev = 0.02;
-  }
-  return b;
-}
+using tessel::test::buffer;
 
-/// dp=2,tp=2: "w" [2, 3] is rows 2t..2t+1 of a global [4, 3] (split over tp), "w:exp_avg" its
-/// state, "b" [3] replicated; @step all-reduces a [3] temp over tp (synchronous, sum) and a
-/// [3] bucket of b's "gradient" over dp.
+/// dp=2,tp=2 (test/support/ShardedPrograms.h meshParameters: w, w:exp_avg, b), an input
+/// step.x [3] and @step's synchronous all-reduce sum of it over tp into y.
 Program meshProgram() {
   Program p;
   p.mesh = {{"dp", 2}, {"tp", 2}};
-  Buffer w = buffer("w", {2, 3}, BufferKind::Parameter);
-  w.globalShape = {4, 3};
-  w.sharding = {ShardDim{{"tp"}, 1}, ShardDim{}};
-  Buffer m = buffer("w:exp_avg", {2, 3}, BufferKind::State);
-  m.globalShape = w.globalShape;
-  m.sharding = w.sharding;
-  p.buffers = {w, m, buffer("b", {3}, BufferKind::Parameter), buffer("step.x", {3}, BufferKind::Input),
-               buffer("%sync", {3}, BufferKind::Temp, 0), buffer("%out", {3}, BufferKind::Temp, 64)};
-  CollectiveStep start;
-  start.kind = CollectiveStep::Kind::AllReduceStart;
-  start.bucket = 0;
-  start.buffer = 4;
-  start.tensors = {3};
+  p.buffers = tessel::test::meshParameters(0.02);
+  for (Buffer b : {buffer("step.x", {3}, BufferKind::Input), buffer("%sync", {3}, BufferKind::Temp, 0),
+                   buffer("%out", {3}, BufferKind::Temp, 64)})
+    p.buffers.push_back(b);
+  using K = CollectiveStep::Kind;
+  CollectiveStep start = tessel::test::synchronousAllReduce(K::AllReduceStart, 0, 4, 3, "sum", {"tp"}, 2);
   start.names = {"mlp.proj"};
-  start.reduce = "sum";
-  start.axes = {"tp"};
-  start.group = 2;
-  start.synchronous = true;
   start.location = "model.h:7:3";
-  CollectiveStep wait = start;
-  wait.kind = CollectiveStep::Kind::AllReduceWait;
-  wait.tensors = {5};
-  wait.names = {};
+  CollectiveStep wait = tessel::test::synchronousAllReduce(K::AllReduceWait, 0, 4, 5, "sum", {"tp"}, 2);
+  wait.location = start.location;
   p.functions = {Function{"step", {3}, {5}, {"y"}, {start, wait}, 128}};
   return p;
 }
