@@ -146,7 +146,7 @@ struct CudaExecutor::State {
       at += bytes;
     }
     if (start && c.group > 1) {
-      Communicator& group = communicatorOf(c, "CudaExecutor: " + s.name, mesh, comm);
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
       work = group.allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
                              DType::F32, reduceOpOf(c.reduce), s.name);
       ++counters.collectives;
@@ -338,7 +338,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
       } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
         st.kind = State::Step::Collective;
         st.collective = col;
-        st.name = fmt::format("bucket {} of @{}", col->bucket, f.name);
+        st.name = collectiveName(*col, f.name);
         st.what = fmt::format("step {} ({} {})", si,
                               col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
         st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket

@@ -41,6 +41,11 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 
 }  // namespace
 
+std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
+                       : fmt::format("bucket {} of @{}", c.bucket, function);
+}
+
 ReduceOp reduceOpOf(const std::string& reduce) {
   if (reduce == "avg") return ReduceOp::Avg;
   if (reduce == "max") return ReduceOp::Max;
@@ -212,8 +217,7 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
-        p.name = col.synchronous ? fmt::format("all_reduce {} of @{} over {}", col.bucket, f.name, fmt::join(col.axes, ","))
-                                 : fmt::format("bucket {} of @{}", col.bucket, f.name);
+        p.name = collectiveName(col, f.name);
         if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
@@ -276,7 +280,7 @@ void Executor::initParameters(uint64_t seed) {
 
 void Executor::setMesh(DeviceMesh* mesh) {
   if (mesh && mesh->layout().axes() != program_.mesh)
-    throw std::runtime_error(fmt::format("Executor: the device mesh {} is not the program's mesh", 
+    throw std::runtime_error(fmt::format("Executor: the device mesh {} is not the program's mesh",
                                          mesh->layout().describe()));
   mesh_ = mesh;
   if (!mesh_) return;

@@ -50,6 +50,9 @@ struct CollectiveCounters {
 /// there is neither, or if that communicator's size is not c.group. Shared by the executors.
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world);
+/// The name a collective step is issued under (timeouts and traces name it): "bucket 3 of
+/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one.
+std::string collectiveName(const CollectiveStep& c, const std::string& function);
 /// "sum" -> Sum, "avg" -> Avg, "max" -> Max (a validated CollectiveStep::reduce).
 ReduceOp reduceOpOf(const std::string& reduce);
 
