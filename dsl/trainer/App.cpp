@@ -160,7 +160,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (flags_.explain && rank == 0) {
     fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
                planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
-    std::string report = rt::explainCollectives(program.lower(false), "train_step");
+    const rt::Program lowered = program.lower(false);
+    fmt::print("{}", rt::explainShardings(lowered));
+    std::string report = rt::explainCollectives(lowered, "train_step");
     fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
     if (compileOnly && !emitting) return 0;
   }

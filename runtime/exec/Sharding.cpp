@@ -4,7 +4,9 @@
 #include "runtime/Init.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace tessel::rt {
@@ -69,6 +71,33 @@ std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis
     for (const ShardDim& d : b.sharding)
       for (const std::string& x : d.axes) splits = splits || x == a.name;
     if (!splits) out.push_back(a.name);
+  }
+  return out;
+}
+
+std::string explainShardings(const Program& program) {
+  if (program.mesh.empty() || std::none_of(program.buffers.begin(), program.buffers.end(),
+                   [](const Buffer& b) { return b.kind == BufferKind::Parameter && b.sharded(); }))
+    return "";
+  const MeshLayout layout(program.mesh);
+  size_t width = 0;
+  for (const Buffer& b : program.buffers)
+    if (b.kind == BufferKind::Parameter) width = std::max(width, b.name.size());
+  std::string out = fmt::format("parameters on the mesh {}:\n", layout.describe());
+  for (const Buffer& b : program.buffers) {
+    if (b.kind != BufferKind::Parameter) continue;
+    std::string where = "replicated";
+    if (b.sharded()) {
+      std::vector<std::string> dims;
+      for (size_t d = 0; d < b.sharding.size(); ++d)
+        if (!b.sharding[d].axes.empty())
+          dims.push_back(fmt::format("dim {} over [{}]{}", d, fmt::join(b.sharding[d].axes, ", "),
+                                     b.sharding[d].blocks > 1 ? fmt::format(" in {} blocks", b.sharding[d].blocks)
+                                                              : std::string()));
+      where = fmt::format("of [{}], {}", fmt::join(b.globalShape, ", "), fmt::join(dims, ", "));
+    }
+    out += fmt::format("  {:<{}}  local [{}] {}; replicas over [{}]\n", b.name, width, fmt::join(b.shape, ", "), where,
+                       fmt::join(replicaAxes(b, program.mesh), ", "));
   }
   return out;
 }

@@ -35,6 +35,13 @@ void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vect
 /// Every axis of the mesh for an unsharded buffer.
 std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis>& mesh);
 
+/// The --explain report of the parameters on the program's mesh, one line each: name, local
+/// shape, global shape and split axes (with blocks) if sharded, and the replica group's axes:
+///   "  blocks.0.mlp.fc.weight  local [64, 32] of [128, 32], dim 0 over [tp]; replicas over [dp]"
+/// after a header "parameters on the mesh dp=2,tp=2:". "" for a program without a mesh or
+/// without a sharded parameter (data parallelism alone replicates every parameter everywhere).
+std::string explainShardings(const Program& program);
+
 /// The program's mesh as a MeshLayout (throws std::runtime_error for a program without one).
 MeshLayout meshLayoutOf(const Program& program);
 

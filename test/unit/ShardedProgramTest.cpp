@@ -89,6 +89,19 @@ TEST(ShardedProgram, ExplainListsSynchronousCollectivesApartFromBuckets) {
   EXPECT_NE(collectiveScheduleHash(overDp), collectiveScheduleHash(meshProgram()));
 }
 
+TEST(ShardedProgram, ExplainShowsEachParameterLayoutAndReplicaGroup) {
+  Program p = meshProgram();
+  p.buffers[0].sharding[0].blocks = 2;
+  EXPECT_EQ(explainShardings(p),
+            "parameters on the mesh dp=2,tp=2:\n"
+            "  w  local [2, 3] of [4, 3], dim 0 over [tp] in 2 blocks; replicas over [dp]\n"
+            "  b  local [3] replicated; replicas over [dp, tp]\n");
+  for (Buffer& b : p.buffers) b.globalShape.clear(), b.sharding.clear();
+  EXPECT_EQ(explainShardings(p), "");  // a mesh with every parameter replicated: data parallelism
+  p.mesh.clear();
+  EXPECT_EQ(explainShardings(p), "");
+}
+
 TEST(ShardedProgram, ValidationNamesEveryInconsistency) {
   EXPECT_NO_THROW(validateProgram(meshProgram(), "test"));
   Program unknownAxis = meshProgram();
