@@ -66,7 +66,9 @@ std::shared_ptr<Op> MpiCommunicator::Impl::issue(const std::shared_ptr<Group>& g
   op->root = root;
   op->bytes = kind == OpKind::Recv ? count * dtypeBytes(dtype) : payload;
   op->group = group;
-  op->step = group->currentStep.load();
+  // The training loop sets the world's step; a group's failure names it too (groups are
+  // formed from the world, whose step only grows).
+  op->step = std::max(group->currentStep.load(), worldGroup->currentStep.load());
   op->timeout = group->timeout.load();
   if (!op->isPointToPoint()) op->seq = ++group->seq;
   buildGroupSchedule(*op, data, send, recv);
@@ -171,11 +173,7 @@ std::unique_ptr<Work> MpiCommunicator::recv(void* data, int64_t count, DType dty
   return impl_->worldView->recv(data, count, dtype, peer, name);
 }
 void MpiCommunicator::setTimeout(double seconds) { impl_->worldView->setTimeout(seconds); }
-void MpiCommunicator::setStep(int64_t step) {
-  impl_->worldView->setStep(step);
-  for (const std::weak_ptr<comm::Group>& g : impl_->groups)
-    if (std::shared_ptr<comm::Group> group = g.lock()) group->currentStep = step;
-}
+void MpiCommunicator::setStep(int64_t step) { impl_->worldView->setStep(step); }
 CommStats MpiCommunicator::stats() const { return impl_->worldView->stats(); }
 
 std::unique_ptr<Work> MpiCommunicator::barrier(const std::string& name) {
@@ -208,7 +206,6 @@ std::unique_ptr<Communicator> MpiCommunicator::subgroup(const std::vector<int>& 
       throw CommError(fmt::format("group {} on rank {} lists ranks {} but rank {} formed a different "
                                   "group: every rank must form its groups in the same order",
                                   label, impl_->rank, fmt::join(ranks, ", "), m));
-  impl_->groups.push_back(group);
   return std::make_unique<MpiGroupCommunicator>(impl_.get(), std::move(group));
 }
 

@@ -95,7 +95,6 @@ public:
   std::unique_ptr<Work> barrier(const std::string& name);
 
   void setTimeout(double seconds) override;
-  /// The step named in failure messages, of the world and of every group formed from it.
   void setStep(int64_t step) override;
   CommStats stats() const override;
 

@@ -91,9 +91,6 @@ struct MpiCommunicator::Impl {
   std::atomic<int64_t> heartbeatNs{0};
   std::shared_ptr<comm::Group> worldGroup = std::make_shared<comm::Group>();
   std::unique_ptr<Communicator> worldView;  // the world's collectives (MpiGroupCommunicator)
-  // The groups formed from the world (caller thread only): the world's setStep reaches them,
-  // so a group collective's failure names the training step as a world collective's does.
-  std::vector<std::weak_ptr<comm::Group>> groups;
 
   // Progress thread only.
   MPI_Comm dataComm = MPI_COMM_NULL, controlComm = MPI_COMM_NULL, p2pComm = MPI_COMM_NULL;

@@ -8,8 +8,8 @@
 //   are derived from the coordinates by this file's own arithmetic, and rank w contributes
 //   values that depend on w, so a wrong member, order or group shows; and groups that do not
 //   partition the ranks are refused. Exit status 0 only if every rank passed.
-// kill|skip TIMEOUT: every step all-reduces 1001 f32 over tp ("tp.step<s>") and then over
-//   dp. At step 2 the last rank waits for its tp neighbour's "issued" message (sent over the
+// kill|skip TIMEOUT: every step (set on the world only: the groups' failures name it too)
+//   all-reduces 1001 f32 over tp ("tp.step<s>") and then over dp. At step 2 the last rank waits for its tp neighbour's "issued" message (sent over the
 //   tp group after it issued tp.step2), then raises SIGKILL (kill) or sleeps for three
 //   timeouts and exits (skip: alive but absent, so its peers' own timeouts report it). A rank whose wait() throws prints
 //   "rank R: CHECKED <message>" if the message names the collective, group, bytes, step and a
@@ -234,8 +234,7 @@ int runFault(MpiCommunicator& world, const std::string& meshText, const std::str
   const int last = world.worldSize() - 1;
   std::vector<float> grad(1001, 1.0f);
   for (int step = 0; step < 4; ++step) {
-    tp.setStep(step);
-    dp.setStep(step);
+    world.setStep(step);  // the groups name the world's step, as under the training loop
     const std::string name = "tp.step" + std::to_string(step);
     if (step == 2 && W == last) {
       int32_t token = 0;
