@@ -28,8 +28,8 @@ enum class BufferKind {
   Temp,       // an intermediate: lives in the arena at `offset`
 };
 
-/// How one dimension of a sharded buffer lies in its global tensor (docs: the tensor-parallel
-/// layout rule). The global dimension G is `blocks` equal blocks of G / blocks; each block is
+/// How one dimension of a sharded buffer lies in its global tensor (as #tessel.sharding's
+/// split axes and blocks say, compiler/TesselDialect.td). The global dimension G is `blocks` equal blocks of G / blocks; each block is
 /// split into P = product of the sizes of `axes` equal contiguous parts, and a rank holds part
 /// p of every block, concatenated, where p is the row-major index of the rank's coordinates on
 /// `axes` (listed outermost first). So the local dimension is G / P, and blocks = 1 is a plain

@@ -1,7 +1,7 @@
 // Sharded programs (runtime/exec/Program.h, Sharding.h, Replicas.h, ExportParams.h): the mesh,
 // sharded buffers and collectives over axes lists survive save/load and are validated; a
 // sharded parameter's shard is the slice of the global initialisation that the layout rule
-// names, computed here independently from the rule in tp-design terms (blocks, parts, row-major
+// names, computed here independently from the rule as ShardDim states it (blocks, parts, row-major
 // part index); the replica check compares each buffer within its own replica group only; one
 // rank exports its parameters in their global shapes.
 #include "runtime/Init.h"
