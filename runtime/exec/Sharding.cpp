@@ -12,39 +12,25 @@
 namespace tessel::rt {
 
 std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates) {
-  const size_t rank = b.shape.size();
-  std::vector<int64_t> out(static_cast<size_t>(b.numel()));
-  if (b.globalShape.empty()) {
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(i);
-    return out;
-  }
-  // Per dimension, the global index of each local index: local index i lies in block
-  // j = i / l (l = local / blocks) at offset o = i % l, and this rank's part p of block j
-  // starts at j * (global / blocks) + p * l.
-  std::vector<std::vector<int64_t>> along(rank);
-  for (size_t d = 0; d < rank; ++d) {
-    const ShardDim& s = b.sharding[d];
+  // Row-major composition, one dimension at a time: the indices so far (over the leading
+  // dimensions) times this dimension's global size, plus where each of its local indices
+  // lies: local index i is in block j = i / l (l = local / blocks) at offset i % l, and this
+  // rank's part p of block j starts at j * (global / blocks) + p * l.
+  std::vector<int64_t> out{0};
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    const ShardDim s = b.sharding.empty() ? ShardDim{} : b.sharding[d];
     int64_t part = 0;
     for (const std::string& axis : s.axes) {
       const int a = mesh.axisIndex(axis);
       part = part * mesh.axes()[static_cast<size_t>(a)].size + coordinates.at(static_cast<size_t>(a));
     }
-    const int64_t local = b.shape[d], l = local / s.blocks, g = b.globalShape[d] / s.blocks;
-    along[d].resize(static_cast<size_t>(local));
-    for (int64_t i = 0; i < local; ++i) along[d][static_cast<size_t>(i)] = (i / l) * g + part * l + i % l;
-  }
-  // Row-major over the local shape, accumulating the global strides.
-  std::vector<int64_t> stride(rank, 1);
-  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * b.globalShape[d];
-  std::vector<int64_t> at(rank, 0);
-  for (size_t i = 0; i < out.size(); ++i) {
-    int64_t g = 0;
-    for (size_t d = 0; d < rank; ++d) g += along[d][static_cast<size_t>(at[d])] * stride[d];
-    out[i] = g;
-    for (size_t d = rank; d-- > 0;) {
-      if (++at[d] < b.shape[d]) break;
-      at[d] = 0;
-    }
+    const int64_t local = b.shape[d], global = b.globalShape.empty() ? local : b.globalShape[d];
+    const int64_t l = local / s.blocks, g = global / s.blocks;
+    std::vector<int64_t> next;
+    next.reserve(out.size() * static_cast<size_t>(local));
+    for (int64_t base : out)
+      for (int64_t i = 0; i < local; ++i) next.push_back(base * global + (i / l) * g + part * l + i % l);
+    out = std::move(next);
   }
   return out;
 }
