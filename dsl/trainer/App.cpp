@@ -182,7 +182,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (device == "cuda") {
     rt::Program lowered = program.lower(/*cuda_kernels=*/true);
     rt::CudaBinary binary = compileForGpu(lowered, run_.cudaArch);
-    if (nccl) gpuMesh = rt::deviceMeshFor(lowered, *nccl);
+    gpuMesh = rt::deviceMeshFor(lowered, nccl ? *nccl : *comm);  // one rank: groups of one, no NCCL
     gpu = std::make_unique<rt::CudaExecutor>(std::move(lowered), binary, rt::CudaExecutorOptions{-1, run_.graphs});
     gpu->setCommunicator(nccl.get());
     gpu->setMesh(gpuMesh.get());
