@@ -117,6 +117,9 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
                                b.getStringAttr(p.getName().str() + ":" + slot),
                                InitKindAttr::get(b.getContext(), InitKind::zeros),
                                mlir::FloatAttr(), b.getUnitAttr());
+      // The state is laid out like its parameter: each rank updates its own shard.
+      TesselDialect::ShardingsAttrHelper shardings(b.getContext());
+      if (mlir::ArrayAttr layout = shardings.getAttr(p)) shardings.setAttr(s, layout);
       lastParam = s;
       return s.getResult();
     };

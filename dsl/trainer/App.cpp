@@ -10,6 +10,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
 
 #include <filesystem>
@@ -168,7 +169,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (flags_.explain && rank == 0) {
     fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
                planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
-    std::string report = rt::explainCollectives(program.lower(false), "train_step");
+    const rt::Program lowered = program.lower(false);
+    fmt::print("{}", rt::explainShardings(lowered));
+    std::string report = rt::explainCollectives(lowered, "train_step");
     fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
     if (compileOnly && !emitting) return 0;
   }
@@ -184,18 +187,20 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
-  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile};
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm};
   std::optional<NativeProgram> cpu;
+  std::unique_ptr<rt::DeviceMesh> gpuMesh;  // the program's mesh over NCCL; outlives the executor
   std::unique_ptr<rt::CudaExecutor> gpu;
   if (device == "cuda") {
     rt::Program lowered = program.lower(/*cuda_kernels=*/true);
     rt::CudaBinary binary = compileForGpu(lowered, run_.cudaArch);
+    gpuMesh = rt::deviceMeshFor(lowered, nccl ? *nccl : *comm);  // one rank: groups of one, no NCCL
     gpu = std::make_unique<rt::CudaExecutor>(std::move(lowered), binary, rt::CudaExecutorOptions{-1, run_.graphs});
     gpu->setCommunicator(nccl.get());
+    gpu->setMesh(gpuMesh.get());
     gpu->initParameters(flags_.seed);
   } else {
-    cpu = program.native(native);
-    cpu->executor().setCommunicator(comm);
+    cpu = program.native(native);  // with the world: its mesh, if the program has one
   }
   rt::ProgramExecutor& ex = gpu ? static_cast<rt::ProgramExecutor&>(*gpu) : cpu->executor();
   if (flags_.checkSchedule) {

@@ -4,6 +4,8 @@
 
 #include "runtime/Init.h"
 #include "runtime/comm/StreamCommunicator.h"
+#include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf
+#include "runtime/exec/Sharding.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
 #include "runtime/cuda/CudaPlan.h"
@@ -94,6 +96,7 @@ struct CudaExecutor::State {
   std::vector<std::pair<CUevent, CUevent>> pool;
   std::vector<std::vector<std::byte>> hostOutputs;  // outputs() copies
   Communicator* comm = nullptr;
+  DeviceMesh* mesh = nullptr;
   CollectiveCounters counters;
 
   // Releases what the constructor acquired, also when it threw halfway.
@@ -143,14 +146,9 @@ struct CudaExecutor::State {
       at += bytes;
     }
     if (start && c.group > 1) {
-      if (!comm)
-        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks ({}), but no communicator "
-                                             "was set", s.name, c.group, c.axis));
-      if (comm->worldSize() != c.group)
-        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks but the communicator has {}",
-                                             s.name, c.group, comm->worldSize()));
-      work = comm->allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
-                             DType::F32, c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, s.name);
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      work = group.allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
+                             DType::F32, reduceOpOf(c.reduce), s.name);
       ++counters.collectives;
       counters.payloadBytes += static_cast<int64_t>(s.bytes);
     }
@@ -340,7 +338,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
       } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
         st.kind = State::Step::Collective;
         st.collective = col;
-        st.name = fmt::format("bucket {} of @{}", col->bucket, f.name);
+        st.name = collectiveName(*col, f.name);
         st.what = fmt::format("step {} ({} {})", si,
                               col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
         st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket
@@ -390,8 +388,10 @@ void CudaExecutor::initParameters(uint64_t seed) {
     if (b.kind == BufferKind::State) {
       s.ck(s.api->cuMemsetD8Async(s.pointers[i], 0, static_cast<size_t>(b.bytes()), s.stream), "cuMemsetD8Async");
     } else if (b.kind == BufferKind::Parameter) {
-      InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
-      std::vector<float> values = initParameter(b.numel(), kind, b.stddev, seed, b.name);
+      std::vector<float> values(static_cast<size_t>(b.numel()));
+      std::vector<int> coordinates;
+      if (s.mesh) coordinates = s.mesh->layout().coordinates(s.mesh->world().rank());
+      initParameterShard(b, s.mesh ? &s.mesh->layout() : nullptr, coordinates, seed, values.data());
       if (b.dtype == DType::BF16) {
         std::vector<uint16_t> half(values.size());
         std::transform(values.begin(), values.end(), half.begin(), toBf16);
@@ -494,7 +494,24 @@ CudaMemoryReport CudaExecutor::memory() const {
 
 bool CudaExecutor::usingGraphs() const { return state_->graphs; }
 
+void CudaExecutor::setMesh(DeviceMesh* mesh) {
+  State& s = *state_;
+  if (mesh && mesh->layout().axes() != program_.mesh)
+    throw std::runtime_error(fmt::format("CudaExecutor: the device mesh {} is not the program's mesh",
+                                         mesh->layout().describe()));
+  s.mesh = mesh;
+  if (!mesh) return;
+  for (const Function& f : program_.functions)
+    for (const rt::Step& step : f.steps)
+      if (auto* c = std::get_if<CollectiveStep>(&step)) useDeviceCommunicator(&mesh->group(c->axes));
+}
+
 void CudaExecutor::setCommunicator(Communicator* comm) {
+  useDeviceCommunicator(comm);
+  state_->comm = comm;
+}
+
+void CudaExecutor::useDeviceCommunicator(Communicator* comm) {
   State& s = *state_;
   if (comm && comm->worldSize() > 1) {
     auto* device = dynamic_cast<StreamCommunicator*>(comm);
@@ -507,7 +524,6 @@ void CudaExecutor::setCommunicator(Communicator* comm) {
                                            device->device(), s.ordinal));
     device->setComputeStream(s.stream);
   }
-  s.comm = comm;
 }
 
 const CollectiveCounters& CudaExecutor::collectiveCounters() const { return state_->counters; }

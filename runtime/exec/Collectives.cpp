@@ -4,7 +4,9 @@
 #include "runtime/numeric/Fnv1a.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -26,7 +28,7 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
     const CollectiveStep* c = asCollective(s);
     if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
     int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
-    ++out.buckets;
+    ++(c->synchronous ? out.synchronous : out.buckets);
     out.payloadBytes += bytes;
     out.ringWireBytes += 2.0 * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
                          static_cast<double>(bytes);
@@ -42,11 +44,22 @@ std::string explainCollectives(const Program& program, const std::string& functi
   for (size_t i = 0; i < f->steps.size(); ++i) {
     const CollectiveStep* c = asCollective(f->steps[i]);
     if (!c) continue;
-    group = c->group;
+    group = std::max(group, c->group);
     int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
+    const std::string axes = fmt::format("{}", fmt::join(c->axes, ","));
+    if (c->synchronous) {
+      // A forward or backward all-reduce of the partitioned model: its wait is the next step.
+      if (c->kind == CollectiveStep::Kind::AllReduceStart)
+        out += fmt::format("forward/backward collective {}: all_reduce {} over {} ({} ranks), {} bytes ({}), step "
+                           "{}/{}, {}{}\n",
+                           c->bucket, c->reduce, axes, c->group, bytes, mib(bytes), i, f->steps.size(),
+                           c->location.empty() ? "?" : c->location,
+                           c->names.empty() || c->names[0].empty() ? "" : " [" + c->names[0] + "]");
+      continue;
+    }
     if (c->kind == CollectiveStep::Kind::AllReduceStart) {
       out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->bucket,
-                         c->reduce, c->axis, c->group, c->tensors.size(), bytes, mib(bytes));
+                         c->reduce, axes, c->group, c->tensors.size(), bytes, mib(bytes));
       for (size_t t = 0; t < c->tensors.size(); ++t)
         out += fmt::format("    {:<40} {:>10} bytes\n", t < c->names.size() ? c->names[t] : "?",
                            program.buffers.at(static_cast<size_t>(c->tensors[t])).bytes());
@@ -57,7 +70,11 @@ std::string explainCollectives(const Program& program, const std::string& functi
   }
   if (out.empty()) return out;
   CollectiveBytes b = collectiveBytes(program, function);
-  return fmt::format("collectives of @{}: {} bucket{}\n", function, b.buckets, b.buckets == 1 ? "" : "s") + out +
+  return fmt::format("collectives of @{}: {} bucket{}{}\n", function, b.buckets, b.buckets == 1 ? "" : "s",
+                     b.synchronous == 0 ? std::string()
+                                        : fmt::format(", {} forward/backward collective{}", b.synchronous,
+                                                      b.synchronous == 1 ? "" : "s")) +
+         out +
          fmt::format("per rank per step: payload {} bytes ({}); ring all-reduce wire bytes 2(N-1)/N x payload = "
                      "{:.0f} bytes (N = {})\n",
                      b.payloadBytes, mib(b.payloadBytes), b.ringWireBytes, group);
@@ -75,6 +92,11 @@ uint64_t collectiveScheduleHash(const Program& program) {
       mixInt(static_cast<int64_t>(c->kind));
       mixInt(c->bucket);
       mix(c->reduce.data(), c->reduce.size());
+      for (const std::string& a : c->axes) {
+        mix(a.data(), a.size());
+        mixInt(-1);  // separates the names, so ["d", "p"] and ["dp"] differ
+      }
+      mixInt(c->synchronous);
       mixInt(c->group);
       for (int t : c->tensors) mixInt(program.buffers.at(static_cast<size_t>(t)).numel());
     }

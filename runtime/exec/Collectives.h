@@ -16,19 +16,22 @@
 namespace tessel::rt {
 
 /// Bytes one step of `function` moves: payload = what each rank contributes (the bucket
-/// bytes, summed over its all-reduce starts); wire = what a ring all-reduce sends per rank,
+/// bytes, summed over its all-reduce starts, gradient buckets and synchronous ones alike); wire = what a ring all-reduce sends per rank,
 /// 2 (N - 1) / N x payload (reduce-scatter then all-gather, each N - 1 chunks of payload / N;
 /// Patarasuk & Yuan 2009, the nccl-tests "busbw" factor).
 struct CollectiveBytes {
-  int64_t buckets = 0;
+  int64_t buckets = 0;      // gradient buckets
+  int64_t synchronous = 0;  // forward/backward all-reduces (CollectiveStep::synchronous)
   int64_t payloadBytes = 0;
   double ringWireBytes = 0;
 };
 CollectiveBytes collectiveBytes(const Program& program, const std::string& function);
 
-/// The --explain report of `function`'s collectives: per bucket its parameters and bytes,
-/// the step it starts after and the step it waits before (with their ops' source
-/// locations), then the payload and ring wire bytes per rank per call. "" if it has none.
+/// The --explain report of `function`'s collectives: per gradient bucket its parameters and
+/// bytes, the step it starts after and the step it waits before (with their ops' source
+/// locations); per forward/backward (synchronous) all-reduce its group, bytes, step and
+/// source location; then the payload and ring wire bytes per rank per call (N = the largest
+/// group). "" if it has none.
 std::string explainCollectives(const Program& program, const std::string& function);
 
 /// One line of what the collectives of `steps` runs of @train_step cost this rank, from an
@@ -41,7 +44,7 @@ std::string communicationSummary(const Program& program, const CollectiveCounter
                                  int world);
 
 /// FNV-1a (64 bit) over every function's name and, per collective step in order, its kind,
-/// bucket index, reduce op, group and tensor element counts: equal on ranks that will issue
+/// bucket index, reduce op, axes, synchronous flag, group and tensor element counts: equal on ranks that will issue
 /// the same collectives with the same sizes in the same order.
 uint64_t collectiveScheduleHash(const Program& program);
 

@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 
 #include "runtime/Init.h"
+#include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
 namespace {
@@ -38,6 +40,33 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }
 
 }  // namespace
+
+std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
+                       : fmt::format("bucket {} of @{}", c.bucket, function);
+}
+
+ReduceOp reduceOpOf(const std::string& reduce) {
+  if (reduce == "avg") return ReduceOp::Avg;
+  if (reduce == "max") return ReduceOp::Max;
+  return ReduceOp::Sum;
+}
+
+Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
+                             Communicator* world) {
+  Communicator* comm = world;
+  if (mesh) {
+    comm = &mesh->group(c.axes);
+  } else if (!comm) {
+    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}), but no communicator was set", name,
+                                         c.group, fmt::join(c.axes, ",")));
+  }
+  if (comm->worldSize() != c.group)
+    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}) but the {} has {}", name, c.group,
+                                         fmt::join(c.axes, ","), mesh ? "mesh group" : "communicator",
+                                         comm->worldSize()));
+  return *comm;
+}
 
 float OutputView::value(int64_t i) const {
   if (dtype == DType::I32) throw std::runtime_error(fmt::format("output '{}' is not a float tensor", name));
@@ -188,7 +217,7 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
-        p.name = fmt::format("bucket {} of @{}", col.bucket, f.name);
+        p.name = collectiveName(col, f.name);
         if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
@@ -237,15 +266,27 @@ void Executor::gemmThroughF32(const Prepared& p) {
 }
 
 void Executor::initParameters(uint64_t seed) {
+  std::vector<int> coordinates;
+  if (mesh_) coordinates = mesh_->layout().coordinates(mesh_->world().rank());
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
     const Buffer& b = program_.buffers[i];
     if (b.kind == BufferKind::State) {
       std::memset(pointers_[i], 0, static_cast<size_t>(b.bytes()));
     } else if (b.kind == BufferKind::Parameter) {
-      InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
-      initParameter(static_cast<float*>(pointers_[i]), b.numel(), kind, b.stddev, seed, b.name);
+      initParameterShard(b, mesh_ ? &mesh_->layout() : nullptr, coordinates, seed, static_cast<float*>(pointers_[i]));
     }
   }
+}
+
+void Executor::setMesh(DeviceMesh* mesh) {
+  if (mesh && mesh->layout().axes() != program_.mesh)
+    throw std::runtime_error(fmt::format("Executor: the device mesh {} is not the program's mesh",
+                                         mesh->layout().describe()));
+  mesh_ = mesh;
+  if (!mesh_) return;
+  for (const Function& f : program_.functions)
+    for (const Step& step : f.steps)
+      if (auto* c = std::get_if<CollectiveStep>(&step)) mesh_->group(c->axes);
 }
 
 void* Executor::raw(int buffer) {
@@ -358,14 +399,9 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
       at += bytes;
     }
     if (c.group > 1) {
-      if (!comm_)
-        throw std::runtime_error(fmt::format(
-            "Executor: {} all-reduces over {} ranks ({}), but no communicator was set", p.name, c.group, c.axis));
-      if (comm_->worldSize() != c.group)
-        throw std::runtime_error(fmt::format("Executor: {} all-reduces over {} ranks but the communicator has {}",
-                                             p.name, c.group, comm_->worldSize()));
-      work = comm_->allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
-                              c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, p.name);
+      Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+      work = comm.allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
+                            reduceOpOf(c.reduce), p.name);
       ++counters_.collectives;
       counters_.payloadBytes += static_cast<int64_t>(p.bytes);
     }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/DeviceMesh.h"
 #include "runtime/exec/Program.h"
 #include "runtime/exec/ProgramExecutor.h"
 
@@ -44,6 +45,17 @@ struct CollectiveCounters {
                              // the communication the compute did not hide
 };
 
+/// The communicator collective step `c` (issued as `name`) runs on: the mesh's group of its
+/// axes when there is a mesh, else `world`. Throws std::runtime_error naming the collective if
+/// there is neither, or if that communicator's size is not c.group. Shared by the executors.
+Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
+                             Communicator* world);
+/// The name a collective step is issued under (timeouts and traces name it): "bucket 3 of
+/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one.
+std::string collectiveName(const CollectiveStep& c, const std::string& function);
+/// "sum" -> Sum, "avg" -> Avg, "max" -> Max (a validated CollectiveStep::reduce).
+ReduceOp reduceOpOf(const std::string& reduce);
+
 /// The CPU implementation of ProgramExecutor (see the promise above). OutputView data point
 /// into executor memory (a Temp output lives in the arena and is reused by the next run).
 class Executor final : public ProgramExecutor {
@@ -56,8 +68,10 @@ class Executor final : public ProgramExecutor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Parameters from runtime/Init.h (initParameter with their name and this seed); State
-  /// buffers are set to zero.
+  /// Parameters from runtime/Init.h (initParameter with their name and this seed; a sharded
+  /// one is initialised whole and this rank keeps its shard: runtime/exec/Sharding.h
+  /// initParameterShard at the mesh's coordinates, so a sharded program needs setMesh first);
+  /// State buffers are set to zero.
   void initParameters(uint64_t seed) override;
 
   /// Base pointer of an f32 buffer (a Temp's points into the arena); throws on a bad id or an
@@ -75,6 +89,13 @@ class Executor final : public ProgramExecutor {
   /// run() throws std::runtime_error if a collective's group differs from the
   /// communicator's world size, or if it needs one and none was set.
   void setCommunicator(Communicator* comm) { comm_ = comm; }
+  /// For a program with a mesh (Program::mesh): the device mesh its collectives run on (not
+  /// owned; must outlive the runs). Each collective step goes to mesh->group(step.axes).
+  /// Creates every group the program's collectives name now, in program order (a collective
+  /// call over the world: every rank calls setMesh at the same point). Throws
+  /// std::runtime_error if the mesh's axes are not the program's (names and sizes, in order).
+  /// A program without a mesh uses setCommunicator instead, as before meshes.
+  void setMesh(DeviceMesh* mesh);
   const CollectiveCounters& collectiveCounters() const { return counters_; }
 
   /// Executes the function's steps in order. A collective start packs its bucket and issues
@@ -120,6 +141,7 @@ class Executor final : public ProgramExecutor {
   void gemmThroughF32(const Prepared& p);
   ExecutorOptions options_;
   Communicator* comm_ = nullptr;
+  DeviceMesh* mesh_ = nullptr;
   CollectiveCounters counters_;
   std::unordered_map<std::string, std::vector<double>> profile_;  // per function, per step
 };

@@ -29,6 +29,19 @@ int64_t Buffer::numel() const {
   return n;
 }
 
+int64_t Buffer::globalNumel() const {
+  if (globalShape.empty()) return numel();
+  int64_t n = 1;
+  for (int64_t d : globalShape) n *= d;
+  return n;
+}
+
+bool Buffer::sharded() const {
+  for (const ShardDim& d : sharding)
+    if (!d.axes.empty()) return true;
+  return false;
+}
+
 const Function* Program::function(const std::string& name) const {
   for (const Function& f : functions)
     if (f.name == name) return &f;

@@ -23,7 +23,10 @@
 //     arenaBytes, and no two Temps that are live at the same step (from the first step
 //     that names one to the last, function outputs to the end) share arena bytes: what the
 //     memory plan guarantees, so an edited offset cannot make one temp overwrite another.
-//  6. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
+//  6. the mesh, each sharded buffer and each collective's axes against it
+//     (runtime/exec/ProgramMesh.cpp, checkProgramMesh); a synchronous collective's wait is
+//     the step right after its start.
+//  7. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
 //     without them none does; grid x in [1, 2^31), grid y and z in [1, 65535], a block of
 //     1 to 1024 threads with z <= 64, dynamic shared memory <= 227 KiB (sm_90's opt-in
 //     maximum per block); all steps of one symbol share one launch (a kernel's static shared
@@ -41,6 +44,7 @@
 #include <unordered_set>
 
 #include "runtime/exec/Program.h"
+#include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
 namespace {
@@ -54,6 +58,7 @@ class Checker {
   Checker(const Program& p, const std::string& context) : p_(p), context_(context) {}
 
   void run() {
+    checkProgramMesh(p_, context_);
     arena_ = p_.arenaBytes();
     for (size_t i = 0; i < p_.buffers.size(); ++i) checkBuffer(static_cast<int>(i));
     std::set<std::string> names;
@@ -160,6 +165,11 @@ class Checker {
       } else {
         const auto& col = std::get<CollectiveStep>(fn.steps[s]);
         checkCollective(col, f, open);
+        const auto* next = s + 1 < fn.steps.size() ? std::get_if<CollectiveStep>(&fn.steps[s + 1]) : nullptr;
+        if (col.synchronous && col.kind == CollectiveStep::Kind::AllReduceStart &&
+            !(next && next->kind == CollectiveStep::Kind::AllReduceWait && next->bucket == col.bucket))
+          fail(f + ".synchronous", fmt::format("the synchronous all-reduce of bucket {} is not waited for in the "
+                                               "next step", col.bucket));
         buckets += col.kind == CollectiveStep::Kind::AllReduceStart;
         used.emplace_back(col.buffer, f + ".buffer");
         for (size_t i = 0; i < col.tensors.size(); ++i)
@@ -348,8 +358,8 @@ class Checker {
     if (bucket.kind != BufferKind::Temp)
       fail(field + ".buffer", fmt::format("{} is not a temp (a bucket lives in the arena)", describe(c.buffer)));
     if (c.bucket < 0) fail(field + ".bucket", fmt::format("negative bucket number {}", c.bucket));
-    if (c.reduce != "sum" && c.reduce != "avg")
-      fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
+    if (c.reduce != "sum" && c.reduce != "avg" && c.reduce != "max")
+      fail(field + ".reduce", fmt::format("'{}' (expected sum, avg or max)", c.reduce));
     if (c.group < 1) fail(field + ".group", fmt::format("{} ranks", c.group));
     if (c.tensors.empty()) fail(field + ".tensors", "empty bucket");
     int64_t total = 0;
@@ -376,9 +386,10 @@ class Checker {
     for (size_t i = 0; sameSizes && i < c.tensors.size(); ++i)
       sameSizes = p_.buffers[static_cast<size_t>(start.tensors[i])].numel() ==
                   p_.buffers[static_cast<size_t>(c.tensors[i])].numel();
-    if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group)
+    if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group ||
+        start.axes != c.axes || start.synchronous != c.synchronous)
       fail(field, fmt::format("the wait for bucket {} does not match its start (buffer, tensor sizes, "
-                              "reduce or group)", c.bucket));
+                              "reduce, axes, group or synchronous)", c.bucket));
     open.erase(it);
   }
 

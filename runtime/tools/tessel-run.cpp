@@ -23,6 +23,7 @@
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/LastValueWins.h"
@@ -135,12 +136,16 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
         *comm, tessel::rt::NcclOptions{.timeoutSeconds = f.commTimeout, .device = f.index, .hostWait = false});
   tessel::KernelLibrary lib;
   tessel::rt::Program program = std::move(bundle.program);
+  // The program's mesh over the world (NCCL's on GPUs), if it has one; outlives the executor.
+  std::unique_ptr<tessel::rt::DeviceMesh> mesh;
+  if (!program.mesh.empty()) mesh = tessel::rt::deviceMeshFor(program, nccl ? *nccl : *comm);
   std::unique_ptr<tessel::rt::ProgramExecutor> ex;
   tessel::rt::CudaExecutor* gpu = nullptr;
   if (device == "cuda") {
     auto g = std::make_unique<tessel::rt::CudaExecutor>(std::move(program), *bundle.cuda,
                                                         tessel::rt::CudaExecutorOptions{f.index, f.graphs});
     g->setCommunicator(nccl.get());
+    g->setMesh(mesh.get());
     gpu = g.get();
     ex = std::move(g);
   } else {
@@ -150,6 +155,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
         std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
         tessel::rt::ExecutorOptions{f.threads, false});
     cpu->setCommunicator(comm);
+    cpu->setMesh(mesh.get());
     ex = std::move(cpu);
   }
   if (f.checkSchedule) tessel::rt::checkCollectiveSchedule(ex->program(), *comm);
