@@ -40,6 +40,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cassert>
 #include <map>
 #include <set>
@@ -264,6 +265,26 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       size_t last = i;
       for (mlir::Operation* user : p.getResult().getUsers()) last = std::max(last, index[user]);
       lastRead[name] = last;
+      continue;
+    }
+    if (auto mc = mlir::dyn_cast<MeshCoordinateOp>(op)) {
+      // A rank's coordinate is filled by the executor once (rt::BufferKind::Coordinate);
+      // one buffer per (axes, stride), shared by every function.
+      llvm::SmallVector<llvm::StringRef> names = gridAxisNames(mc, mc.getGridAttr(), mc.getGridAxes());
+      std::vector<std::string> axes(names.begin(), names.end());
+      std::string name = fmt::format("mesh_coordinate[{}]*{}", fmt::join(axes, ","), mc.getStride());
+      auto it = persistent_.find(name);
+      if (it == persistent_.end()) {
+        rt::Buffer b;
+        b.name = name;
+        b.dtype = rt::DType::I32;
+        b.kind = rt::BufferKind::Coordinate;
+        b.coordinateAxes = axes;
+        b.coordinateStride = static_cast<int64_t>(mc.getStride());
+        b.location = locationString(mc.getLoc());
+        it = persistent_.emplace(name, addBuffer(std::move(b))).first;
+      }
+      buffer[mc.getResult()] = it->second;
       continue;
     }
     auto operandIds = [&]() {

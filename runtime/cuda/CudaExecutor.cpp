@@ -387,6 +387,11 @@ void CudaExecutor::initParameters(uint64_t seed) {
     const Buffer& b = program_.buffers[i];
     if (b.kind == BufferKind::State) {
       s.ck(s.api->cuMemsetD8Async(s.pointers[i], 0, static_cast<size_t>(b.bytes()), s.stream), "cuMemsetD8Async");
+    } else if (b.kind == BufferKind::Coordinate) {
+      std::vector<int> coordinates;
+      if (s.mesh) coordinates = s.mesh->layout().coordinates(s.mesh->world().rank());
+      int32_t value = coordinateValue(b, s.mesh ? &s.mesh->layout() : nullptr, coordinates);
+      writeBuffer(static_cast<int>(i), &value);
     } else if (b.kind == BufferKind::Parameter) {
       std::vector<float> values(static_cast<size_t>(b.numel()));
       std::vector<int> coordinates;

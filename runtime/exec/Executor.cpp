@@ -274,6 +274,8 @@ void Executor::initParameters(uint64_t seed) {
       std::memset(pointers_[i], 0, static_cast<size_t>(b.bytes()));
     } else if (b.kind == BufferKind::Parameter) {
       initParameterShard(b, mesh_ ? &mesh_->layout() : nullptr, coordinates, seed, static_cast<float*>(pointers_[i]));
+    } else if (b.kind == BufferKind::Coordinate) {
+      *static_cast<int32_t*>(pointers_[i]) = coordinateValue(b, mesh_ ? &mesh_->layout() : nullptr, coordinates);
     }
   }
 }

@@ -26,6 +26,10 @@ enum class BufferKind {
   State,      // optimizer state: persistent, zero-initialised
   Input,      // a function argument the caller provides each call (tokens, lr, ...)
   Temp,       // an intermediate: lives in the arena at `offset`
+  Coordinate, // an i32 scalar the executor fills once: this rank's index along
+              // `coordinateAxes` of Program::mesh (row-major, listed axes outermost first)
+              // times `coordinateStride` (tessel.mesh_coordinate: e.g. the first vocabulary
+              // row of this rank's shard); 0 without a mesh
 };
 
 /// How one dimension of a sharded buffer lies in its global tensor (as #tessel.sharding's
@@ -55,6 +59,9 @@ struct Buffer {
   /// not sharded, every rank of the mesh holds the whole tensor.
   std::vector<int64_t> globalShape;
   std::vector<ShardDim> sharding;
+  /// Coordinate only: the mesh axes (outermost first) and the factor of the index.
+  std::vector<std::string> coordinateAxes;
+  int64_t coordinateStride = 1;
 
   int64_t numel() const;
   /// The elements of the global tensor (numel() when not sharded).

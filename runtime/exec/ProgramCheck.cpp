@@ -105,6 +105,15 @@ class Checker {
         fail(field + ".shape", fmt::format("'{}' is larger than 2^48 bytes", b.name));
       bytes *= b.shape[d];
     }
+    if (b.kind == BufferKind::Coordinate) {
+      if (b.dtype != DType::I32 || !b.shape.empty())
+        fail(field + ".dtype", fmt::format("coordinate '{}' is not an i32 scalar", b.name));
+      if (b.coordinateAxes.empty() || b.coordinateStride < 1 || b.coordinateStride > (int64_t{1} << 30))
+        fail(field + ".coordinate",
+             fmt::format("coordinate '{}' needs at least one axis and a stride in 1 to 2^30", b.name));
+    } else if (!b.coordinateAxes.empty()) {
+      fail(field + ".coordinate", fmt::format("'{}' is not a coordinate but names coordinate axes", b.name));
+    }
     if (b.kind == BufferKind::Parameter) {
       if (b.dtype != DType::F32) fail(field + ".dtype", fmt::format("parameter '{}' is not f32", b.name));
       if (b.init != "normal" && b.init != "zeros" && b.init != "ones")

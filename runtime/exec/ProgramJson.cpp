@@ -50,6 +50,7 @@ const char* kindName(BufferKind k) {
     case BufferKind::State: return "state";
     case BufferKind::Input: return "input";
     case BufferKind::Temp: return "temp";
+    case BufferKind::Coordinate: return "coordinate";
   }
   return "?";
 }
@@ -117,6 +118,7 @@ ordered_json toJson(const Program& p) {
       j["stddev"] = b.stddev;
     }
     j["location"] = b.location;
+    if (b.kind == BufferKind::Coordinate) j["coordinate"] = {{"axes", b.coordinateAxes}, {"stride", b.coordinateStride}};
     if (!b.globalShape.empty() || !b.sharding.empty()) {
       ordered_json dims = ordered_json::array();
       for (const ShardDim& d : b.sharding) {
@@ -282,7 +284,8 @@ std::pair<std::string, std::vector<KernelArg>> readKernel(const Reader& r, const
 }
 
 Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
-  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location", "sharding"});
+  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location", "sharding",
+                      "coordinate"});
   Buffer b;
   b.name = r.string(j, "name", field);
   b.dtype = readDType(r, j, field);
@@ -292,11 +295,21 @@ Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
   else if (kind == "state") b.kind = BufferKind::State;
   else if (kind == "input") b.kind = BufferKind::Input;
   else if (kind == "temp") b.kind = BufferKind::Temp;
-  else r.fail(field + ".kind", fmt::format("unknown kind '{}' (expected parameter, state, input or temp)", kind));
+  else if (kind == "coordinate") b.kind = BufferKind::Coordinate;
+  else r.fail(field + ".kind",
+              fmt::format("unknown kind '{}' (expected parameter, state, input, temp or coordinate)", kind));
   b.offset = b.kind == BufferKind::Temp ? r.integer(j, "offset", field) : r.integer(j, "offset", field, 0);
   b.init = b.kind == BufferKind::Parameter ? r.string(j, "init", field) : r.string(j, "init", field, "");
   b.stddev = r.number(j, "stddev", field);
   b.location = r.string(j, "location", field, "");
+  if (const json* c = r.find(j, "coordinate")) {
+    const std::string f = field + ".coordinate";
+    r.object(*c, f, {"axes", "stride"});
+    b.coordinateAxes = r.list<std::string>(*c, "axes", f, [&](const json& x, const std::string& h) { return r.string(x, h); });
+    b.coordinateStride = r.integer(*c, "stride", f);
+  } else if (b.kind == BufferKind::Coordinate) {
+    r.fail(field + ".coordinate", "a coordinate buffer needs its axes and stride");
+  }
   if (const json* sh = r.find(j, "sharding")) {
     const std::string f = field + ".sharding";
     r.object(*sh, f, {"global_shape", "dims"});

@@ -55,6 +55,17 @@ class MeshChecker {
   }
 
   void checkBuffer(const Buffer& b, const std::string& field) const {
+    if (b.kind == BufferKind::Coordinate) {
+      std::set<std::string> seen;
+      int64_t parts = 1;
+      for (size_t k = 0; k < b.coordinateAxes.size(); ++k) {
+        std::string fk = fmt::format("{}.coordinate.axes[{}]", field, k);
+        parts *= size(b.coordinateAxes[k], fk);
+        if (!seen.insert(b.coordinateAxes[k]).second) fail(fk, fmt::format("'{}' is named twice", b.coordinateAxes[k]));
+      }
+      if (parts * b.coordinateStride > (int64_t{1} << 31) - 1)
+        fail(field + ".coordinate", fmt::format("coordinate '{}' overflows i32", b.name));
+    }
     if (b.globalShape.empty() && b.sharding.empty()) return;
     const std::string f = field + ".sharding";
     if (b.kind != BufferKind::Parameter && b.kind != BufferKind::State)

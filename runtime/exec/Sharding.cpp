@@ -35,6 +35,16 @@ std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, cons
   return out;
 }
 
+int32_t coordinateValue(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates) {
+  if (!mesh) return 0;
+  int64_t index = 0;
+  for (const std::string& axis : b.coordinateAxes) {
+    int a = mesh->axisIndex(axis);
+    index = index * mesh->axes()[static_cast<size_t>(a)].size + coordinates[static_cast<size_t>(a)];
+  }
+  return static_cast<int32_t>(index * b.coordinateStride);
+}
+
 void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
                         uint64_t seed, float* out) {
   const InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;

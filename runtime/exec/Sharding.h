@@ -30,6 +30,12 @@ std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, cons
 void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
                         uint64_t seed, float* out);
 
+/// The value of coordinate buffer `b` (BufferKind::Coordinate) on the rank at `coordinates`
+/// (one per axis of `mesh`, in mesh order): the row-major index of those coordinates on
+/// b.coordinateAxes, listed axes outermost first, times b.coordinateStride. 0 without a mesh
+/// (`mesh` null). Requires a buffer that passed checkProgramMesh.
+int32_t coordinateValue(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates);
+
 /// The mesh axes (in mesh order) that do not split `b`: the ranks differing only along them
 /// hold the same elements of `b`, which must therefore be bitwise equal (its replica group).
 /// Every axis of the mesh for an unsharded buffer.
