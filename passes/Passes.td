@@ -109,7 +109,11 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
        SGD: `lr`, `momentum`, `weight_decay`, `step`, `max_grad_norm`. A learning-rate
        schedule is therefore a runtime input and needs no recompile.
     2. `global_norm` of all gradients, `clip_coefficient` against `max_grad_norm` (infinite
-       disables clipping), and every gradient multiplied by the coefficient.
+       disables clipping), and every gradient multiplied by the coefficient. Every unique
+       element counts once: under a plan that splits parameters (`tessel.shardings`), the
+       gradients split over a set of mesh axes are normed per rank and those norms
+       all-gathered over the set (`tessel.all_gather`), next to the replicated gradients
+       counted as they are, so every rank computes the same norm.
     3. Per parameter, declare its optimizer state as zero-initialised `tessel.param ... state`
        (`<name>:exp_avg`, `<name>:exp_avg_sq`, or `<name>:momentum_buffer`), apply
        `tessel.adamw` / `tessel.sgd`, and `tessel.assign` the new parameter and state.
