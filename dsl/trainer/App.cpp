@@ -5,7 +5,6 @@
 #include "codegen/Nvrtc.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
-#include "runtime/comm/DeviceMesh.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -35,9 +34,10 @@ rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch
 rt::BundlePlan bundlePlan(const Plan& plan) {
   rt::BundlePlan p;
   p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
-  // The axes the program runs: the batch axis alone (any other axis has size 1, as only data
-  // parallelism compiles; readBundle refuses a mesh with other axes).
-  p.mesh = {{p.batchAxis, plan.dp()}};
+  // Every axis of the plan's mesh, in its order (the program's mesh is checked against it);
+  // a plan without one (a single rank) records the batch axis alone.
+  p.mesh = plan.mesh().axes();
+  if (p.mesh.empty()) p.mesh = {{p.batchAxis, plan.dp()}};
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
   p.overlap = plan.overlap();
@@ -127,11 +127,8 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
 }
 
 std::pair<int, int> batchShardOf(const Plan& plan, int rank) {
-  if (plan.dp() <= 1 || plan.mesh().size() <= 1) return {0, 1};
-  std::vector<rt::MeshAxis> axes;
-  for (const auto& [axis, size] : plan.mesh().axes()) axes.push_back({axis, static_cast<int>(size)});
-  rt::MeshLayout layout(axes);
-  return {layout.coordinates(rank)[layout.axisIndex(plan.batch_axis())], static_cast<int>(plan.dp())};
+  if (plan.dp() <= 1) return {0, 1};
+  return batchShard(plan.mesh().axes(), plan.batch_axis(), rank);
 }
 
 int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {

@@ -128,7 +128,9 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
     device = "cpu";
   }
   BundleData data;
-  loadData(data, bundle.info, f, rank, world);
+  // The batch is split over the plan's batch axis only; tensor-parallel peers feed the same rows.
+  const auto [batchRank, batchRanks] = tessel::trainer::batchShard(bundle.info.plan.mesh, bundle.info.plan.batchAxis, rank);
+  loadData(data, bundle.info, f, batchRank, batchRanks);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
   if (device == "cuda" && world > 1)
