@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "runtime/Init.h"
+#include "runtime/exec/BlockLayout.h"
 #include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
@@ -42,8 +43,19 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }  // namespace
 
 std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  if (c.movesShards())
+    return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
+                       fmt::join(c.axes, ","));
   return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
                        : fmt::format("bucket {} of @{}", c.bucket, function);
+}
+
+void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes) {
+  const auto kind = static_cast<size_t>(collectiveKindIndex(c));
+  ++counters.collectives;
+  counters.payloadBytes += payloadBytes;
+  ++counters.kindCollectives[kind];
+  counters.kindPayloadBytes[kind] += payloadBytes;
 }
 
 ReduceOp reduceOpOf(const std::string& reduce) {
@@ -98,6 +110,9 @@ struct Executor::Prepared {
   float* bucket = nullptr;
   std::vector<std::pair<void*, size_t>> tensors;
   std::string name;
+  // A shard move (`bucket` is its staging buffer): its copies and call (BlockLayout.h).
+  ShardMovePlan move;
+  size_t elementBytes = 0;
 };
 
 struct Executor::PreparedFunction {
@@ -218,6 +233,10 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
         p.name = collectiveName(col, f.name);
+        if (col.movesShards()) {
+          p.move = shardMovePlan(program_, col);
+          p.elementBytes = static_cast<size_t>(dtypeBytes(program_.buffers[static_cast<size_t>(col.buffer)].dtype));
+        }
         if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
@@ -392,6 +411,10 @@ void Executor::run(const std::string& function) {
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
+  if (c.movesShards()) {
+    shardMove(p);
+    return;
+  }
   std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.bucket)];
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
@@ -404,8 +427,7 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
       Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
       work = comm.allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
                             reduceOpOf(c.reduce), p.name);
-      ++counters_.collectives;
-      counters_.payloadBytes += static_cast<int64_t>(p.bytes);
+      countCollective(counters_, c, static_cast<int64_t>(p.bytes));
     }
     counters_.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
@@ -418,6 +440,50 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   for (auto [ptr, bytes] : p.tensors) {
     std::memcpy(ptr, at, bytes);
     at += bytes;
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+namespace {
+
+/// Runs `copies` (elements of `elementBytes` bytes) from `src` to `dst`.
+void runCopies(const std::vector<StridedCopy>& copies, const void* src, void* dst, size_t elementBytes) {
+  const auto* from = static_cast<const std::byte*>(src);
+  auto* to = static_cast<std::byte*>(dst);
+  for (const StridedCopy& c : copies)
+    for (int64_t r = 0; r < c.rows; ++r)
+      std::memcpy(to + static_cast<size_t>(c.dst + r * c.dstPitch) * elementBytes,
+                  from + static_cast<size_t>(c.src + r * c.srcPitch) * elementBytes,
+                  static_cast<size_t>(c.width) * elementBytes);
+}
+
+}  // namespace
+
+void Executor::shardMove(const Prepared& p) {
+  // Synchronous: the step issues, waits and repacks, so all of its time is exposed (a wait).
+  const CollectiveStep& c = *p.collective;
+  auto t0 = std::chrono::steady_clock::now();
+  void* input = p.tensors[0].first;
+  void* output = p.tensors[1].first;
+  void* staging = p.bucket;
+  if (c.group == 1) {
+    std::memcpy(output, input, p.tensors[0].second);  // one rank: every kind is the identity
+  } else {
+    Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+    const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
+    const ShardMovePlan& m = p.move;
+    runCopies(m.pack, input, staging, p.elementBytes);
+    std::unique_ptr<Work> work;
+    if (c.kind == CollectiveStep::Kind::AllGather)
+      work = comm.allGather(input, staging, m.count, dtype, p.name);
+    else if (c.kind == CollectiveStep::Kind::ReduceScatter)
+      work = comm.reduceScatter(staging, output, m.count, dtype, reduceOpOf(c.reduce), p.name);
+    else
+      work = comm.allToAll(staging, static_cast<std::byte*>(staging) + m.recvOffset * static_cast<int64_t>(p.elementBytes),
+                           m.count, dtype, p.name);
+    countCollective(counters_, c, m.payloadBytes);
+    work->wait();
+    runCopies(m.unpack, staging, output, p.elementBytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
