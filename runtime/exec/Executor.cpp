@@ -67,14 +67,15 @@ ReduceOp reduceOpOf(const std::string& reduce) {
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world) {
   Communicator* comm = world;
+  const char* verb = c.movesShards() ? "runs over" : "all-reduces over";
   if (mesh) {
     comm = &mesh->group(c.axes);
   } else if (!comm) {
-    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}), but no communicator was set", name,
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}), but no communicator was set", name, verb,
                                          c.group, fmt::join(c.axes, ",")));
   }
   if (comm->worldSize() != c.group)
-    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}) but the {} has {}", name, c.group,
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}) but the {} has {}", name, verb, c.group,
                                          fmt::join(c.axes, ","), mesh ? "mesh group" : "communicator",
                                          comm->worldSize()));
   return *comm;
