@@ -7,6 +7,7 @@
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "test/support/ShardedPrograms.h"
+#include "test/unit/ProgramCheckTestUtil.h"
 
 #include <gtest/gtest.h>
 
@@ -45,14 +46,7 @@ Program program() {
 
 CollectiveStep& step(Program& p, size_t i) { return std::get<CollectiveStep>(p.functions[0].steps[i]); }
 
-void expectInvalid(const Program& p, const std::string& message) {
-  try {
-    validateProgram(p, "test");
-    ADD_FAILURE() << "accepted; expected: " << message;
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-  }
-}
+using tessel::test::expectInvalid;
 
 TEST(ShardMoveStep, SaveLoadRoundTrip) {
   const std::string dir = (fs::path(testing::TempDir()) / "tessel_shard_move_roundtrip").string();
