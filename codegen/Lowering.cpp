@@ -118,7 +118,8 @@ class Lowerer {
   /// or a param: "after 'tessel.matmul' at loc" / "before 'tessel.global_norm' at loc".
   static std::string anchor(mlir::Operation* op, bool after) {
     mlir::Operation* n = after ? op->getPrevNode() : op->getNextNode();
-    while (n && (mlir::isa<AllReduceStartOp, AllReduceWaitOp, AllReduceOp, ReplicateOp, ParamOp>(n) || isShardMove(n)))
+    while (n &&
+           (mlir::isa<AllReduceStartOp, AllReduceWaitOp, AllReduceOp, ReplicateOp, ParamOp>(n) || isShardMove(n)))
       n = after ? n->getPrevNode() : n->getNextNode();
     if (!n) return after ? "at the start of the function" : "at the end of the function";
     return fmt::format("{} '{}' at {}", after ? "after" : "before", n->getName().getStringRef().str(),
@@ -378,7 +379,6 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       int in = operandIds()[0];
       c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
       c.tensors = {in, buffer[op->getResult(0)] = temp(op->getResult(0), step)};
-      c.anchor = anchor(op, /*after=*/true);
       fn.steps.push_back(std::move(c));
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are

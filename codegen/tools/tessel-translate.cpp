@@ -71,7 +71,8 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
       line = fmt::format("{}{} dim {}{} over {} ({} ranks): {} = {} via {} [{}]",
                          rt::collectiveKindName(rt::collectiveKindIndex(*c)),
                          c->kind == rt::CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", c->dim,
-                         c->kind == rt::CollectiveStep::Kind::AllToAll ? fmt::format(" concat dim {}", c->concatDim) : "",
+                         c->kind == rt::CollectiveStep::Kind::AllToAll ? fmt::format(" concat dim {}", c->concatDim)
+                                                                       : std::string(),
                          fmt::join(c->axes, ","), c->group, nameOf(p, c->tensors.at(1)), nameOf(p, c->tensors.at(0)),
                          nameOf(p, c->buffer), fmt::join(p.buffers.at(static_cast<size_t>(c->buffer)).shape, "x"));
     } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step)) {

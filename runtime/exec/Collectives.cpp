@@ -174,7 +174,7 @@ std::string communicationSummary(const Program& program, const CollectiveCounter
   const CollectiveBytes b = collectiveBytes(program, "train_step");
   return fmt::format("communication: {:.1f} all-reduces/step, payload {} bytes/step, ring wire {:.0f} "
                      "bytes/step (N = {}), starts {:.3f} ms/step, exposed (waits) {:.3f} ms/step\n",
-                     static_cast<double>(c.collectives) / n, c.payloadBytes / steps, b.ringWireBytes, world,
+                     static_cast<double>(c.kindCollectives[0]) / n, c.payloadBytes / steps, b.ringWireBytes, world,
                      1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n) +
          communicationByKind(c, steps);
 }

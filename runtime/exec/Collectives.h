@@ -46,7 +46,7 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
 std::string explainCollectives(const Program& program, const std::string& function);
 
 /// One line of what the collectives of `steps` runs of @train_step cost this rank, from an
-/// executor's counters: collectives and payload bytes per step, the ring wire bytes
+/// executor's counters: all-reduces and the payload bytes of every collective per step, the ring wire bytes
 /// 2 (N - 1) / N x payload for N = `world`, and the seconds per step in collective starts
 /// (packing, issuing) and in waits. The waits are the exposed communication: the time the
 /// backward pass did not hide. "communication: ... exposed (waits) <ms> ms/step\n", then per
@@ -61,8 +61,8 @@ std::string communicationSummary(const Program& program, const CollectiveCounter
 std::string communicationByKind(const CollectiveCounters& counters, int64_t steps);
 
 /// FNV-1a (64 bit) over every function's name and, per collective step in order, its kind,
-/// bucket index, reduce op, axes, synchronous flag, dimensions, group and tensor element counts: equal on ranks that will issue
-/// the same collectives with the same sizes in the same order.
+/// bucket index, reduce op, axes, synchronous flag, dimensions, group and tensor element counts:
+/// equal on ranks that will issue the same collectives with the same sizes in the same order.
 uint64_t collectiveScheduleHash(const Program& program);
 
 /// All-gathers every rank's collectiveScheduleHash over `comm` and throws

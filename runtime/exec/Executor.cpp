@@ -479,9 +479,9 @@ void Executor::shardMove(const Prepared& p) {
       work = comm.allGather(input, staging, m.count, dtype, p.name);
     else if (c.kind == CollectiveStep::Kind::ReduceScatter)
       work = comm.reduceScatter(staging, output, m.count, dtype, reduceOpOf(c.reduce), p.name);
-    else
-      work = comm.allToAll(staging, static_cast<std::byte*>(staging) + m.recvOffset * static_cast<int64_t>(p.elementBytes),
-                           m.count, dtype, p.name);
+    else  // received blocks land in staging's second half
+      work = comm.allToAll(staging, static_cast<std::byte*>(staging) + m.recvOffset * p.elementBytes, m.count, dtype,
+                           p.name);
     countCollective(counters_, c, m.payloadBytes);
     work->wait();
     runCopies(m.unpack, staging, output, p.elementBytes);

@@ -47,7 +47,8 @@ void apply(const std::vector<StridedCopy>& plan, const std::vector<float>& src, 
   for (const StridedCopy& c : plan)
     for (int64_t r = 0; r < c.rows; ++r)
       for (int64_t i = 0; i < c.width; ++i)
-        dst.at(static_cast<size_t>(c.dst + r * c.dstPitch + i)) = src.at(static_cast<size_t>(c.src + r * c.srcPitch + i));
+        dst.at(static_cast<size_t>(c.dst + r * c.dstPitch + i)) =
+            src.at(static_cast<size_t>(c.src + r * c.srcPitch + i));
 }
 
 /// Element (rank, flat index) of a rank's input: distinct, exact small integers.
