@@ -2,9 +2,9 @@
 // ReduceScatter, AllToAll; runtime/exec/Program.h): the communicators concatenate the ranks'
 // blocks contiguously, while a sharded tensor's parts lie along one dimension.
 //
-// Promise: plain index arithmetic, no memory touched, so the CPU executor (memcpy) and the
-// CUDA executor (cuMemcpy2DAsync around NCCL) run the same copies and the layouts are
-// unit-tested without a GPU. A row-major tensor of shape S is viewed along dimension d as
+// Promise: the layouts are plain index arithmetic (copyStrided runs them on host memory), so
+// the CPU executor (memcpy) and the CUDA executor (cuMemcpyDtoDAsync around NCCL) run the
+// same copies and the layouts are unit-tested without a GPU. A row-major tensor of shape S is viewed along dimension d as
 // [outer, S[d], inner] (outer = product of S[0:d), inner = product of S[d+1:]); its P equal
 // slices along d are [outer, S[d] / P, inner] each. "Blocks" is the contiguous layout
 // [P][outer][S[d] / P][inner], block r = slice r.
@@ -12,7 +12,9 @@
 
 #include "runtime/exec/Program.h"
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,6 +72,17 @@ inline std::vector<StridedCopy> unpackSlices(const SliceLayout& l) {
     std::swap(c.srcPitch, c.dstPitch);
   }
   return out;
+}
+
+/// Runs `copies` (elements of `elementBytes` bytes) from host memory `src` to `dst`.
+inline void copyStrided(const std::vector<StridedCopy>& copies, const void* src, void* dst, size_t elementBytes) {
+  const auto* from = static_cast<const std::byte*>(src);
+  auto* to = static_cast<std::byte*>(dst);
+  for (const StridedCopy& c : copies)
+    for (int64_t r = 0; r < c.rows; ++r)
+      std::memcpy(to + static_cast<size_t>(c.dst + r * c.dstPitch) * elementBytes,
+                  from + static_cast<size_t>(c.src + r * c.srcPitch) * elementBytes,
+                  static_cast<size_t>(c.width) * elementBytes);
 }
 
 /// How an executor runs a validated AllGather, ReduceScatter or AllToAll step of group > 1

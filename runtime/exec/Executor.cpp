@@ -445,21 +445,6 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-namespace {
-
-/// Runs `copies` (elements of `elementBytes` bytes) from `src` to `dst`.
-void runCopies(const std::vector<StridedCopy>& copies, const void* src, void* dst, size_t elementBytes) {
-  const auto* from = static_cast<const std::byte*>(src);
-  auto* to = static_cast<std::byte*>(dst);
-  for (const StridedCopy& c : copies)
-    for (int64_t r = 0; r < c.rows; ++r)
-      std::memcpy(to + static_cast<size_t>(c.dst + r * c.dstPitch) * elementBytes,
-                  from + static_cast<size_t>(c.src + r * c.srcPitch) * elementBytes,
-                  static_cast<size_t>(c.width) * elementBytes);
-}
-
-}  // namespace
-
 void Executor::shardMove(const Prepared& p) {
   // Synchronous: the step issues, waits and repacks, so all of its time is exposed (a wait).
   const CollectiveStep& c = *p.collective;
@@ -473,7 +458,7 @@ void Executor::shardMove(const Prepared& p) {
     Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
     const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
     const ShardMovePlan& m = p.move;
-    runCopies(m.pack, input, staging, p.elementBytes);
+    copyStrided(m.pack, input, staging, p.elementBytes);
     std::unique_ptr<Work> work;
     if (c.kind == CollectiveStep::Kind::AllGather)
       work = comm.allGather(input, staging, m.count, dtype, p.name);
@@ -484,7 +469,7 @@ void Executor::shardMove(const Prepared& p) {
                            p.name);
     countCollective(counters_, c, m.payloadBytes);
     work->wait();
-    runCopies(m.unpack, staging, output, p.elementBytes);
+    copyStrided(m.unpack, staging, output, p.elementBytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
