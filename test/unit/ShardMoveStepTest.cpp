@@ -10,8 +10,10 @@
 #include "test/unit/ProgramCheckTestUtil.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 
 namespace {
 
@@ -55,6 +57,24 @@ TEST(ShardMoveStep, SaveLoadRoundTrip) {
   step(p, 0).dim = 1;
   saveProgram(p, dir);
   EXPECT_TRUE(loadProgram(dir) == p);
+  // A key of another kind (all_gather has no reduce) and a missing dim are refused by name.
+  const fs::path json = fs::path(dir) / "program.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(json));
+  auto refused = [&](nlohmann::json edited, const std::string& message) {
+    std::ofstream(json) << edited.dump();
+    try {
+      loadProgram(dir);
+      ADD_FAILURE() << "loaded; expected: " << message;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
+  };
+  nlohmann::json withReduce = j;
+  withReduce["functions"][0]["steps"][0]["reduce"] = "sum";
+  refused(withReduce, "functions[0].steps[0]: unknown field 'reduce'");
+  nlohmann::json withoutDim = j;
+  withoutDim["functions"][0]["steps"][2].erase("concat_dim");
+  refused(withoutDim, "functions[0].steps[2].concat_dim");
 }
 
 TEST(ShardMoveStep, ValidationNamesEveryInconsistency) {
