@@ -424,7 +424,8 @@ class Checker {
       fail(field, fmt::format("{}: the input, output and staging buffers differ in dtype", what));
     if (staging.kind != BufferKind::Temp)
       fail(field + ".buffer", fmt::format("{} is not a temp (staging lives in the arena)", describe(c.buffer)));
-    if (c.group < 1) fail(field + ".group", fmt::format("{} ranks", c.group));
+    // Ranks are ints; the bound also keeps input x group (the gathered size) from overflowing.
+    if (c.group < 1 || c.group > INT_MAX) fail(field + ".group", fmt::format("{} ranks", c.group));
     if (c.reduce != "sum" && c.reduce != "avg")
       fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
     for (auto [a, b] : {std::pair{0, 1}, {0, 2}, {1, 2}}) {

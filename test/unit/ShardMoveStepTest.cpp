@@ -95,6 +95,10 @@ TEST(ShardMoveStep, ValidationNamesEveryInconsistency) {
   Program staging = program();
   staging.buffers[6].shape = {64};
   expectInvalid(staging, "all_to_all: staging buffer 6 '%s3' holds 64 elements, not 128");
+  Program huge = program();
+  huge.mesh.clear();
+  step(huge, 0).group = int64_t{1} << 40;
+  expectInvalid(huge, "steps[0].group: 1099511627776 ranks");
   Program reduce = program();
   step(reduce, 1).reduce = "max";
   expectInvalid(reduce, "'max' (expected sum or avg)");
