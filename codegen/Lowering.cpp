@@ -21,7 +21,9 @@
 //      over the op's grid axes (by name; Program::mesh is the grid: MeshLowering.h).
 //      tessel.all_reduce -> a synchronous start and, at the next step, its wait over a
 //      one-tensor bucket, numbered after the function's gradient buckets;
-//      tessel.replicate -> an alias of its operand's buffer (the identity forward).
+//      tessel.replicate -> an alias of its operand's buffer (the identity forward);
+//      tessel.all_gather / reduce_scatter / all_to_all -> one CollectiveStep each
+//      (ShardMoveLowering.h) with a staging temp live for that step only.
 //   7. Temporaries live from their defining step to their last use (function results to the
 //      end); planMemory gives their arena offsets.
 #include "codegen/Lowering.h"
@@ -32,6 +34,7 @@
 #include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/MeshLowering.h"
+#include "codegen/ShardMoveLowering.h"
 #include "compiler/FunctionAttrs.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
@@ -115,7 +118,8 @@ class Lowerer {
   /// or a param: "after 'tessel.matmul' at loc" / "before 'tessel.global_norm' at loc".
   static std::string anchor(mlir::Operation* op, bool after) {
     mlir::Operation* n = after ? op->getPrevNode() : op->getNextNode();
-    while (n && mlir::isa<AllReduceStartOp, AllReduceWaitOp, AllReduceOp, ReplicateOp, ParamOp>(n))
+    while (n &&
+           (mlir::isa<AllReduceStartOp, AllReduceWaitOp, AllReduceOp, ReplicateOp, ParamOp>(n) || isShardMove(n)))
       n = after ? n->getPrevNode() : n->getNextNode();
     if (!n) return after ? "at the start of the function" : "at the end of the function";
     return fmt::format("{} '{}' at {}", after ? "after" : "before", n->getName().getStringRef().str(),
@@ -367,6 +371,15 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       use(w.buffer, fn.steps.size());
       w.tensors = {buffer[ar.getResult()] = temp(ar.getResult(), fn.steps.size())};
       fn.steps.push_back(std::move(w));
+    } else if (isShardMove(op)) {
+      // 6. A collective that moves shards: one step, repacking through its staging temp.
+      mlir::FailureOr<ShardMove> move = lowerShardMove(op);
+      if (mlir::failed(move)) return mlir::failure();
+      rt::CollectiveStep c = std::move(move->step);
+      int in = operandIds()[0];
+      c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
+      c.tensors = {in, buffer[op->getResult(0)] = temp(op->getResult(0), step)};
+      fn.steps.push_back(std::move(c));
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
       //    the bucket itself. The runtime addresses a group by its axis names and size;

@@ -40,6 +40,9 @@ mlir::FailureOr<std::vector<rt::MeshAxis>> lowerMesh(mlir::ModuleOp module) {
     if (auto s = mlir::dyn_cast<AllReduceStartOp>(op)) grid = s.getGridAttr();
     else if (auto a = mlir::dyn_cast<AllReduceOp>(op)) grid = a.getGridAttr();
     else if (auto r = mlir::dyn_cast<ReplicateOp>(op)) grid = r.getGridAttr();
+    else if (auto g = mlir::dyn_cast<AllGatherOp>(op)) grid = g.getGridAttr();
+    else if (auto s = mlir::dyn_cast<ReduceScatterOp>(op)) grid = s.getGridAttr();
+    else if (auto t = mlir::dyn_cast<AllToAllOp>(op)) grid = t.getGridAttr();
     if (grid) named.emplace(grid.getValue().str(), op);
     if (mlir::ArrayAttr list = shardingsAttr.getAttr(op))
       for (mlir::Attribute a : list)

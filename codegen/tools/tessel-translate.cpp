@@ -66,6 +66,15 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
                          nameOf(p, g->b), g->transB ? "^T" : "", g->batch, g->m, g->n, g->k);
     } else if (const auto* c = std::get_if<rt::CopyStep>(&step)) {
       line = fmt::format("copy {} = {}", nameOf(p, c->dst), nameOf(p, c->src));
+    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
+      // "all_gather dim 1 over tp (2 ranks): %3 = %1 via %2" (via: the staging buffer)
+      line = fmt::format("{}{} dim {}{} over {} ({} ranks): {} = {} via {} [{}]",
+                         rt::collectiveKindName(rt::collectiveKindIndex(*c)),
+                         c->kind == rt::CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", c->dim,
+                         c->kind == rt::CollectiveStep::Kind::AllToAll ? fmt::format(" concat dim {}", c->concatDim)
+                                                                       : std::string(),
+                         fmt::join(c->axes, ","), c->group, nameOf(p, c->tensors.at(1)), nameOf(p, c->tensors.at(0)),
+                         nameOf(p, c->buffer), fmt::join(p.buffers.at(static_cast<size_t>(c->buffer)).shape, "x"));
     } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       const bool start = c->kind == rt::CollectiveStep::Kind::AllReduceStart;
       line = fmt::format("all_reduce_{} {} over {} ({} ranks){}: {}", start ? "start" : "wait",

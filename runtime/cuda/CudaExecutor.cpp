@@ -4,7 +4,8 @@
 
 #include "runtime/Init.h"
 #include "runtime/comm/StreamCommunicator.h"
-#include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf
+#include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf, countCollective
 #include "runtime/exec/Sharding.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
@@ -74,6 +75,10 @@ struct CudaExecutor::State {
     const CollectiveStep* collective = nullptr;
     std::vector<std::pair<CUdeviceptr, size_t>> tensors;
     std::string name;
+    // A shard move (`src` is its staging buffer): its copies and call (BlockLayout.h).
+    ShardMovePlan move;
+    DType dtype = DType::F32;
+    size_t elementBytes = 0;
   };
   struct Fn {
     const Function* function = nullptr;
@@ -131,6 +136,10 @@ struct CudaExecutor::State {
   /// stream, and the communicator's all-reduce between them.
   void collective(Fn& f, const Step& s) {
     const CollectiveStep& c = *s.collective;
+    if (c.movesShards()) {
+      shardMove(s);
+      return;
+    }
     std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.bucket)];
     auto t0 = std::chrono::steady_clock::now();
     const bool start = c.kind == CollectiveStep::Kind::AllReduceStart;
@@ -149,11 +158,53 @@ struct CudaExecutor::State {
       Communicator& group = communicatorOf(c, s.name, mesh, comm);
       work = group.allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
                              DType::F32, reduceOpOf(c.reduce), s.name);
-      ++counters.collectives;
-      counters.payloadBytes += static_cast<int64_t>(s.bytes);
+      countCollective(counters, c, static_cast<int64_t>(s.bytes));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     (start ? counters.startSeconds : counters.waitSeconds) += seconds;
+  }
+
+  /// Enqueues `copies` (elements of s.elementBytes) from `src` to `dst` on the compute
+  /// stream: one cuMemcpyDtoDAsync per row of a slice (the rows are the dims before the
+  /// moved one, e.g. the batch, so there are few).
+  void enqueueCopies(const Step& s, const std::vector<StridedCopy>& copies, CUdeviceptr src, CUdeviceptr dst) {
+    const auto e = static_cast<CUdeviceptr>(s.elementBytes);
+    for (const StridedCopy& c : copies)
+      for (int64_t r = 0; r < c.rows; ++r)
+        ck(api->cuMemcpyDtoDAsync(dst + static_cast<CUdeviceptr>(c.dst + r * c.dstPitch) * e,
+                                  src + static_cast<CUdeviceptr>(c.src + r * c.srcPitch) * e,
+                                  static_cast<size_t>(c.width) * s.elementBytes, stream),
+           "cuMemcpyDtoDAsync of " + s.what);
+  }
+
+  /// An all_gather, reduce_scatter or all_to_all step (Program.h): the packing copies on the
+  /// compute stream, the communicator's collective (NCCL orders it after them by an event on
+  /// its own stream), its wait (the compute stream waits for its event), the unpacking copies.
+  void shardMove(const Step& s) {
+    const CollectiveStep& c = *s.collective;
+    auto t0 = std::chrono::steady_clock::now();
+    const CUdeviceptr input = s.tensors[0].first, output = s.tensors[1].first, staging = s.src;
+    if (c.group == 1) {
+      ck(api->cuMemcpyDtoDAsync(output, input, s.tensors[0].second, stream), "cuMemcpyDtoDAsync of " + s.what);
+    } else {
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      const DType dtype = s.dtype;
+      const ShardMovePlan& m = s.move;
+      enqueueCopies(s, m.pack, input, staging);
+      auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
+      std::unique_ptr<Work> work;
+      if (c.kind == CollectiveStep::Kind::AllGather)
+        work = group.allGather(ptr(input), ptr(staging), m.count, dtype, s.name);
+      else if (c.kind == CollectiveStep::Kind::ReduceScatter)
+        work = group.reduceScatter(ptr(staging), ptr(output), m.count, dtype, reduceOpOf(c.reduce), s.name);
+      else
+        work = group.allToAll(ptr(staging), ptr(staging + static_cast<CUdeviceptr>(m.recvOffset) * s.elementBytes),
+                              m.count, dtype, s.name);
+      countCollective(counters, c, m.payloadBytes);
+      work->wait();
+      enqueueCopies(s, m.unpack, staging, output);
+    }
+    counters.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   void enqueue(Fn& f) {
@@ -348,6 +399,12 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
           st.tensors.emplace_back(s.pointers[static_cast<size_t>(id)],
                                   static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           st.tempEnd = std::max(st.tempEnd, tempEnd(id));
+        }
+        if (col->movesShards()) {
+          st.what = fmt::format("step {} ({})", si, st.name);
+          st.move = shardMovePlan(program_, *col);
+          st.dtype = program_.buffers[static_cast<size_t>(col->buffer)].dtype;
+          st.elementBytes = static_cast<size_t>(dtypeBytes(st.dtype));
         }
         if (col->group > 1) fn.capturable = false;
         if (fn.inFlight.size() <= static_cast<size_t>(col->bucket)) fn.inFlight.resize(static_cast<size_t>(col->bucket) + 1);

@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "runtime/Init.h"
+#include "runtime/exec/BlockLayout.h"
 #include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
@@ -42,8 +43,19 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }  // namespace
 
 std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  if (c.movesShards())
+    return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
+                       fmt::join(c.axes, ","));
   return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
                        : fmt::format("bucket {} of @{}", c.bucket, function);
+}
+
+void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes) {
+  const auto kind = static_cast<size_t>(collectiveKindIndex(c));
+  ++counters.collectives;
+  counters.payloadBytes += payloadBytes;
+  ++counters.kindCollectives[kind];
+  counters.kindPayloadBytes[kind] += payloadBytes;
 }
 
 ReduceOp reduceOpOf(const std::string& reduce) {
@@ -55,14 +67,15 @@ ReduceOp reduceOpOf(const std::string& reduce) {
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world) {
   Communicator* comm = world;
+  const char* verb = c.movesShards() ? "runs over" : "all-reduces over";
   if (mesh) {
     comm = &mesh->group(c.axes);
   } else if (!comm) {
-    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}), but no communicator was set", name,
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}), but no communicator was set", name, verb,
                                          c.group, fmt::join(c.axes, ",")));
   }
   if (comm->worldSize() != c.group)
-    throw std::runtime_error(fmt::format("{} all-reduces over {} ranks ({}) but the {} has {}", name, c.group,
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}) but the {} has {}", name, verb, c.group,
                                          fmt::join(c.axes, ","), mesh ? "mesh group" : "communicator",
                                          comm->worldSize()));
   return *comm;
@@ -98,6 +111,9 @@ struct Executor::Prepared {
   float* bucket = nullptr;
   std::vector<std::pair<void*, size_t>> tensors;
   std::string name;
+  // A shard move (`bucket` is its staging buffer): its copies and call (BlockLayout.h).
+  ShardMovePlan move;
+  size_t elementBytes = 0;
 };
 
 struct Executor::PreparedFunction {
@@ -218,6 +234,10 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
         p.name = collectiveName(col, f.name);
+        if (col.movesShards()) {
+          p.move = shardMovePlan(program_, col);
+          p.elementBytes = static_cast<size_t>(dtypeBytes(program_.buffers[static_cast<size_t>(col.buffer)].dtype));
+        }
         if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
@@ -392,6 +412,10 @@ void Executor::run(const std::string& function) {
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
+  if (c.movesShards()) {
+    shardMove(p);
+    return;
+  }
   std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.bucket)];
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
@@ -404,8 +428,7 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
       Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
       work = comm.allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
                             reduceOpOf(c.reduce), p.name);
-      ++counters_.collectives;
-      counters_.payloadBytes += static_cast<int64_t>(p.bytes);
+      countCollective(counters_, c, static_cast<int64_t>(p.bytes));
     }
     counters_.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
@@ -418,6 +441,35 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   for (auto [ptr, bytes] : p.tensors) {
     std::memcpy(ptr, at, bytes);
     at += bytes;
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Executor::shardMove(const Prepared& p) {
+  // Synchronous: the step issues, waits and repacks, so all of its time is exposed (a wait).
+  const CollectiveStep& c = *p.collective;
+  auto t0 = std::chrono::steady_clock::now();
+  void* input = p.tensors[0].first;
+  void* output = p.tensors[1].first;
+  void* staging = p.bucket;
+  if (c.group == 1) {
+    std::memcpy(output, input, p.tensors[0].second);  // one rank: every kind is the identity
+  } else {
+    Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+    const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
+    const ShardMovePlan& m = p.move;
+    copyStrided(m.pack, input, staging, p.elementBytes);
+    std::unique_ptr<Work> work;
+    if (c.kind == CollectiveStep::Kind::AllGather)
+      work = comm.allGather(input, staging, m.count, dtype, p.name);
+    else if (c.kind == CollectiveStep::Kind::ReduceScatter)
+      work = comm.reduceScatter(staging, output, m.count, dtype, reduceOpOf(c.reduce), p.name);
+    else  // received blocks land in staging's second half
+      work = comm.allToAll(staging, static_cast<std::byte*>(staging) + m.recvOffset * p.elementBytes, m.count, dtype,
+                           p.name);
+    countCollective(counters_, c, m.payloadBytes);
+    work->wait();
+    copyStrided(m.unpack, staging, output, p.elementBytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -14,6 +14,8 @@
 // and OpenBLAS thread counts, which every Executor in the process shares.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -38,8 +40,13 @@ struct ExecutorOptions {
 
 /// What the executor's collective steps did so far (all functions, all runs).
 struct CollectiveCounters {
-  int64_t collectives = 0;   // all-reduces issued (buckets started with group > 1)
-  int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start
+  int64_t collectives = 0;   // collectives issued with group > 1 (all-reduce starts, shard moves)
+  int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start; for the
+                             // shard moves Program.h's CollectiveStep payload
+  /// The same two, per kind (index collectiveKindIndex: all_reduce, all_gather,
+  /// reduce_scatter, all_to_all); they sum to the totals above.
+  std::array<int64_t, kCollectiveKinds> kindCollectives{};
+  std::array<int64_t, kCollectiveKinds> kindPayloadBytes{};
   double startSeconds = 0;   // wall time in start steps (packing the bucket, issuing)
   double waitSeconds = 0;    // wall time in wait steps (blocked on the network + unpacking):
                              // the communication the compute did not hide
@@ -51,8 +58,12 @@ struct CollectiveCounters {
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world);
 /// The name a collective step is issued under (timeouts and traces name it): "bucket 3 of
-/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one.
+/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one,
+/// "all_gather along dim 1 of @forward over tp" for a shard move.
 std::string collectiveName(const CollectiveStep& c, const std::string& function);
+/// Adds one issued collective of `c`'s kind with `payloadBytes` to `counters` (totals and
+/// per kind). Shared by the executors.
+void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes);
 /// "sum" -> Sum, "avg" -> Avg, "max" -> Max (a validated CollectiveStep::reduce).
 ReduceOp reduceOpOf(const std::string& reduce);
 
@@ -99,7 +110,8 @@ class Executor final : public ProgramExecutor {
   const CollectiveCounters& collectiveCounters() const { return counters_; }
 
   /// Executes the function's steps in order. A collective start packs its bucket and issues
-  /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks.
+  /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks. An
+  /// all_gather, reduce_scatter or all_to_all step repacks, runs and waits in the step.
   void run(const std::string& function) override;
   /// The function's outputs, in result order.
   std::vector<OutputView> outputs(const std::string& function) const override;
@@ -125,6 +137,8 @@ class Executor final : public ProgramExecutor {
   struct PreparedFunction;
   const PreparedFunction& prepared(const std::string& function) const;
   void collective(const PreparedFunction& pf, const Prepared& p);
+  /// An AllGather, ReduceScatter or AllToAll step (Program.h; runtime/exec/BlockLayout.h).
+  void shardMove(const Prepared& p);
 
   Program program_;
   std::unique_ptr<std::byte, void (*)(void*)> persistent_;

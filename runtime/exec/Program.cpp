@@ -54,6 +54,20 @@ int Program::findBuffer(const std::string& name) const {
   return -1;
 }
 
+int collectiveKindIndex(const CollectiveStep& c) {
+  switch (c.kind) {
+    case CollectiveStep::Kind::AllGather: return 1;
+    case CollectiveStep::Kind::ReduceScatter: return 2;
+    case CollectiveStep::Kind::AllToAll: return 3;
+    default: return 0;
+  }
+}
+
+const char* collectiveKindName(int index) {
+  static constexpr const char* kNames[kCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+  return index >= 0 && index < kCollectiveKinds ? kNames[index] : "?";
+}
+
 int64_t Program::arenaBytes() const {
   int64_t bytes = 0;
   for (const Function& f : functions) bytes = std::max(bytes, f.arenaBytes);

@@ -134,8 +134,28 @@ struct CopyStep {
 /// A `synchronous` collective (a forward or backward all-reduce of the partitioned model,
 /// tessel.all_reduce) is one tensor whose wait is the step right after its start; the others
 /// are gradient buckets (tessel.all_reduce_start/wait) that overlap the backward pass.
+///
+/// The synchronous collectives that move shards (tessel.all_gather / reduce_scatter /
+/// all_to_all, compiler/TesselGatherScatterOps.td) are one step each, complete when the
+/// step returns: `tensors` = {input, output} (same dtype: f32 or bf16; every communicator
+/// moves and reduces both), `dim` the tensor dimension gathered, scattered or split, `concatDim` the
+/// dimension all_to_all concatenates along, and `buffer` a staging Temp of the tensors'
+/// dtype live for this step only (`bucket` is unused, 0). The communicators concatenate rank
+/// blocks contiguously (block r = group rank r, DeviceMesh's row-major order over `axes`,
+/// the order the IR's sharding layout assumes), so the executor repacks through the staging
+/// buffer (runtime/exec/BlockLayout.h):
+///   AllGather [.., n, ..] -> [.., P n, ..] along dim: the communicator gathers the input into
+///     staging [P][input] (P x input elements), which is unpacked into the output;
+///   ReduceScatter [.., P m, ..] -> [.., m, ..]: the input is packed into staging [P][output]
+///     (block r = slice r of dim), which the communicator reduce-scatters ("sum" or "avg")
+///     into the output;
+///   AllToAll: the input is packed into the first half of staging ([P][input / P], block j =
+///     slice j of `dim`, sent to rank j), exchanged into the second half, whose block j (from
+///     rank j) is unpacked into slice j of `concatDim` of the output; staging holds 2 x input.
+/// Payload (Communicator.h's rule): AllGather the output's bytes, ReduceScatter and AllToAll
+/// the input's.
 struct CollectiveStep {
-  enum class Kind { AllReduceStart, AllReduceWait };
+  enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
   Kind kind = Kind::AllReduceStart;
   int bucket = 0;            // the bucket's number in [0, buckets of the function), in issue order
   int buffer = -1;           // the bucket's flat f32 buffer (a Temp of sum-of-tensors elements)
@@ -149,8 +169,20 @@ struct CollectiveStep {
   bool synchronous = false;        // see above
   std::string location;            // the collective op's location
   std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
+  int64_t dim = 0;                 // AllGather/ReduceScatter/AllToAll: gathered/scattered/split dim
+  int64_t concatDim = 0;           // AllToAll: the dimension the received blocks are concatenated on
+  /// True for AllGather, ReduceScatter and AllToAll (the one-step collectives above).
+  bool movesShards() const { return kind != Kind::AllReduceStart && kind != Kind::AllReduceWait; }
   bool operator==(const CollectiveStep&) const = default;
 };
+
+/// The collective kinds counted apart (CollectiveCounters, --explain): all_reduce (buckets and
+/// synchronous), all_gather, reduce_scatter, all_to_all, in this order.
+inline constexpr int kCollectiveKinds = 4;
+/// The index of `c`'s kind in [0, kCollectiveKinds) (both halves of an all-reduce: 0).
+int collectiveKindIndex(const CollectiveStep& c);
+/// "all_reduce", "all_gather", "reduce_scatter" or "all_to_all" for an index of collectiveKindIndex.
+const char* collectiveKindName(int index);
 
 using Step = std::variant<KernelStep, GemmStep, CopyStep, CollectiveStep>;
 
@@ -205,7 +237,8 @@ inline constexpr int kProgramFormatVersionCpu = 5;
 /// against it: runtime/exec/ProgramMesh.cpp; ids in range, kinds, dtypes, positive shapes,
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
 /// no two simultaneously live Temps sharing bytes, every kernel step's arguments against the
-/// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, and
+/// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, the
+/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, and
 /// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
 /// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
 /// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a

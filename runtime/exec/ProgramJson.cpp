@@ -21,7 +21,10 @@
 //       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
 //        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
 //        "reduce"? "avg", "axes"? ["dp"], "group"? 1, "synchronous"? false, "location"? "",
-//        "anchor"? ""}]}],
+//        "anchor"? ""},
+//       {"op": "all_gather"|"reduce_scatter"|"all_to_all", "buffer" (the staging temp),
+//        "tensors": [input, output], "dim", "concat_dim" (all_to_all only), "names"? [],
+//        "reduce"? "sum" (reduce_scatter only), "axes", "group", "location"? ""}]}],
 //    "kernels": [{"symbol", "args": [{"dtype", "numel", "at_least"?}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
 // default). Version 6 means kernels.cu exists and every kernel step has a launch. After
@@ -81,6 +84,19 @@ ordered_json toJson(const Step& step) {
     j["dst"] = c->dst;
   } else {
     const auto& col = std::get<CollectiveStep>(step);
+    if (col.movesShards()) {
+      j["op"] = collectiveKindName(collectiveKindIndex(col));
+      j["buffer"] = col.buffer;
+      j["tensors"] = col.tensors;
+      j["dim"] = col.dim;
+      if (col.kind == CollectiveStep::Kind::AllToAll) j["concat_dim"] = col.concatDim;
+      j["names"] = col.names;
+      if (col.kind == CollectiveStep::Kind::ReduceScatter) j["reduce"] = col.reduce;
+      j["axes"] = col.axes;
+      j["group"] = col.group;
+      j["location"] = col.location;
+      return j;
+    }
     j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
     j["bucket"] = col.bucket;
     j["buffer"] = col.buffer;
@@ -422,8 +438,34 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     c.anchor = r.string(j, "anchor", field, "");
     return c;
   }
-  r.fail(field + ".op",
-         fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start or all_reduce_wait)", op));
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") {
+    const bool a2a = op == "all_to_all", rs = op == "reduce_scatter";
+    if (a2a)
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "concat_dim", "names", "axes", "group", "location"});
+    else if (rs)
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "reduce", "names", "axes", "group", "location"});
+    else
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "names", "axes", "group", "location"});
+    CollectiveStep c;
+    c.kind = a2a ? CollectiveStep::Kind::AllToAll
+                 : rs ? CollectiveStep::Kind::ReduceScatter : CollectiveStep::Kind::AllGather;
+    c.bucket = 0;
+    c.buffer = r.id(j, "buffer", field);
+    c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    c.dim = r.integer(j, "dim", field);
+    if (a2a) c.concatDim = r.integer(j, "concat_dim", field);
+    if (j.contains("names"))
+      c.names = r.list<std::string>(j, "names", field,
+                                    [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.reduce = rs ? r.string(j, "reduce", field, "sum") : "sum";
+    c.axes = r.list<std::string>(j, "axes", field, [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.group = r.integer(j, "group", field);
+    c.synchronous = true;
+    c.location = r.string(j, "location", field, "");
+    return c;
+  }
+  r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start, "
+                                    "all_reduce_wait, all_gather, reduce_scatter or all_to_all)", op));
 }
 
 Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {

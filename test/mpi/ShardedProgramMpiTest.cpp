@@ -23,6 +23,7 @@
 #include "test/support/ShardedPrograms.h"
 
 #include "test/mpi/RankCheck.h"
+#include "test/mpi/RankMain.h"
 
 #include <algorithm>
 #include <cmath>
@@ -164,21 +165,4 @@ void run(MpiCommunicator& world) {
 
 }  // namespace
 
-int main() {
-  MpiCommunicator world(MpiOptions{60.0, true});
-  W = world.rank();
-  if (world.worldSize() != 4) {
-    std::fprintf(stderr, "sharded_program_mpi_test needs 4 ranks, got %d\n", world.worldSize());
-    return 2;
-  }
-  try {
-    run(world);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "rank %d: FAILED with %s\n", W, e.what());
-    abortJob(W, e.what());
-  }
-  int total = failures;
-  world.allReduce(&total, 1, DType::I32, ReduceOp::Sum, "failures")->wait();
-  if (W == 0) std::printf("sharded_program_mpi_test: %s (%d failures over 4 ranks)\n", total ? "FAILED" : "passed", total);
-  return total == 0 ? 0 : 1;
-}
+int main() { return tessel::test::rankMain("sharded_program_mpi_test", 4, run); }

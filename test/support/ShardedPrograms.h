@@ -54,4 +54,22 @@ inline rt::CollectiveStep synchronousAllReduce(rt::CollectiveStep::Kind kind, in
   return c;
 }
 
+/// A one-step all_gather / reduce_scatter / all_to_all (Program.h) of buffer `input` into
+/// `output` through the staging temp `staging`, along `dim` (and `concatDim` for all_to_all).
+inline rt::CollectiveStep shardMove(rt::CollectiveStep::Kind kind, int input, int output, int staging, int64_t dim,
+                                    std::vector<std::string> axes, int64_t group, int64_t concatDim = 0,
+                                    const std::string& reduce = "sum") {
+  rt::CollectiveStep c;
+  c.kind = kind;
+  c.buffer = staging;
+  c.tensors = {input, output};
+  c.dim = dim;
+  c.concatDim = concatDim;
+  c.reduce = reduce;
+  c.axes = std::move(axes);
+  c.group = group;
+  c.synchronous = true;
+  return c;
+}
+
 }  // namespace tessel::test

@@ -11,6 +11,7 @@
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Sharding.h"
 #include "test/support/ShardedPrograms.h"
+#include "test/unit/ProgramCheckTestUtil.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -45,14 +46,7 @@ Program meshProgram() {
   return p;
 }
 
-void expectInvalid(const Program& p, const std::string& message) {
-  try {
-    validateProgram(p, "test");
-    ADD_FAILURE() << "accepted; expected: " << message;
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
-  }
-}
+using tessel::test::expectInvalid;
 
 TEST(ShardedProgram, SaveLoadRoundTripKeepsMeshShardingAndAxes) {
   std::string dir = (fs::path(testing::TempDir()) / "tessel_sharded_roundtrip").string();

@@ -2,7 +2,8 @@
 // crash: an op without a kernel (attention is decomposed before codegen), a parameter
 // assigned twice in one function, a tensor whose shape is not static (as an argument, a
 // result or an op's value), a module with no function at all, a parameter sharded as a
-// pending sum or into blocks its shard cannot hold, and collectives on two grids.
+// pending sum or into blocks its shard cannot hold, collectives on two grids, and a
+// collective whose grid axes are out of the grid's order.
 // RUN: tessel-translate --tessel-to-cpp -split-input-file -verify-diagnostics %s
 // RUN: not tessel-translate --tessel-to-cuda -split-input-file %s 2>&1 | FileCheck %s
 // The CUDA target names itself, never the CPU.
@@ -94,4 +95,16 @@ func.func @two_grids(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{names grid @mesh_b, but the program already runs on @mesh_a: a program runs on one mesh}}
   %z = tessel.all_reduce %y reduce sum on @mesh_b grid_axes = [0] : tensor<4xf32>
   return %z : tensor<4xf32>
+}
+
+// -----
+
+// The runtime's groups number ranks in mesh order, which a collective's sharding layout
+// assumes: grid axes listed out of the grid's order cannot run.
+// CHECK: error: 'tessel.all_gather' op grid_axes must be listed in the grid's order
+shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "tp"]}
+func.func @gather_axes_out_of_order(%x: tensor<2x4xf32>) -> tensor<2x16xf32> {
+  // expected-error @+1 {{'tessel.all_gather' op grid_axes must be listed in the grid's order (outermost first) to run}}
+  %y = tessel.all_gather %x on @mesh grid_axes = [1, 0] gather_axis = 1 : tensor<2x4xf32> -> tensor<2x16xf32>
+  return %y : tensor<2x16xf32>
 }
