@@ -377,6 +377,15 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       if (mlir::failed(move)) return mlir::failure();
       rt::CollectiveStep c = std::move(move->step);
       int in = operandIds()[0];
+      // A reshape aliases its operand's buffer, whose shape the step's dimension would then
+      // not index: such an input is first copied into a buffer of the operand's own shape.
+      if (program_.buffers[in].shape != shapeOf(op->getOperand(0))) {
+        int shaped = temp(op->getOperand(0), step);
+        fn.steps.push_back(rt::CopyStep{in, shaped});
+        in = shaped;
+        step = fn.steps.size();
+        use(in, step);
+      }
       c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
       c.tensors = {in, buffer[op->getResult(0)] = temp(op->getResult(0), step)};
       fn.steps.push_back(std::move(c));

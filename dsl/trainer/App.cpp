@@ -33,11 +33,13 @@ rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch
 /// The plan as bundle.json records it.
 rt::BundlePlan bundlePlan(const Plan& plan) {
   rt::BundlePlan p;
-  p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
   // Every axis of the plan's mesh, in its order (the program's mesh is checked against it);
-  // a plan without one (a single rank) records the batch axis alone.
+  // a plan without one (a single rank) records the batch axis alone. A plan that does not
+  // split the batch (tensor parallelism alone) records no batch axis.
   p.mesh = plan.mesh().axes();
-  if (p.mesh.empty()) p.mesh = {{p.batchAxis, plan.dp()}};
+  if (p.mesh.empty()) p.mesh = {{"dp", 1}};
+  p.batchAxis = plan.batch_axis();
+  if (p.batchAxis.empty() && p.mesh.size() == 1 && p.mesh[0].first == "dp") p.batchAxis = "dp";
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
   p.overlap = plan.overlap();

@@ -46,7 +46,7 @@ inline constexpr const char* kTesselVersion = "0.1.0";
 /// axis other than the batch axis has size 1 (runtime/bundle/BundleConfig.h).
 struct BundlePlan {
   std::vector<std::pair<std::string, int64_t>> mesh{{"dp", 1}};  // axes in mesh order
-  std::string batchAxis = "dp";  // the axis the global batch is sharded over
+  std::string batchAxis = "dp";  // the axis the global batch is sharded over ("": none)
   int64_t microsteps = 1;        // gradient accumulation: microsteps per optimizer step
   double bucketMb = 25.0;        // gradient all-reduce bucket capacity, MiB
   bool overlap = true;           // all-reduces start during the backward pass
