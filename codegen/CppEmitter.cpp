@@ -270,6 +270,24 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitGlobalNorm;
     case KernelKind::ClipCoefficient:
       return &emitClipCoefficient;
+    case KernelKind::EmbeddingShard:
+      return &emitEmbeddingShard;
+    case KernelKind::EmbeddingShardGrad:
+      return &emitEmbeddingShardGrad;
+    case KernelKind::RowMax:
+      return &emitRowMax;
+    case KernelKind::SumExp:
+      return &emitSumExp;
+    case KernelKind::SumExpGrad:
+      return &emitSumExpGrad;
+    case KernelKind::TargetLogit:
+      return &emitTargetLogit;
+    case KernelKind::TargetLogitGrad:
+      return &emitTargetLogitGrad;
+    case KernelKind::CrossEntropyFromStats:
+      return &emitCrossEntropyFromStats;
+    case KernelKind::CrossEntropyFromStatsGrad:
+      return &emitCrossEntropyFromStatsGrad;
     case KernelKind::Fused:
       return nullptr;  // fused regions are lowered by FusedEmitter, not here
   }

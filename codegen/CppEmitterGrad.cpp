@@ -135,10 +135,12 @@ void emitEmbeddingGrad(KernelWriter& w) {
   w.constant("N", n, "indices");
   w.constant("V", table[0]);
   w.constant("C", table[1]);
-  const bool f32 = elementType(op.getResult()) == "float";
-  std::string par = (n + table[0]) * table[1] >= (int64_t{1} << 15) && table[0] > 1
-                        ? "#pragma omp parallel"
-                        : "";
+  scatterRows(w, n, table[0], table[1], "indices[n]");
+}
+
+void scatterRows(KernelWriter& w, int64_t n, int64_t v, int64_t c, std::string_view index) {
+  const bool f32 = elementType(w.op()->getResult(0)) == "float";
+  std::string par = (n + v) * c >= (int64_t{1} << 15) && v > 1 ? "#pragma omp parallel" : "";
   w.code(R"cpp($PAR
 {
   const int64_t threads = tessel_thread_count(), t = tessel_thread_index();
@@ -146,7 +148,7 @@ void emitEmbeddingGrad(KernelWriter& w) {
 $ACC
   std::memset(acc, 0, (v1 - v0) * C * sizeof(float));
   for (int64_t n = 0; n < N; ++n) {
-    const int64_t v = indices[n];
+    const int64_t v = $INDEX;
     if (v < v0 || v >= v1) continue;
     float* o = acc + (v - v0) * C;
     const auto* g = dout + n * C;
@@ -156,6 +158,7 @@ $ACC
 $STORE}
 )cpp",
          {{"PAR", par},
+          {"INDEX", std::string(index)},
           // Sums run in f32: in place for an f32 table, else in a per-thread f32 block that
           // is rounded once at the end.
           {"ACC", f32 ? "  float* acc = dtable + v0 * C;"

@@ -121,6 +121,21 @@ void emitLayerNormGrad(KernelWriter& w);
 void emitEmbeddingGrad(KernelWriter& w);
 void emitCrossEntropyGrad(KernelWriter& w);
 void emitFusedClassifier(KernelWriter& w);
+/// The body of a deterministic scatter-add of rows (embedding_grad, embedding_shard_grad):
+/// dtable[v, :] = sum of dout[n, :] over the n (in order) whose row `index` (an expression in
+/// n) is v; rows outside [0, V) are skipped. Needs the arguments `dtable` and `dout` and the
+/// constants N (indices), V (table rows) and C declared; `n`, `v`, `c` are their values.
+void scatterRows(KernelWriter& w, int64_t n, int64_t v, int64_t c, std::string_view index);
+// CppEmitterVocab.cpp
+void emitEmbeddingShard(KernelWriter& w);
+void emitEmbeddingShardGrad(KernelWriter& w);
+void emitRowMax(KernelWriter& w);
+void emitSumExp(KernelWriter& w);
+void emitSumExpGrad(KernelWriter& w);
+void emitTargetLogit(KernelWriter& w);
+void emitTargetLogitGrad(KernelWriter& w);
+void emitCrossEntropyFromStats(KernelWriter& w);
+void emitCrossEntropyFromStatsGrad(KernelWriter& w);
 // CppEmitterLayout.cpp
 void emitTranspose(KernelWriter& w);
 void emitSplit(KernelWriter& w);

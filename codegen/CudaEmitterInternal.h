@@ -141,6 +141,20 @@ void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& i
                          const std::vector<EwOutput>& outputs, const std::string& body,
                          bool vectorize);
 
+/// The launch of a one-block-per-row kernel over `rows` rows of `len` elements (at most the
+/// resident threads in all, grid-stride over rows); sets the Row kind and the float block
+/// reductions.
+void rowLaunch(CudaWriter& w, int64_t rows, int64_t len);
+
+/// One grid-stride loop over `work` items, index j (`body` is its text); sets the launch.
+void flatLoop(CudaWriter& w, int64_t work, const std::string& body, std::string_view why);
+
+/// The deterministic scatter-add of rows of embedding_grad and embedding_shard_grad, as the C++
+/// emitter's cppgen::scatterRows: dtable[v, :] = sum over n, in order, of dout[n, :] whose row
+/// `index` (an expression in n) is v; rows outside [0, V) are skipped. Needs `dtable`, `dout`,
+/// N, V (= v) and C (= c) declared; declares RANGES and sets the kind and the launch.
+void scatterRows(CudaWriter& w, int64_t v, int64_t c, const std::string& index);
+
 // The per-op emitters, by file. Each fills the writer for an op that hasCudaKernel accepts.
 // CudaEmitterElementwise.cpp
 void emitBinary(CudaWriter& w);
@@ -166,6 +180,16 @@ void emitEmbedding(CudaWriter& w);
 void emitEmbeddingGrad(CudaWriter& w);
 void emitReduce(CudaWriter& w);
 void emitGlobalNorm(CudaWriter& w);
+// CudaEmitterVocab.cpp
+void emitEmbeddingShard(CudaWriter& w);
+void emitEmbeddingShardGrad(CudaWriter& w);
+void emitRowMax(CudaWriter& w);
+void emitSumExp(CudaWriter& w);
+void emitSumExpGrad(CudaWriter& w);
+void emitTargetLogit(CudaWriter& w);
+void emitTargetLogitGrad(CudaWriter& w);
+void emitCrossEntropyFromStats(CudaWriter& w);
+void emitCrossEntropyFromStatsGrad(CudaWriter& w);
 // CudaEmitterFused.cpp
 void emitFused(CudaWriter& w);
 bool fusedSupported(mlir::Operation* op);

@@ -34,13 +34,6 @@ std::string loop(int64_t work, const std::string& body) {
          indent(body, 2) + "}\n";
 }
 
-/// One grid-stride loop over `work` items; sets the launch.
-void flatLoop(CudaWriter& w, int64_t work, const std::string& body, std::string_view why) {
-  w.code(loop(work, body));
-  unsigned threads = flatThreads(work);
-  w.launch(flatBlocks(work, threads), threads, why);
-}
-
 /// A 16-byte path (vecWork items, vecBody) taken when every pointer in `aligned` is 16-byte
 /// aligned, else the scalar loop (work items, body) over the same grid; sets the launch.
 void flatLoops(CudaWriter& w, const std::vector<std::string>& aligned, int64_t vecWork,
@@ -55,6 +48,12 @@ void flatLoops(CudaWriter& w, const std::vector<std::string>& aligned, int64_t v
 }
 
 }  // namespace
+
+void flatLoop(CudaWriter& w, int64_t work, const std::string& body, std::string_view why) {
+  w.code(loop(work, body));
+  unsigned threads = flatThreads(work);
+  w.launch(flatBlocks(work, threads), threads, why);
+}
 
 void emitTranspose(CudaWriter& w) {
   auto op = mlir::cast<TransposeOp>(w.op());
@@ -304,13 +303,7 @@ void emitEmbeddingGrad(CudaWriter& w) {
   Letters idx = cppgen::leadingLetters(shapeOf(op.getIndices()).size());
   Letters gradLetters = idx;
   gradLetters.push_back("C");
-  int64_t n = numel(shapeOf(op.getIndices())), v = table[0], c = table[1];
-  const bool bf16Table = cppgen::elementType(op.getResult()) == "tessel_bf16";
-  // Threads own (channel, range of vocabulary rows) pairs: ~32 Ki threads in all, each
-  // scanning every index and adding the rows in its range, in index order, in f32: the same
-  // additions in the same order as the C++ kernel, so the same bits.
-  int64_t ranges = std::clamp<int64_t>((32768 + c - 1) / std::max<int64_t>(c, 1), 1, v);
-  w.kind(CudaKernelKind::Reduction);
+  int64_t n = numel(shapeOf(op.getIndices()));
   w.describe("dtable[v, :] = sum of dout[n, :] over n with indices[n] == v, in index order;");
   w.describe("deterministic: each thread owns a channel of a range of vocabulary rows and scans");
   w.describe("every index in order (no atomics). Indices outside [0, V) are skipped.");
@@ -318,26 +311,39 @@ void emitEmbeddingGrad(CudaWriter& w) {
   w.input("indices", op.getIndices(), idx);
   w.input("dout", op.getGrad(), gradLetters);
   w.constant("N", n, "indices");
-  w.constant("V", v);
-  w.constant("C", c);
+  w.constant("V", table[0]);
+  w.constant("C", table[1]);
+  scatterRows(w, table[0], table[1], "indices[n]");
+}
+
+void scatterRows(CudaWriter& w, int64_t v, int64_t c, const std::string& index) {
+  const bool bf16Table = cppgen::elementType(w.op()->getResult(0)) == "tessel_bf16";
+  // Threads own (channel, range of vocabulary rows) pairs: ~32 Ki threads in all, each
+  // scanning every index and adding the rows in its range, in index order, in f32: the same
+  // additions in the same order as the C++ kernel, so the same bits.
+  int64_t ranges = std::clamp<int64_t>((32768 + c - 1) / std::max<int64_t>(c, 1), 1, v);
+  w.kind(CudaKernelKind::Reduction);
   w.constant("RANGES", ranges, "ranges of vocabulary rows");
   flatLoop(w, c * ranges,
            std::string("const idx_t i = j % C, range = j / C;\n"
                        "const idx_t v0 = V * range / RANGES, v1 = V * (range + 1) / RANGES;\n") +
-               (bf16Table
-               // f32 sums for a bf16 table (one rounding per element), a scan per row: slow,
-               // and unused by mixed precision, whose tables stay f32 (MixedPrecision.cpp).
-               ? "for (idx_t v = v0; v < v1; ++v) {\n"
-                 "  float acc = 0.0f;\n"
-                 "  for (idx_t n = 0; n < N; ++n)\n"
-                 "    if (indices[n] == v) acc += dout[n * C + i];\n"
-                 "  dtable[v * C + i] = acc;\n"
-                 "}\n"
-               : "for (idx_t v = v0; v < v1; ++v) dtable[v * C + i] = 0.0f;\n"
-                 "for (idx_t n = 0; n < N; ++n) {\n"
-                 "  const idx_t v = indices[n];\n"
-                 "  if (v >= v0 && v < v1) dtable[v * C + i] += dout[n * C + i];\n"
-                 "}\n"),
+               replaceAll(
+                   bf16Table
+                       // f32 sums for a bf16 table (one rounding per element), a scan per row:
+                       // slow, and unused by mixed precision, whose tables stay f32
+                       // (MixedPrecision.cpp).
+                       ? "for (idx_t v = v0; v < v1; ++v) {\n"
+                         "  float acc = 0.0f;\n"
+                         "  for (idx_t n = 0; n < N; ++n)\n"
+                         "    if ($INDEX == v) acc += dout[n * C + i];\n"
+                         "  dtable[v * C + i] = acc;\n"
+                         "}\n"
+                       : "for (idx_t v = v0; v < v1; ++v) dtable[v * C + i] = 0.0f;\n"
+                         "for (idx_t n = 0; n < N; ++n) {\n"
+                         "  const idx_t v = $INDEX;\n"
+                         "  if (v >= v0 && v < v1) dtable[v * C + i] += dout[n * C + i];\n"
+                         "}\n",
+                   "$INDEX", index),
            "one thread per channel and range of vocabulary rows");
 }
 

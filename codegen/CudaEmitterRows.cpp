@@ -26,7 +26,8 @@ Letters causalLetters(size_t rank) {
   return out;
 }
 
-/// One block per row of `len` elements, at most the resident threads in all.
+}  // namespace
+
 void rowLaunch(CudaWriter& w, int64_t rows, int64_t len) {
   unsigned threads = rowThreads(len);
   unsigned blocks = static_cast<unsigned>(std::clamp<int64_t>(rows, 1, kResidentThreads / threads));
@@ -34,8 +35,6 @@ void rowLaunch(CudaWriter& w, int64_t rows, int64_t len) {
   w.kind(CudaKernelKind::Row);
   w.useBlockReductions(true);
 }
-
-}  // namespace
 
 void emitLayerNorm(CudaWriter& w) {
   auto op = mlir::cast<LayerNormOp>(w.op());

@@ -32,6 +32,15 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](SGDOp) { return KernelKind::SGD; })
       .Case([](GlobalNormOp) { return KernelKind::GlobalNorm; })
       .Case([](ClipCoefficientOp) { return KernelKind::ClipCoefficient; })
+      .Case([](EmbeddingShardOp) { return KernelKind::EmbeddingShard; })
+      .Case([](EmbeddingShardGradOp) { return KernelKind::EmbeddingShardGrad; })
+      .Case([](RowMaxOp) { return KernelKind::RowMax; })
+      .Case([](SumExpOp) { return KernelKind::SumExp; })
+      .Case([](SumExpGradOp) { return KernelKind::SumExpGrad; })
+      .Case([](TargetLogitOp) { return KernelKind::TargetLogit; })
+      .Case([](TargetLogitGradOp) { return KernelKind::TargetLogitGrad; })
+      .Case([](CrossEntropyFromStatsOp) { return KernelKind::CrossEntropyFromStats; })
+      .Case([](CrossEntropyFromStatsGradOp) { return KernelKind::CrossEntropyFromStatsGrad; })
       .Case([](FusedOp) { return KernelKind::Fused; })
       .Default([](mlir::Operation*) -> K { return std::nullopt; });
 }

@@ -33,6 +33,16 @@ enum class KernelKind {
   SGD,
   GlobalNorm,
   ClipCoefficient,
+  // The vocab-parallel ops (TesselVocabParallelOps.td).
+  EmbeddingShard,
+  EmbeddingShardGrad,
+  RowMax,
+  SumExp,
+  SumExpGrad,
+  TargetLogit,
+  TargetLogitGrad,
+  CrossEntropyFromStats,
+  CrossEntropyFromStatsGrad,
   Fused,             // tessel.fused (CUDA emitter only)
 };
 

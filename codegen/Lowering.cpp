@@ -17,7 +17,13 @@
 //      last argument (CudaEmitter.h): one temp for all of them, live from a step that
 //      zeroes its counter, before the first, to the last; each leaves the counter 0.
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
-//      from the start to the wait (the gradients are copied in and out by the executor).
+//      from the start to the wait (the gradients are copied in and out by the executor),
+//      over the op's grid axes (by name; Program::mesh is the grid: MeshLowering.h).
+//      tessel.all_reduce -> a synchronous start and, at the next step, its wait over a
+//      one-tensor bucket, numbered after the function's gradient buckets;
+//      tessel.replicate -> an alias of its operand's buffer (the identity forward);
+//      tessel.all_gather / reduce_scatter / all_to_all -> one CollectiveStep each
+//      (ShardMoveLowering.h) with a staging temp live for that step only.
 //   7. Temporaries live from their defining step to their last use (function results to the
 //      end); planMemory gives their arena offsets.
 #include "codegen/Lowering.h"
@@ -27,6 +33,8 @@
 #include "codegen/FusedEmitter.h"
 #include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
+#include "codegen/MeshLowering.h"
+#include "codegen/ShardMoveLowering.h"
 #include "compiler/FunctionAttrs.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
@@ -35,6 +43,7 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <cassert>
 #include <map>
 #include <set>
@@ -109,7 +118,8 @@ class Lowerer {
   /// or a param: "after 'tessel.matmul' at loc" / "before 'tessel.global_norm' at loc".
   static std::string anchor(mlir::Operation* op, bool after) {
     mlir::Operation* n = after ? op->getPrevNode() : op->getNextNode();
-    while (n && mlir::isa<AllReduceStartOp, AllReduceWaitOp, ParamOp>(n))
+    while (n &&
+           (mlir::isa<AllReduceStartOp, AllReduceWaitOp, AllReduceOp, ReplicateOp, ParamOp>(n) || isShardMove(n)))
       n = after ? n->getPrevNode() : n->getNextNode();
     if (!n) return after ? "at the start of the function" : "at the end of the function";
     return fmt::format("{} '{}' at {}", after ? "after" : "before", n->getName().getStringRef().str(),
@@ -229,6 +239,11 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   std::map<std::string, size_t> lastRead;
   std::set<std::string> assigned;
   std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
+  // Synchronous all-reduces are numbered after the gradient buckets the IR numbers.
+  int nextBucket = 0;
+  for (mlir::Operation* op : ops)
+    if (auto start = mlir::dyn_cast<AllReduceStartOp>(op))
+      nextBucket = std::max(nextBucket, static_cast<int>(start.getBucket()) + 1);
 
   for (size_t i = 0; i < ops.size(); ++i) {
     mlir::Operation* op = ops[i];
@@ -246,12 +261,34 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
           if (auto s = p.getStd()) b.stddev = s->convertToDouble();
         }
         b.location = locationString(p.getLoc());
+        // A sharded parameter's (and its optimizer state's) layout in the global tensor.
+        if (mlir::failed(lowerParamSharding(p, b))) return mlir::failure();
         it = persistent_.emplace(name, addBuffer(std::move(b))).first;
       }
       buffer[p.getResult()] = it->second;
       size_t last = i;
       for (mlir::Operation* user : p.getResult().getUsers()) last = std::max(last, index[user]);
       lastRead[name] = last;
+      continue;
+    }
+    if (auto mc = mlir::dyn_cast<MeshCoordinateOp>(op)) {
+      // A rank's coordinate is filled by the executor once (rt::BufferKind::Coordinate);
+      // one buffer per (axes, stride), shared by every function.
+      llvm::SmallVector<llvm::StringRef> names = gridAxisNames(mc, mc.getGridAttr(), mc.getGridAxes());
+      std::vector<std::string> axes(names.begin(), names.end());
+      std::string name = fmt::format("mesh_coordinate[{}]*{}", fmt::join(axes, ","), mc.getStride());
+      auto it = persistent_.find(name);
+      if (it == persistent_.end()) {
+        rt::Buffer b;
+        b.name = name;
+        b.dtype = rt::DType::I32;
+        b.kind = rt::BufferKind::Coordinate;
+        b.coordinateAxes = axes;
+        b.coordinateStride = static_cast<int64_t>(mc.getStride());
+        b.location = locationString(mc.getLoc());
+        it = persistent_.emplace(name, addBuffer(std::move(b))).first;
+      }
+      buffer[mc.getResult()] = it->second;
       continue;
     }
     auto operandIds = [&]() {
@@ -264,6 +301,8 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     };
     if (auto r = mlir::dyn_cast<ReshapeOp>(op)) {
       buffer[r.getResult()] = buffer.at(r.getInput());
+    } else if (auto rep = mlir::dyn_cast<ReplicateOp>(op)) {
+      buffer[rep.getResult()] = buffer.at(rep.getInput());  // the identity forward (Megatron's f)
     } else if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
       for (auto [k, v] : llvm::enumerate(ret.getOperands())) {
         fn.outputs.push_back(buffer.at(v));
@@ -307,16 +346,53 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     } else if (options_.cuda && (mlir::isa<FusedOp>(op) || hasCppKernel(op)) && !hasCudaKernel(op)) {
       return op->emitError() << "'" << op->getName()
                              << "' has no CUDA kernel; it cannot be compiled for the GPU";
+    } else if (auto ar = mlir::dyn_cast<AllReduceOp>(op)) {
+      // 6. A synchronous all-reduce: a one-tensor bucket started and waited for at once.
+      std::vector<int> in = operandIds();
+      if (program_.buffers[in[0]].dtype != rt::DType::F32)
+        return ar.emitOpError() << "only f32 tensors can be all-reduced";
+      rt::CollectiveStep c;
+      c.kind = rt::CollectiveStep::Kind::AllReduceStart;
+      c.bucket = nextBucket++;
+      c.buffer = tempOf({program_.buffers[in[0]].numel()}, rt::DType::F32, locationString(op->getLoc()), step);
+      c.tensors = in;
+      c.names = {locationPath(op->getLoc())};
+      c.reduce = stringifyReduceKind(ar.getReduce()).str();
+      c.axes = axisNames(op, ar.getGridAttr(), ar.getGridAxes());
+      c.group = ar.getGroupSize();
+      c.synchronous = true;
+      c.location = locationString(op->getLoc());
+      c.anchor = anchor(op, /*after=*/true);
+      rt::CollectiveStep w = c;
+      w.kind = rt::CollectiveStep::Kind::AllReduceWait;
+      w.names.clear();
+      w.anchor = anchor(op, /*after=*/false);
+      fn.steps.push_back(std::move(c));
+      use(w.buffer, fn.steps.size());
+      w.tensors = {buffer[ar.getResult()] = temp(ar.getResult(), fn.steps.size())};
+      fn.steps.push_back(std::move(w));
+    } else if (isShardMove(op)) {
+      // 6. A collective that moves shards: one step, repacking through its staging temp.
+      mlir::FailureOr<ShardMove> move = lowerShardMove(op);
+      if (mlir::failed(move)) return mlir::failure();
+      rt::CollectiveStep c = std::move(move->step);
+      int in = operandIds()[0];
+      // A reshape aliases its operand's buffer, whose shape the step's dimension would then
+      // not index: such an input is first copied into a buffer of the operand's own shape.
+      if (program_.buffers[in].shape != shapeOf(op->getOperand(0))) {
+        int shaped = temp(op->getOperand(0), step);
+        fn.steps.push_back(rt::CopyStep{in, shaped});
+        in = shaped;
+        step = fn.steps.size();
+        use(in, step);
+      }
+      c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
+      c.tensors = {in, buffer[op->getResult(0)] = temp(op->getResult(0), step)};
+      fn.steps.push_back(std::move(c));
     } else if (auto start = mlir::dyn_cast<AllReduceStartOp>(op)) {
       // 6. A bucket: a flat f32 temp from the start to the wait; the in-flight values are
-      //    the bucket itself. The runtime addresses a replica group by one axis name and
-      //    its size; both derive from the op's grid (verified to resolve).
-      if (start.getGridAxes().size() != 1)
-        return start.emitOpError() << "spans " << start.getGridAxes().size()
-                                   << " grid axes; the runtime reduces over one axis only";
-      if (start.getReduce() == ReduceKind::max)
-        return start.emitOpError() << "reduce max has no runtime collective yet (the runtime "
-                                      "all-reduces with sum or avg)";
+      //    the bucket itself. The runtime addresses a group by its axis names and size;
+      //    both derive from the op's grid (verified to resolve).
       std::vector<int> in = operandIds();
       rt::CollectiveStep c;
       c.kind = rt::CollectiveStep::Kind::AllReduceStart;
@@ -333,7 +409,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       for (mlir::Attribute a : start.getParams())
         c.names.push_back(mlir::cast<mlir::StringAttr>(a).str());
       c.reduce = stringifyReduceKind(start.getReduce()).str();
-      c.axis = start.getAxisNames().front().str();
+      c.axes = axisNames(op, start.getGridAttr(), start.getGridAxes());
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());
       c.anchor = anchor(op, /*after=*/true);
@@ -347,7 +423,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       c.buffer = buffer.at(wait.getInFlight()[0]);
       for (mlir::Value r : wait.getResults()) c.tensors.push_back(buffer[r] = temp(r, step));
       c.reduce = stringifyReduceKind(start.getReduce()).str();
-      c.axis = start.getAxisNames().front().str();
+      c.axes = axisNames(start, start.getGridAttr(), start.getGridAxes());
       c.group = start.getGroupSize();
       c.location = locationString(op->getLoc());
       c.anchor = anchor(op, /*after=*/false);
@@ -449,6 +525,9 @@ mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
                                  "tessel module (such as the last stage --dump-ir writes)";
   for (auto f : functions)
     if (mlir::failed(requireStaticShapes(f))) return mlir::failure();
+  mlir::FailureOr<std::vector<rt::MeshAxis>> mesh = lowerMesh(module);
+  if (mlir::failed(mesh)) return mlir::failure();
+  program.mesh = std::move(*mesh);
   Lowerer lowerer(program, options);
   for (auto f : functions)
     if (mlir::failed(lowerer.lower(f))) return mlir::failure();

@@ -9,12 +9,15 @@
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
+#include "runtime/reference/ReferenceVocab.h"
 
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <fmt/format.h>
+#include <optional>
 #include <set>
+#include <utility>
 
 namespace tessel {
 namespace {
@@ -94,6 +97,31 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
         return std::vector<ref::Tensor>{ref::crossEntropy(*in[0], *in[1]),
                                         ref::crossEntropyBackward(*in[0], *in[1], *in[2])};
       })
+      // ---- vocab-parallel ops (a shard's local work; the all-reduces are separate ops) ----
+      .Case([&](MeshCoordinateOp) { return one(ref::Tensor::filled({}, 0.0)); })  // one rank
+      .Case([&](EmbeddingShardOp o) {
+        return one(ref::embeddingShard(*in[0], *in[1], *in[2], o.getVocab()));
+      })
+      .Case([&](RowMaxOp) { return one(ref::rowMax(*in[0])); })
+      .Case([&](SumExpOp) { return one(ref::sumExp(*in[0], *in[1])); })
+      .Case([&](TargetLogitOp o) {
+        return one(ref::targetLogit(*in[0], *in[1], *in[2], o.getVocab()));
+      })
+      .Case([&](CrossEntropyFromStatsOp) {
+        return one(ref::crossEntropyFromStats(*in[0], *in[1], *in[2]));
+      })
+      .Case([&](EmbeddingShardGradOp o) {
+        return one(ref::embeddingShardBackward(*in[0], *in[1], *in[2], o.getType().getDimSize(0)));
+      })
+      .Case([&](SumExpGradOp) { return one(ref::sumExpBackward(*in[0], *in[1], *in[2])); })
+      .Case([&](TargetLogitGradOp o) {
+        return one(ref::targetLogitBackward(*in[0], *in[1], *in[2],
+                                            o.getType().getShape().back()));
+      })
+      .Case([&](CrossEntropyFromStatsGradOp) {
+        ref::CrossEntropyFromStatsGrads g = ref::crossEntropyFromStatsBackward(*in[0], *in[1]);
+        return std::vector<ref::Tensor>{std::move(g.dsum), std::move(g.dtarget)};
+      })
       // ---- optimizer ops (scalar hyper-parameters are tensor<f32> operands) ----
       .Case([&](AdamWOp o) {
         ref::Tensor p = *in[0], m = *in[2], v = *in[3];
@@ -155,6 +183,28 @@ std::vector<ref::Tensor> runFused(FusedOp fused,
   return results;
 }
 
+/// For a collective that moves shards between ranks (tessel.all_gather, reduce_scatter,
+/// all_to_all and their start and wait ops): what it does and over how many ranks, for the
+/// error when the group has more than one; nullopt for any other op. Over a group of one
+/// rank each of them is the identity (the verifier has checked that the shapes agree).
+std::optional<std::pair<const char*, int64_t>> shardMove(mlir::Operation* op) {
+  using Move = std::optional<std::pair<const char*, int64_t>>;
+  return llvm::TypeSwitch<mlir::Operation*, Move>(op)
+      .Case<AllGatherOp, AllGatherStartOp>([](auto o) -> Move {
+        return std::pair{"gather", o.getGroupSize()};
+      })
+      .Case<ReduceScatterOp, ReduceScatterStartOp>([](auto o) -> Move {
+        return std::pair{"reduce-scatter", o.getGroupSize()};
+      })
+      .Case<AllToAllOp, AllToAllStartOp>([](auto o) -> Move {
+        return std::pair{"exchange blocks", o.getGroupSize()};
+      })
+      // A wait completes its start, which has been checked (and run) already.
+      .Case<AllGatherWaitOp, ReduceScatterWaitOp, AllToAllWaitOp>(
+          [](auto) -> Move { return std::pair{"wait", int64_t{1}}; })
+      .Default([](mlir::Operation*) -> Move { return std::nullopt; });
+}
+
 }  // namespace
 
 std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& params,
@@ -211,6 +261,12 @@ std::vector<ref::Tensor> interpret(mlir::func::FuncOp func, const ParameterMap& 
       if (ar.getReduce() == ReduceKind::sum && ar.getGroupSize() != 1)
         throw InterpreterError(fmt::format("{}: the interpreter runs one rank and cannot sum "
                                            "over {} ranks", describe(&op), ar.getGroupSize()));
+      outs.push_back(values.at(op.getOperand(0)));
+    } else if (auto move = shardMove(&op)) {
+      if (move->second != 1)
+        throw InterpreterError(fmt::format("{}: the interpreter runs one rank and cannot {} "
+                                           "over {} ranks", describe(&op), move->first,
+                                           move->second));
       outs.push_back(values.at(op.getOperand(0)));
     } else if (mlir::isa<AllReduceStartOp, AllReduceWaitOp>(op)) {
       // One process sees one replica: the average or the maximum over a group of identical

@@ -51,17 +51,18 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                      pm.addPass(createTensorParallel(TensorParallelOptions{
                          o.tensorParallelAxis, o.tensorParallelSite, o.forwardName}));
                    }});
-    s.push_back({"propagate-sharding", [fwd](mlir::OpPassManager& pm) {
-                   pm.addPass(createPropagateSharding(PropagateShardingOptions{fwd}));
+    const std::string sequenceAxis = o.sequenceParallel ? o.tensorParallelAxis : "";
+    s.push_back({"propagate-sharding", [fwd, sequenceAxis](mlir::OpPassManager& pm) {
+                   pm.addPass(createPropagateSharding(PropagateShardingOptions{fwd, sequenceAxis}));
                  }});
     s.push_back({"insert-reshards", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createInsertReshards(InsertReshardsOptions{fwd}));
                  }});
-    s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
-                   pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
-                 }});
     s.push_back({"partition", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createPartition(PartitionOptions{fwd}));
+                 }});
+    s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
+                   pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
                  }});
   }
   s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
@@ -83,7 +84,7 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     if (dataParallel)
       s.push_back({"gradient-all-reduce", [o](mlir::OpPassManager& pm) {
                      pm.addPass(createGradientAllReduce(
-                         GradientAllReduceOptions{"dp", o.dp, "train_step"}));
+                         GradientAllReduceOptions{o.batchAxis, o.dp, "train_step"}));
                    }});
     if (o.optimizer != "none")
       s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
@@ -109,7 +110,8 @@ std::vector<Stage> stages(const PipelineOptions& o) {
 }
 
 /// The textual options of `tessel-pipeline`, one per PipelineOptions field (dumpIrDir aside:
-/// tessel-opt prints the result instead). Defaults come from PipelineOptions itself.
+/// tessel-opt prints the result instead; the mesh is the module's own grid, batchAxis "dp"
+/// and tensorParallelSite unknown). Defaults come from PipelineOptions itself.
 struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   const PipelineOptions defaults;
   Option<bool> train{*this, "train", llvm::cl::desc("build @train_step (autodiff + optimizer)"),
@@ -139,6 +141,10 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
       *this, "sharded-params",
       llvm::cl::desc("run the sharding stages for the module's own parameter shardings"),
       llvm::cl::init(defaults.shardedParameters)};
+  Option<bool> sequenceParallel{*this, "sequence-parallel",
+                                llvm::cl::desc("split the LayerNorm and residual regions along T over the "
+                                               "tensor-parallel axis"),
+                                llvm::cl::init(defaults.sequenceParallel)};
 
   PipelineOptions toOptions() const {
     PipelineOptions o;
@@ -152,9 +158,35 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.overlap = overlap;
     o.tensorParallelAxis = tensorParallel;
     o.shardedParameters = shardedParameters;
+    o.sequenceParallel = sequenceParallel;
     return o;
   }
 };
+
+/// The mesh part of checkPipelineOptions.
+std::string checkMeshOptions(const PipelineOptions& o) {
+  constexpr int64_t kMaxRanks = int64_t{1} << 20;  // as the DSL's Mesh (dsl/Plan.h)
+  auto sizeOf = [&](const std::string& axis) -> int64_t {
+    for (const auto& [name, size] : o.mesh)
+      if (name == axis) return size;
+    return 0;
+  };
+  for (size_t i = 0; i < o.mesh.size(); ++i) {
+    const auto& [name, size] = o.mesh[i];
+    if (name.empty()) return "mesh: an axis has no name";
+    if (size < 1 || size > kMaxRanks) return fmt::format("mesh axis {}={}: must be in [1, 2^20]", name, size);
+    for (size_t j = 0; j < i; ++j)
+      if (o.mesh[j].first == name) return fmt::format("mesh axis '{}' appears twice", name);
+  }
+  if (!o.mesh.empty() && o.dp > 1 && sizeOf(o.batchAxis) != o.dp)
+    return fmt::format("dp={}: the mesh has no axis '{}' of that size", o.dp, o.batchAxis);
+  // Without `mesh` (tessel-opt) the passes check the axis against the module's grid.
+  if (!o.mesh.empty() && !o.tensorParallelAxis.empty() && sizeOf(o.tensorParallelAxis) == 0)
+    return fmt::format("tensor-parallel={}: not an axis of the mesh", o.tensorParallelAxis);
+  if (o.sequenceParallel && o.tensorParallelAxis.empty())
+    return "sequence-parallel: needs tensor parallelism (tensor-parallel=<axis>)";
+  return "";
+}
 
 }  // namespace
 
@@ -178,7 +210,7 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16")
     return fmt::format("precision={}: must be f32 or bf16", o.precision);
   if (o.forwardName.empty()) return "forward=: must name a function";
-  return "";
+  return checkMeshOptions(o);
 }
 
 void registerTesselPipeline() {
@@ -188,7 +220,8 @@ void registerTesselPipeline() {
   mlir::registerPassPipeline(
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
-      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap)",
+      "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
+      "tensor-parallel, sharded-params, sequence-parallel)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

@@ -47,17 +47,23 @@ struct PipelineOptions {
   /// Start each bucket's all-reduce during the backward pass (tessel-overlap-collectives).
   bool overlap = true;
   /// The plan's mesh: its axes in order (outermost first), as the module's `shard.grid @mesh`
-  /// has them; empty without a plan.
+  /// has them; empty without a plan, or for a data-parallel-only plan (Plan::needs_grid),
+  /// whose 1-D grid tessel-gradient-all-reduce makes. The DSL writes the grid
+  /// (dsl/PlanIr.cpp). Axis names distinct and non-empty, sizes in [1, 2^20].
   std::vector<std::pair<std::string, int64_t>> mesh;
   /// The mesh axis of the plan's tensor_parallel (Megatron layout, tessel-tensor-parallel),
   /// or "" when the plan has none.
   std::string tensorParallelAxis;
-  /// Where the plan calls tensor_parallel, "file:line:col" (its diagnostics point there).
+  /// Where the plan calls tensor_parallel, "file:line:col" (its diagnostics point there;
+  /// compiler/PlanSite.h planSiteLocation). "--plan:1:<column>" for the trainer's flag.
   std::string tensorParallelSite;
   /// Sequence parallelism (the plan's sequence_parallel; needs tensorParallelAxis).
   bool sequenceParallel = false;
   /// The plan shards parameters itself (shard() entries, as `tessel.shardings` on params).
   bool shardedParameters = false;
+  /// The mesh axis gradients are averaged over when dp > 1: the plan's shard_batch axis,
+  /// which tessel-gradient-all-reduce finds by name in `shard.grid @mesh`.
+  std::string batchAxis = "dp";
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -70,14 +76,17 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 
 /// Checks the options a pipeline cannot run with: dp or microsteps below 1, dp * microsteps
 /// above 2^31 (an overflow included), bucketMb not positive, an optimizer other than adamw,
-/// sgd or none, a precision other than f32 or bf16, an empty forwardName. Returns "" when
-/// they are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
-/// "dp=0: must be at least 1").
+/// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
+/// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
+/// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
+/// tensorParallelAxis. Returns "" when they are valid, else a one-line reason naming the
+/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
-/// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb and
-/// overlap, whose defaults are PipelineOptions'. Invalid options are a one-line error
+/// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
+/// overlap, tensor-parallel (the axis), sharded-params and sequence-parallel, whose defaults
+/// are PipelineOptions'. The mesh is the module's `shard.grid @mesh`. Invalid options are a one-line error
 /// (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 

@@ -107,6 +107,31 @@ Result crossEntropy(ShapeRef logits, ShapeRef targets) {
   return {{}, ""};
 }
 
+Result embeddingShard(ShapeRef table, ShapeRef indices, int64_t vocab) {
+  Result r = embedding(table, indices);
+  if (!r.ok()) return r;
+  if (table[0] < 1 || table[0] > vocab)
+    return Result::fail(fmt::format("table shard {} must hold between 1 and vocab={} rows",
+                                    str(table), vocab));
+  return r;
+}
+
+Result rowStatistic(ShapeRef input) {
+  if (input.empty() || input.back() < 1)
+    return Result::fail(fmt::format("input must be [..., Vl] with Vl >= 1, got {}", str(input)));
+  return {Shape(input.begin(), input.end() - 1), ""};
+}
+
+Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target) {
+  if (!equal(max, sum) || !equal(max, target))
+    return Result::fail(fmt::format("max {}, sum {} and target {} must have one shape", str(max),
+                                    str(sum), str(target)));
+  std::optional<int64_t> n = numElements(max);
+  if (!n || *n < 1)
+    return Result::fail(fmt::format("no rows to average over: the statistics are {}", str(max)));
+  return {{}, ""};
+}
+
 Result causalAttention(ShapeRef qkv, int64_t numHeads) {
   if (qkv.size() != 3)
     return Result::fail(fmt::format("qkv must be [B, T, 3C], got {}", str(qkv)));
@@ -211,6 +236,47 @@ Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims) {
                                     str(result), fmt::join(dims, ", "), str(kept.shape),
                                     str(input)));
   return {Shape(result.begin(), result.end()), ""};
+}
+
+namespace {
+
+/// The error for a group size below 1 or `axis` (named `what`) outside [0, rank of `input`),
+/// or "".
+std::string axisError(const char* what, int64_t axis, ShapeRef input, int64_t group) {
+  if (group < 1) return fmt::format("the group size must be >= 1, got {}", group);
+  if (axis >= 0 && axis < static_cast<int64_t>(input.size())) return "";
+  return fmt::format("{} {} is out of range for {}", what, axis, str(input));
+}
+
+/// `input` with dimension `axis` (named `what`) multiplied by `group`, or divided by it,
+/// which must then be exact (uneven shards are refused).
+Result resizeDim(ShapeRef input, const char* what, int64_t axis, int64_t group, bool divide) {
+  if (std::string e = axisError(what, axis, input, group); !e.empty()) return Result::fail(e);
+  if (divide && input[axis] % group != 0)
+    return Result::fail(fmt::format("{} {} of {} (size {}) is not divisible by the group size {} "
+                                    "(uneven shards are not supported yet)",
+                                    what, axis, str(input), input[axis], group));
+  Shape out(input.begin(), input.end());
+  out[axis] = divide ? out[axis] / group : out[axis] * group;
+  return {out, ""};
+}
+
+}  // namespace
+
+Result allGather(ShapeRef input, int64_t axis, int64_t group) {
+  return resizeDim(input, "gather_axis", axis, group, false);
+}
+
+Result reduceScatter(ShapeRef input, int64_t axis, int64_t group) {
+  return resizeDim(input, "scatter_axis", axis, group, true);
+}
+
+Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group) {
+  if (std::string e = axisError("concat_axis", concatAxis, input, group); !e.empty())
+    return Result::fail(e);
+  Result split = resizeDim(input, "split_axis", splitAxis, group, true);
+  if (split.ok()) split.shape[concatAxis] *= group;
+  return split;
 }
 
 }  // namespace tessel::shapes

@@ -53,6 +53,18 @@ Result embedding(ShapeRef table, ShapeRef indices);
 /// Result: scalar {}.
 Result crossEntropy(ShapeRef logits, ShapeRef targets);
 
+/// embedding_shard: table [Vl, C] holding rows [offset, offset + Vl) of a [vocab, C] table
+/// (1 <= Vl <= vocab), indices [...]. Result [..., C].
+Result embeddingShard(ShapeRef table, ShapeRef indices, int64_t vocab);
+
+/// row_max (and the shape of every vocab-parallel row statistic): input [..., Vl] with
+/// Vl >= 1. Result: [...], the input without its last dimension.
+Result rowStatistic(ShapeRef input);
+
+/// cross_entropy_from_stats: max, sum and target of one shape with at least one element.
+/// Result: scalar {}.
+Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target);
+
 /// causal_attention: qkv [B, T, 3C], C divisible by numHeads > 0. Result [B, T, C].
 Result causalAttention(ShapeRef qkv, int64_t numHeads);
 
@@ -74,5 +86,18 @@ Result reduce(ShapeRef input, ShapeRef dims);
 /// broadcast: `dims` sorted, distinct positions in `result`, and `result` without them equals
 /// `input`. Result: `result` itself (the rule only checks).
 Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims);
+
+/// all_gather over a group of `group` >= 1 ranks: 0 <= axis < rank. Result: input with
+/// dimension `axis` multiplied by `group`.
+Result allGather(ShapeRef input, int64_t axis, int64_t group);
+
+/// reduce_scatter over `group` >= 1 ranks: 0 <= axis < rank and input[axis] divisible by
+/// `group` (uneven shards are refused). Result: input with dimension `axis` divided by `group`.
+Result reduceScatter(ShapeRef input, int64_t axis, int64_t group);
+
+/// all_to_all over `group` >= 1 ranks: both axes in [0, rank), input[splitAxis] divisible by
+/// `group`. Result: input with dimension splitAxis divided by `group`, then dimension
+/// concatAxis multiplied by it (equal axes: the input's shape).
+Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group);
 
 }  // namespace tessel::shapes

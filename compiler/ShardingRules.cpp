@@ -180,11 +180,15 @@ OpSharding attention(CausalAttentionOp op, llvm::ArrayRef<TensorSharding> in) {
 
 OpSharding embedding(EmbeddingOp op, llvm::ArrayRef<TensorSharding> in) {
   TensorSharding table = in[0].withoutPartial(), idx = in[1].withoutPartial();
-  table.dims[0] = {};  // a vocab-parallel table is a later rule
+  // A table split on its rows (the vocabulary, blocks 1) gives each rank the rows it holds
+  // and zeros elsewhere: a pending sum over those axes (Megatron's VocabParallelEmbedding).
+  if (table.dims[0].split() && table.dims[0].blocks != 1) table.dims[0] = {};
   TensorSharding out = TensorSharding::replicated(idx.dims.size() + 1);
+  out.partial.assign(table.dims[0].axes.begin(), table.dims[0].axes.end());
+  llvm::sort(out.partial);
   for (size_t d = 0; d < idx.dims.size(); ++d) out.dims[d] = idx.dims[d];
   out.dims.back() = table.dims[1];
-  llvm::SmallVector<int16_t> used;
+  llvm::SmallVector<int16_t> used(out.partial);
   for (DimSharding& d : out.dims) {
     if (llvm::any_of(d.axes, [&](int16_t a) { return llvm::is_contained(used, a); })) {
       if (&d == &out.dims.back()) table.dims[1] = {};
@@ -199,6 +203,18 @@ OpSharding embedding(EmbeddingOp op, llvm::ArrayRef<TensorSharding> in) {
   return r;
 }
 
+OpSharding crossEntropy(CrossEntropyOp op, llvm::ArrayRef<TensorSharding> in) {
+  // Logits split on the vocabulary only (blocks 1) stay split: tessel-partition computes the
+  // loss from row statistics all-reduced over those axes (vocab-parallel cross-entropy).
+  TensorSharding logits = TensorSharding::replicated(in[0].dims.size());
+  const DimSharding& v = in[0].dims.back();
+  if (v.split() && v.blocks == 1) logits.dims.back() = v;
+  OpSharding r;
+  r.operands = {logits, TensorSharding::replicated(in[1].dims.size())};
+  r.results = {TensorSharding::replicated(0)};
+  return r;
+}
+
 }  // namespace
 
 OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in, const TensorSharding* hint) {
@@ -209,6 +225,7 @@ OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in, const Tenso
   if (auto ln = mlir::dyn_cast<LayerNormOp>(op)) return layerNorm(ln, in);
   if (auto a = mlir::dyn_cast<CausalAttentionOp>(op)) return attention(a, in);
   if (auto e = mlir::dyn_cast<EmbeddingOp>(op)) return embedding(e, in);
+  if (auto ce = mlir::dyn_cast<CrossEntropyOp>(op)) return crossEntropy(ce, in);
   return allReplicated(op);
 }
 

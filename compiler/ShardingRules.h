@@ -24,8 +24,12 @@
 //            heads (blocks = 3: each rank holds its heads' q, k and v) gives a result split
 //            over the same axes.
 //   embedding  table [V, C], indices [B, T] -> [B, T, C]: C from the table, B and T from
-//            the indices; V replicated (a vocab-parallel table is not supported yet).
-//   anything else (cross_entropy, softmax, reshape, ..., and func.return): every operand
+//            the indices; V split (blocks 1) makes the result a pending sum over its axes
+//            (each rank looks up the rows it holds: a vocab-parallel embedding).
+//   cross_entropy  logits [..., V] split on V only (blocks 1) stay split (the loss is
+//            computed from row statistics all-reduced over V's axes: vocab-parallel); any
+//            other split is gathered first. The loss is replicated.
+//   anything else (softmax, reshape, ..., and func.return): every operand
 //            replicated, results replicated. Always correct, never silently wrong.
 //
 // Priority on conflicts (documented for the passes): a split beats replicated (slicing a

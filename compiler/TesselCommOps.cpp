@@ -15,18 +15,21 @@ shard::GridOp lookupGrid(Operation* op, FlatSymbolRefAttr grid) {
   return SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, grid);
 }
 
-/// The product of `grid`'s sizes along `axes` (0 when the grid does not resolve).
-int64_t groupSizeOf(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
+}  // namespace
+
+int64_t gridGroupSize(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
   shard::GridOp grid = lookupGrid(op, gridRef);
   if (!grid) return 0;
   int64_t size = 1;
-  for (int16_t axis : axes) size *= grid.getShape()[axis];
+  for (int16_t axis : axes) {
+    if (axis < 0 || axis >= static_cast<int64_t>(grid.getShape().size())) return 0;
+    size *= grid.getShape()[axis];
+  }
   return size;
 }
 
-/// The names of `axes` in the grid's `tessel.axis_names`, in order (empty if unresolved).
-llvm::SmallVector<llvm::StringRef> axisNamesOf(Operation* op, FlatSymbolRefAttr gridRef,
-                                               ArrayRef<int16_t> axes) {
+llvm::SmallVector<llvm::StringRef> gridAxisNames(Operation* op, FlatSymbolRefAttr gridRef,
+                                                 ArrayRef<int16_t> axes) {
   llvm::SmallVector<llvm::StringRef> names;
   shard::GridOp grid = lookupGrid(op, gridRef);
   auto all = grid ? TesselDialect::AxisNamesAttrHelper(op->getContext()).getAttr(grid) : ArrayAttr();
@@ -35,22 +38,20 @@ llvm::SmallVector<llvm::StringRef> axisNamesOf(Operation* op, FlatSymbolRefAttr 
   return names;
 }
 
-}  // namespace
-
 shard::GridOp AllReduceStartOp::resolveGrid() { return lookupGrid(*this, getGridAttr()); }
 
 int64_t AllReduceStartOp::getGroupSize() {
-  return groupSizeOf(*this, getGridAttr(), getGridAxes());
+  return gridGroupSize(*this, getGridAttr(), getGridAxes());
 }
 
 llvm::SmallVector<llvm::StringRef> AllReduceStartOp::getAxisNames() {
-  return axisNamesOf(*this, getGridAttr(), getGridAxes());
+  return gridAxisNames(*this, getGridAttr(), getGridAxes());
 }
 
-int64_t AllReduceOp::getGroupSize() { return groupSizeOf(*this, getGridAttr(), getGridAxes()); }
+int64_t AllReduceOp::getGroupSize() { return gridGroupSize(*this, getGridAttr(), getGridAxes()); }
 
 llvm::SmallVector<llvm::StringRef> AllReduceOp::getAxisNames() {
-  return axisNamesOf(*this, getGridAttr(), getGridAxes());
+  return gridAxisNames(*this, getGridAttr(), getGridAxes());
 }
 
 LogicalResult verifyGridAxes(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
@@ -147,5 +148,18 @@ LogicalResult AllReduceWaitOp::verify() {
 LogicalResult AllReduceOp::verify() { return verifyGridAxes(*this, getGridAttr(), getGridAxes()); }
 
 LogicalResult ReplicateOp::verify() { return verifyGridAxes(*this, getGridAttr(), getGridAxes()); }
+
+LogicalResult ReshardOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto out = cast<RankedTensorType>(getType());
+  if (in.getElementType() != out.getElementType() || in.getRank() != out.getRank())
+    return emitOpError() << "changes the element type or rank (" << in << " to " << out
+                         << "); a reshard only moves data between ranks";
+  for (ShardingAttr s : {getFrom(), getSharding()})
+    if (static_cast<int64_t>(s.getSplitAxes().size()) != in.getRank())
+      return emitOpError() << "sharding " << s << " has " << s.getSplitAxes().size()
+                           << " dimensions, the tensor " << in.getRank();
+  return success();
+}
 
 }  // namespace tessel

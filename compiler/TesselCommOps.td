@@ -54,7 +54,7 @@ def Tessel_AllReduceStartOp : Tessel_Op<"all_reduce_start",
                        I64Attr:$bucket, StrArrayAttr:$params);
   let results = (outs Variadic<Tessel_FloatTensor>:$in_flight);
   let assemblyFormat = [{
-    $inputs `reduce` $reduce `on` $grid `grid_axes` `=` $grid_axes `bucket` $bucket
+    $inputs `reduce` `` $reduce `on` $grid `grid_axes` `=` $grid_axes `bucket` $bucket
     `params` $params attr-dict `:` type($inputs)
   }];
   let extraClassDeclaration = [{
@@ -119,7 +119,7 @@ def Tessel_AllReduceOp : Tessel_Op<"all_reduce",
                        FlatSymbolRefAttr:$grid, DenseI16ArrayAttr:$grid_axes);
   let results = (outs Tessel_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `reduce` $reduce `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
+    $input `reduce` `` $reduce `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)
   }];
   let extraClassDeclaration = [{
     /// Ranks in the group (the product of the grid's sizes along grid_axes; 0 if unresolved).
@@ -152,5 +152,8 @@ def Tessel_ReplicateOp : Tessel_Op<"replicate",
   let assemblyFormat = "$input `on` $grid `grid_axes` `=` $grid_axes attr-dict `:` type($input)";
   let hasVerifier = 1;
 }
+
+// all_gather, reduce_scatter and all_to_all, synchronous and asynchronous.
+include "compiler/TesselGatherScatterOps.td"
 
 #endif // TESSEL_COMM_OPS_TD

@@ -41,4 +41,15 @@ void registerTesselDialects(mlir::DialectRegistry& registry);
 /// collective op's verifier calls it (compiler/TesselCommOps.cpp).
 mlir::LogicalResult verifyGridAxes(mlir::Operation* op, mlir::FlatSymbolRefAttr grid,
                                    llvm::ArrayRef<int16_t> axes);
+
+/// The number of ranks in a collective's replica group: the product of the sizes of the
+/// `shard.grid` that `grid` names (looked up from `op`) along `axes`; 0 when `grid` does not
+/// resolve to a grid (>= 1 on verified IR).
+int64_t gridGroupSize(mlir::Operation* op, mlir::FlatSymbolRefAttr grid,
+                      llvm::ArrayRef<int16_t> axes);
+
+/// The names of `axes` in the `tessel.axis_names` of the grid that `grid` names from `op`, in
+/// order (the runtime addresses a replica group by them); empty when unresolved.
+llvm::SmallVector<llvm::StringRef> gridAxisNames(mlir::Operation* op, mlir::FlatSymbolRefAttr grid,
+                                                 llvm::ArrayRef<int16_t> axes);
 }  // namespace tessel

@@ -405,5 +405,6 @@ include "compiler/TesselOptimOps.td"
 include "compiler/TesselFusedOps.td"
 include "compiler/TesselCommOps.td"
 include "compiler/TesselReshardOps.td"
+include "compiler/TesselVocabParallelOps.td"
 
 #endif // TESSEL_OPS_TD

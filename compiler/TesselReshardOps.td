@@ -13,25 +13,32 @@
 #ifndef TESSEL_RESHARD_OPS_TD
 #define TESSEL_RESHARD_OPS_TD
 
-def Tessel_ReshardOp : Tessel_Op<"reshard", [SameOperandsAndResultType]> {
+def Tessel_ReshardOp : Tessel_Op<"reshard"> {
   let summary = "change a tensor's sharding (abstract: no collective chosen yet)";
   let description = [{
-    The same global tensor as `input`, laid out as `sharding` says; `input` is laid out as
-    its defining op's `tessel.shardings` says (replicated for a function argument). The
-    types are global shapes: the op exists only between tessel-insert-reshards and
-    tessel-reshard-to-collectives, before tessel-partition. A pending sum resolved (partial
-    to not partial) becomes an all-reduce; the other changes become all-gathers, slices or
-    all-to-alls as tessel-reshard-to-collectives supports them.
+    The same global tensor as `input`, laid out as `sharding` says instead of as `from`
+    says (`from` is the sharding of the input's producer). Before tessel-partition both
+    types are the global shape; after it they are the local shapes of the two layouts (an
+    input split over 2 ranks on a dimension the result is not split on has half of it).
+    tessel-reshard-to-collectives then replaces each reshard with collectives on local
+    shapes: a pending sum resolved is an all-reduce, a split gathered an all-gather, a
+    pending sum resolved into a split a reduce-scatter.
 
     Example: the row-parallel projection's pending sum, resolved before its bias is added:
 
     ```mlir
-    %r = tessel.reshard %p : tensor<8x16x64xf32> to #tessel.sharding<@mesh, [[], [], []]>
+    %r = tessel.reshard %p : tensor<8x16x64xf32> from #tessel.sharding<@mesh, [[], [], []], partial = [0]>
+        to #tessel.sharding<@mesh, [[], [], []]> -> tensor<8x16x64xf32>
     ```
   }];
-  let arguments = (ins Tessel_FloatTensor:$input, Tessel_ShardingAttr:$sharding);
+  let arguments = (ins Tessel_FloatTensor:$input, Tessel_ShardingAttr:$from,
+                       Tessel_ShardingAttr:$sharding);
   let results = (outs Tessel_FloatTensor:$result);
-  let assemblyFormat = "$input `:` type($input) `to` qualified($sharding) attr-dict";
+  let assemblyFormat = [{
+    $input `:` type($input) `from` qualified($from) `to` qualified($sharding) attr-dict
+    `->` type($result)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // TESSEL_RESHARD_OPS_TD

@@ -270,8 +270,67 @@ LogicalResult BroadcastOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
   return success();
 }
 
-// The collectives' table: each collective's VJP is its transpose as a linear map over the
-// group's ranks (all_reduce sum <-> replicate; DESIGN.md's one table of collectives).
+//===----------------------------------------------------------------------===//
+// The collectives' transpose table (DESIGN.md: one table of collectives).
+//
+// A collective is a linear map over the group's ranks, so its VJP is its transpose. A
+// tensor on the group is either one value held by every rank (replicated: counted once) or
+// one value per rank (split, or partial: a pending sum). With N the group size:
+//
+//   forward                                 backward (the op the VJP builds)
+//   all_gather gather_axis = a          ->  reduce_scatter sum scatter_axis = a
+//     (split in; each rank's copy of the result feeds its own computation, so the
+//      gradients arrive one per rank and are summed)
+//   reduce_scatter sum scatter_axis = a ->  all_gather gather_axis = a (partial in, split out)
+//   reduce_scatter avg scatter_axis = a ->  all_gather gather_axis = a, then scale 1/N
+//   all_to_all split = a, concat = c    ->  all_to_all split = c, concat = a
+//   all_reduce sum (Megatron g)         ->  identity (partial in, replicated out)
+//   all_reduce avg                      ->  scale 1/N
+//   all_reduce max                      ->  none (an error: its users are stop-gradient)
+//   replicate (Megatron f)              ->  all_reduce sum (replicated in, per-rank out)
+//   send <-> recv                       (future: pipeline stages; no ops yet)
+//
+// The asynchronous start/wait forms have no VJP: passes after autodiff place them.
+// test/unit/CollectiveTransposeTest.cpp checks <A x, y> = <x, A^T y> for every row.
+//===----------------------------------------------------------------------===//
+
+LogicalResult AllGatherOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                    llvm::SmallVectorImpl<Value>& d) {
+  d.assign(1, nullptr);
+  if (!dy[0]) return success();
+  d[0] = ReduceScatterOp::create(b, getLoc(), getInput().getType(), dy[0],
+                                 ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
+                                 getGridAttr(), getGridAxesAttr(), getGatherAxisAttr());
+  return success();
+}
+
+LogicalResult ReduceScatterOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                        llvm::SmallVectorImpl<Value>& d) {
+  d.assign(1, nullptr);
+  if (!dy[0]) return success();
+  Value gathered = AllGatherOp::create(b, getLoc(), getInput().getType(), dy[0], getGridAttr(),
+                                       getGridAxesAttr(), getScatterAxisAttr());
+  switch (getReduce()) {
+    case ReduceKind::sum:
+      d[0] = gathered;
+      return success();
+    case ReduceKind::avg:
+      d[0] = scale(b, getLoc(), gathered, 1.0 / static_cast<double>(getGroupSize()));
+      return success();
+    case ReduceKind::max:
+      break;  // refused by the verifier
+  }
+  return emitOpError() << "a reduce_scatter max has no gradient";
+}
+
+LogicalResult AllToAllOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                   llvm::SmallVectorImpl<Value>& d) {
+  d.assign(1, nullptr);
+  if (!dy[0]) return success();
+  d[0] = AllToAllOp::create(b, getLoc(), getInput().getType(), dy[0], getGridAttr(),
+                            getGridAxesAttr(), getConcatAxisAttr(), getSplitAxisAttr());
+  return success();
+}
 
 LogicalResult AllReduceOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
                                     llvm::SmallVectorImpl<Value>& d) {

@@ -120,8 +120,14 @@ void Graph::throwCaptured(mlir::Location loc, const std::string& fallback) {
   for (mlir::Diagnostic& d : captured_) {
     if (d.getSeverity() != mlir::DiagnosticSeverity::Error) continue;
     std::string text = d.str();
-    for (mlir::Diagnostic& note : d.getNotes()) text += "\n  note: " + note.str();
     Diagnostic out = decompose(d.getLocation(), text);
+    // Each note on a line of its own at its location, as compilers print them (a plan's
+    // conflict points at the other entry, a tp error at the attention it does not fit).
+    for (mlir::Diagnostic& note : d.getNotes()) {
+      Diagnostic n = decompose(note.getLocation(), note.str());
+      out.message += fmt::format("\n{}:{}:{}: note: {}{}", n.file, n.line, n.column, n.message,
+                                 n.path.empty() ? "" : fmt::format(" [{}]", n.path));
+    }
     captured_.clear();
     throw ModelError(std::move(out));
   }

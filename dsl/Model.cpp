@@ -4,6 +4,8 @@
 #include "compiler/FunctionAttrs.h"
 #include "compiler/Interpreter.h"
 #include "compiler/Pipeline.h"
+#include "compiler/PlanSite.h"
+#include "dsl/PlanIr.h"
 #include "dsl/ProgramImpl.h"
 
 #include "mlir/IR/SymbolTable.h"
@@ -12,8 +14,6 @@
 #include <stdexcept>
 
 namespace tessel {
-
-
 
 namespace {
 /// The tessel.param ops of `f` as specs, in order.
@@ -35,6 +35,33 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
   });
   return specs;
 }
+
+/// The plan's checks that need the model (shard() entries against the parameters, tp against
+/// the attention heads; ModelError at the plan's lines), then, for a plan that is more than
+/// data parallelism, its mesh and shardings in the module (writePlanToModule) and in the
+/// pipeline's options.
+void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  for (const ParameterSpec& p : graph.parameters()) shapes.emplace_back(p.name, p.shape);
+  std::vector<ParameterSharding> shardings = plan.resolve_shardings(shapes);
+  if (!plan.batch_axis().empty()) pipeline.batchAxis = plan.batch_axis();
+  if (!plan.needs_grid()) return;
+  mlir::ModuleOp module = graph.module();
+  const PlanSite& tpSite = plan.tensor_parallel_site();
+  std::string site = planSiteString(tpSite.file, tpSite.line, tpSite.column);
+  if (mlir::failed(checkTensorParallelHeads(module, plan.tensor_parallel_axis(), plan.tp(),
+                                            planSiteLocation(module.getContext(), site, module.getLoc()))))
+    graph.throwCaptured(module.getLoc(), "tp does not divide the attention heads");
+  writePlanToModule(graph, plan, shardings);
+  pipeline.mesh = plan.mesh().axes();
+  if (!plan.tensor_parallel_axis().empty()) {
+    pipeline.tensorParallelAxis = plan.tensor_parallel_axis();
+    pipeline.tensorParallelSite = site;
+  }
+  pipeline.sequenceParallel = plan.sequence_parallel();
+  pipeline.shardedParameters = !shardings.empty();
+}
+
 }  // namespace
 
 Program::Program(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -128,6 +155,7 @@ Program Model::compile(const CompileOptions& options) {
     pipeline.bucketMb = plan.bucket_mb();
     pipeline.overlap = plan.overlap();
   }
+  applyPlan(*graph_, plan, pipeline);
   if (mlir::failed(runPipeline(module, pipeline)))
     graph_->throwCaptured(module.getLoc(), "the compiler pipeline failed");
   if (impl->trains) {

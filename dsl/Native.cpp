@@ -4,6 +4,7 @@
 #include "codegen/HostCompiler.h"
 #include "codegen/Lowering.h"
 #include "dsl/ProgramImpl.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 
 #include <cstring>
 
@@ -11,6 +12,7 @@ namespace tessel {
 
 struct NativeProgram::Impl {
   KernelLibrary library;              // must outlive the executor's resolved symbols
+  std::unique_ptr<rt::DeviceMesh> mesh;  // the program's mesh over the world, if it has one
   std::unique_ptr<rt::Executor> executor;
 };
 
@@ -63,6 +65,11 @@ NativeProgram Program::native(const NativeOptions& options) const {
   impl->executor = std::make_unique<rt::Executor>(
       std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
       rt::ExecutorOptions{options.threads, options.profile});
+  if (options.world) {
+    impl->executor->setCommunicator(options.world);
+    impl->mesh = rt::deviceMeshFor(impl->executor->program(), *options.world);
+    impl->executor->setMesh(impl->mesh.get());
+  }
   impl->executor->initParameters(options.seed);
   return NativeProgram(std::move(impl));
 }

@@ -1,8 +1,11 @@
 // Mesh and Plan; see Plan.h.
 #include "dsl/tessel.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 namespace tessel {
 namespace {
@@ -11,6 +14,22 @@ namespace {
   throw ModelError(Diagnostic{site.file, site.line, site.column, "", std::move(message)});
 }
 
+/// The error at `site` with a note at `other` (a conflict between two plan calls), in the
+/// form compilers print: "<error>\n<file>:<line>:<col>: note: <note>".
+[[noreturn]] void failWithNote(const PlanSite& site, const std::string& message, const PlanSite& other,
+                               const std::string& note) {
+  fail(site, fmt::format("{}\n{}:{}:{}: note: {}", message, other.file, other.line, other.column, note));
+}
+
+/// [[tp], []] for a sharding's per-dimension axes.
+std::string dimsString(const std::vector<std::vector<std::string>>& dims) {
+  std::string s = "[";
+  for (size_t d = 0; d < dims.size(); ++d) s += fmt::format("{}[{}]", d ? "," : "", fmt::join(dims[d], ","));
+  return s + "]";
+}
+
+std::string shapeString(const std::vector<int64_t>& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
 std::string axesString(const Mesh& mesh) {
   std::string s;
   for (const auto& [name, size] : mesh.axes()) s += fmt::format("{}{}={}", s.empty() ? "" : ",", name, size);
@@ -18,6 +37,28 @@ std::string axesString(const Mesh& mesh) {
 }
 
 }  // namespace
+
+bool glob_matches(const std::string& glob, const std::string& name) {
+  // Greedy matching with one backtrack point (the last '*'): linear for globs without '*',
+  // O(|glob| * |name|) at worst; '*' never needs more than the last one to be revisited.
+  size_t g = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (g < glob.size() && (glob[g] == '?' || glob[g] == name[n])) {
+      ++g;
+      ++n;
+    } else if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = n;
+    } else if (star != std::string::npos) {
+      g = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
 
 Mesh::Mesh(std::initializer_list<std::pair<std::string, int64_t>> axes, std::source_location loc)
     : Mesh(std::vector<std::pair<std::string, int64_t>>(axes), PlanSite::of(loc)) {}
@@ -65,6 +106,49 @@ Plan& Plan::shard_batch(const std::string& axis, std::source_location loc) {
   return *this;
 }
 
+Plan& Plan::shard(const std::string& glob, std::vector<Axes> dims, std::source_location loc) {
+  ShardEntry entry{glob, {}, PlanSite::of(loc)};
+  if (glob.empty()) fail(entry.site, "shard(): the glob must not be empty");
+  std::map<std::string, size_t> firstUse;  // axis -> the first dimension split over it
+  for (size_t d = 0; d < dims.size(); ++d) {
+    for (const std::string& axis : dims[d].names) {
+      if (mesh_.size(axis) == 0)
+        fail(entry.site, fmt::format("shard(\"{}\"): the mesh ({}) has no axis '{}'", glob, axesString(mesh_), axis));
+      auto [first, fresh] = firstUse.emplace(axis, d);
+      if (!fresh)
+        fail(entry.site, fmt::format("shard(\"{}\"): mesh axis '{}' is used twice ({}); a tensor is split over "
+                                     "each axis at most once",
+                                     glob, axis, first->second == d
+                                                     ? fmt::format("on dimension {}", d)
+                                                     : fmt::format("on dimensions {} and {}", first->second, d)));
+    }
+    entry.dims.push_back(dims[d].names);
+  }
+  shards_.push_back(std::move(entry));
+  return *this;
+}
+
+Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
+  PlanSite site = PlanSite::of(loc);
+  if (mesh_.size(axis) == 0)
+    fail(site, fmt::format("tensor_parallel(\"{}\"): the mesh ({}) has no axis '{}'", axis, axesString(mesh_), axis));
+  if (!tensorParallelAxis_.empty() && tensorParallelAxis_ != axis)
+    failWithNote(site, fmt::format("tensor_parallel(\"{}\"): the plan is already tensor-parallel over '{}'", axis,
+                                   tensorParallelAxis_),
+                 tensorParallelSite_, fmt::format("tensor_parallel(\"{}\") is here", tensorParallelAxis_));
+  if (tensorParallelAxis_.empty()) tensorParallelSite_ = site;
+  tensorParallelAxis_ = axis;
+  return *this;
+}
+
+Plan& Plan::sequence_parallel(bool on, std::source_location loc) { return sequence_parallel(on, PlanSite::of(loc)); }
+
+Plan& Plan::sequence_parallel(bool on, PlanSite site) {
+  sequenceParallel_ = on;
+  sequenceParallelSite_ = std::move(site);
+  return *this;
+}
+
 Plan& Plan::bucket_mb(double mb, std::source_location loc) {
   if (!(mb > 0) || !std::isfinite(mb))
     fail(PlanSite::of(loc), fmt::format("bucket_mb({}): the bucket capacity must be a positive number of MiB", mb));
@@ -87,20 +171,108 @@ Plan& Plan::overlap(bool on, std::source_location) {
 
 int64_t Plan::dp() const { return batchAxis_.empty() ? 1 : mesh_.size(batchAxis_); }
 
-void Plan::check_world_size(int64_t worldSize) const {
+int64_t Plan::tp() const { return tensorParallelAxis_.empty() ? 1 : mesh_.size(tensorParallelAxis_); }
+
+bool Plan::needs_grid() const {
   for (const auto& [name, size] : mesh_.axes())
-    if (size > 1 && name != batchAxis_)
-      fail(mesh_.site(), fmt::format("mesh axis {}={}: {} is not supported yet (only data parallelism: "
-                                     "shard_batch over one axis)",
-                                     name, size,
-                                     name == "tp"   ? "tensor parallelism"
-                                     : name == "pp" ? "pipeline parallelism"
-                                                    : "an axis other than the batch axis"));
+    if (size > 1 && name != batchAxis_) return true;
+  for (const ShardEntry& e : shards_)
+    for (const auto& dim : e.dims)
+      for (const std::string& axis : dim)
+        if (mesh_.size(axis) > 1) return true;
+  return false;
+}
+
+void Plan::checkCombination() const {
+  if (sequenceParallel_ && tensorParallelAxis_.empty())
+    fail(sequenceParallelSite_, "sequence_parallel needs tensor parallelism: it splits the regions between the "
+                                "tensor-parallel layers along T over the tensor-parallel axis (call "
+                                "tensor_parallel(\"tp\"), or give --plan a tp axis)");
+  if (!tensorParallelAxis_.empty() && tensorParallelAxis_ == batchAxis_)
+    failWithNote(tensorParallelSite_,
+                 fmt::format("tensor_parallel(\"{}\"): '{}' is the batch axis (shard_batch); tensor parallelism "
+                             "needs an axis of its own",
+                             tensorParallelAxis_, batchAxis_),
+                 batchSite_, fmt::format("shard_batch(\"{}\") is here", batchAxis_));
+}
+
+void Plan::check_world_size(int64_t worldSize) const {
+  checkCombination();
+  for (const auto& [name, size] : mesh_.axes()) {
+    if (size == 1) continue;
+    if (name == "pp")
+      fail(mesh_.site(), fmt::format("mesh axis pp={}: pipeline parallelism is not supported yet", size));
+    bool used = name == batchAxis_ || name == tensorParallelAxis_;
+    for (const ShardEntry& e : shards_)
+      for (const auto& dim : e.dims) used = used || std::count(dim.begin(), dim.end(), name) > 0;
+    if (!used)
+      fail(mesh_.site(), fmt::format("mesh axis {}={} is used by no part of the plan (shard_batch, "
+                                     "tensor_parallel or shard); its ranks would only repeat the work",
+                                     name, size));
+  }
   if (mesh_.size() != worldSize)
     fail(mesh_.site(), fmt::format("the mesh ({}) has {} rank{} but the job has {} (the world size{})",
                                    axesString(mesh_), mesh_.size(), mesh_.size() == 1 ? "" : "s", worldSize,
                                    worldSize == 1 ? "; launch with mpirun -np " + std::to_string(mesh_.size())
                                                   : ""));
+}
+
+std::vector<ParameterSharding> Plan::resolve_shardings(
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters) const {
+  checkCombination();
+  std::vector<int> owner(parameters.size(), -1);  // the entry that shards each parameter
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const ShardEntry& e = shards_[i];
+    bool matched = false;
+    for (size_t p = 0; p < parameters.size(); ++p) {
+      const auto& [name, shape] = parameters[p];
+      if (!glob_matches(e.glob, name)) continue;
+      matched = true;
+      if (e.dims.size() != shape.size())
+        fail(e.site, fmt::format("shard(\"{}\"): {} dimension{} given, but parameter '{}' has shape {} (rank {})",
+                                 e.glob, e.dims.size(), e.dims.size() == 1 ? "" : "s", name, shapeString(shape),
+                                 shape.size()));
+      for (size_t d = 0; d < shape.size(); ++d) {
+        int64_t parts = 1;
+        std::vector<std::string> factors;
+        for (const std::string& axis : e.dims[d]) {
+          parts *= mesh_.size(axis);
+          factors.push_back(fmt::format("{}={}", axis, mesh_.size(axis)));
+        }
+        if (shape[d] % parts != 0)
+          fail(e.site, fmt::format("shard(\"{}\"): dimension {} of parameter '{}' (shape {}) has size {}, which "
+                                   "{} ({} part{}) does not divide; uneven shards are not supported yet",
+                                   e.glob, d, name, shapeString(shape), shape[d], fmt::join(factors, " x "), parts,
+                                   parts == 1 ? "" : "s"));
+      }
+      if (owner[p] >= 0 && shards_[static_cast<size_t>(owner[p])].dims != e.dims) {
+        const ShardEntry& first = shards_[static_cast<size_t>(owner[p])];
+        failWithNote(e.site,
+                     fmt::format("shard(\"{}\"): parameter '{}' is sharded {} here but {} by an earlier entry",
+                                 e.glob, name, dimsString(e.dims), dimsString(first.dims)),
+                     first.site, fmt::format("the earlier entry shard(\"{}\") is here", first.glob));
+      }
+      if (owner[p] < 0) owner[p] = static_cast<int>(i);
+    }
+    if (!matched)
+      fail(e.site, fmt::format("shard(\"{}\"): the glob matches no parameter of the model{}", e.glob,
+                               parameters.empty() ? std::string(" (it has none)")
+                                                  : fmt::format(" (names look like '{}')", parameters.front().first)));
+  }
+  std::vector<ParameterSharding> out;
+  for (size_t p = 0; p < parameters.size(); ++p) {
+    if (owner[p] < 0) continue;
+    ParameterSharding ps{parameters[p].first, {}, static_cast<size_t>(owner[p])};
+    for (const auto& dim : shards_[ps.entry].dims) {
+      std::vector<int> indices;
+      for (const std::string& axis : dim)
+        for (size_t a = 0; a < mesh_.axes().size(); ++a)
+          if (mesh_.axes()[a].first == axis) indices.push_back(static_cast<int>(a));
+      ps.axes.push_back(std::move(indices));
+    }
+    out.push_back(std::move(ps));
+  }
+  return out;
 }
 
 void Plan::check_batch(int64_t globalBatch) const {
@@ -117,6 +289,9 @@ void Plan::check_batch(int64_t globalBatch) const {
 
 std::string Plan::describe() const {
   std::string s = axesString(mesh_);
+  if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
+  if (sequenceParallel_) s += " sequence_parallel=on";
+  for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));
   if (microsteps_ > 1) s += fmt::format(" microsteps={}", microsteps_);
   if (dp() > 1) s += fmt::format(" bucket_mb={} overlap={}", bucketMb_, overlap_ ? "on" : "off");
   return s;
@@ -124,6 +299,7 @@ std::string Plan::describe() const {
 
 Plan parsePlan(const std::string& text, int64_t microsteps) {
   std::vector<std::pair<std::string, int64_t>> axes;
+  std::vector<size_t> columns;  // where each axis's item starts
   size_t pos = 0;
   auto site = [&](size_t at) { return PlanSite{"--plan", 1, static_cast<int>(at) + 1}; };
   if (text.empty()) fail(site(0), "empty plan (expected axis=size items such as dp=4)");
@@ -146,6 +322,7 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     for (const auto& a : axes)
       if (a.first == name) fail(site(pos), fmt::format("axis '{}' appears twice", name));
     axes.emplace_back(name, size);
+    columns.push_back(pos);
     pos = end + 1;
   }
   Plan plan = Plan(Mesh(axes, site(0)));
@@ -154,9 +331,14 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     fail(PlanSite{"--grad-accumulation", 1, 1}, fmt::format("{} microsteps; must be >= 1", microsteps));
   plan.microsteps_ = microsteps;
   plan.accumulationSite_ = PlanSite{"--grad-accumulation", 1, 1};
-  if (size_t at = text.find("dp="); at != std::string::npos) {
-    plan.batchAxis_ = "dp";
-    plan.batchSite_ = site(at);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i].first == "dp") {
+      plan.batchAxis_ = "dp";
+      plan.batchSite_ = site(columns[i]);
+    } else if (axes[i].first == "tp") {
+      plan.tensorParallelAxis_ = "tp";
+      plan.tensorParallelSite_ = site(columns[i]);
+    }
   }
   return plan;
 }

@@ -1,18 +1,29 @@
 // The parallelism plan: HOW a model is laid over the ranks (examples' plans.h); it never
 // changes WHAT is computed. Included by dsl/tessel.h; no MLIR.
 //
-//   tessel::Plan plan = tessel::Plan(tessel::Mesh{{"dp", 4}})
-//                           .shard_batch("dp")   // data parallelism over the 4 ranks
-//                           .bucket_mb(25)       // gradient all-reduce buckets
+//   tessel::Plan plan = tessel::Plan(tessel::Mesh{{"dp", 2}, {"tp", 2}})
+//                           .shard_batch("dp")        // data parallelism over dp
+//                           .tensor_parallel("tp")    // Megatron's layout of every block over tp
+//                           .shard("blocks.*.mlp.fc.weight", {"tp", {}})  // dim 0 over tp
+//                           .bucket_mb(25)            // gradient all-reduce buckets
 //                           .grad_accumulation(2)
 //                           .overlap(true);
 //   tessel::Program p = model.compile({.plan = plan});
 //
-// Every call records its source line; a plan that cannot run (a mesh whose size is not the
-// job's world size, a global batch the data-parallel degree does not divide, an axis the
-// compiler does not support yet) is a tessel::ModelError at the plan's line. The trainer's
-// `--plan dp=4` builds the same plan from the command line (parsePlan), and its errors name
-// the flag and the column of the offending item.
+// The mesh's axes are listed outermost first: the last axis varies fastest along the ranks
+// (rank = row-major index of its coordinates). Any order is accepted; the recommended (and
+// --plan's documented) layout puts pp outermost and tp innermost, e.g. pp=2,dp=2,tp=2, so
+// that the ranks of one tp group are neighbours (the same node), as in Megatron-LM.
+//
+// Every call records its source line; a plan that cannot run is a tessel::ModelError at the
+// plan's line: a mesh whose size is not the job's world size, a global batch the
+// data-parallel degree does not divide, an unknown axis, an axis the compiler does not
+// support yet (pp), sequence_parallel without tensor_parallel; and, when the model compiles,
+// a shard() glob that matches no parameter, a sharding with the wrong number of dimensions
+// or one its axes do not divide, two shard() entries that give one parameter different
+// shardings (with a note at the other entry), and a tp degree that does not divide the
+// attention heads. The trainer's `--plan dp=2,tp=2` builds the same kind of plan from the
+// command line (parsePlan), and its errors name the flag and the column of the offending item.
 #pragma once
 
 #include <cstdint>
@@ -34,6 +45,45 @@ struct PlanSite {
     return {loc.file_name(), static_cast<int>(loc.line()), static_cast<int>(loc.column())};
   }
 };
+
+/// The mesh axes one tensor dimension is split over, outermost first; none means the
+/// dimension is replicated. Converts from one axis name or a braced list of names, so that
+/// a sharding reads as its dimensions:
+///   {"tp", {}}             dim 0 split over tp, dim 1 replicated (a column-parallel weight)
+///   {{}, "tp"}             dim 1 split over tp (row-parallel)
+///   {{"dp", "tp"}, {}}     dim 0 split over dp, then each dp part over tp
+/// ({"dp", "tp"} as a whole sharding is two dimensions, dim 0 over dp and dim 1 over tp.)
+struct Axes {
+  Axes() = default;
+  Axes(const char* axis) : names{axis} {}                             // NOLINT: implicit on purpose
+  Axes(std::string axis) : names{std::move(axis)} {}                  // NOLINT
+  Axes(std::initializer_list<std::string> axes) : names(axes) {}      // NOLINT
+  std::vector<std::string> names;
+};
+
+/// One Plan::shard() entry: a glob over parameter names and, per dimension of the matched
+/// parameters, the mesh axes that dimension is split over.
+struct ShardEntry {
+  std::string glob;
+  std::vector<std::vector<std::string>> dims;
+  PlanSite site;
+};
+
+/// The sharding a plan gives one parameter (Plan::resolve_shardings): per dimension the
+/// indices of the mesh axes it is split over (outermost first), and the shard() entry
+/// (index into Plan::shards()) it comes from.
+struct ParameterSharding {
+  std::string name;
+  std::vector<std::vector<int>> axes;
+  size_t entry = 0;
+};
+
+/// Whether parameter `name` matches `glob` (Plan::shard). Globs are fnmatch-like on the
+/// whole dotted name: `*` matches any run of characters, dots included (so
+/// "blocks.*.weight" matches "blocks.0.attn.qkv.weight"), `?` any one character, and every
+/// other character itself. Unlike fnmatch there are no character classes and no escapes:
+/// '[' and '\' match themselves.
+bool glob_matches(const std::string& glob, const std::string& name);
 
 /// The most ranks a mesh may have (and so each of its axes): 2^20, far above any job, and
 /// small enough that products of sizes and batch splits cannot overflow int64.
@@ -73,6 +123,30 @@ class Plan {
   /// Throws ModelError here if the mesh has no such axis.
   Plan& shard_batch(const std::string& axis,
                     std::source_location loc = std::source_location::current());
+  /// Shards every parameter whose name matches `glob` (glob_matches): dimension d of the
+  /// parameter is split over the mesh axes dims[d] (empty: replicated), e.g.
+  /// shard("blocks.*.attn.qkv.weight", {"tp", {}}). Throws ModelError here for an empty glob,
+  /// an axis the mesh does not have, or one axis used on two dimensions (a tensor is split
+  /// over each axis at most once). What needs the parameters (a glob matching nothing, the
+  /// rank, divisibility, conflicting entries) is checked when the model compiles
+  /// (resolve_shardings).
+  Plan& shard(const std::string& glob, std::vector<Axes> dims,
+              std::source_location loc = std::source_location::current());
+  /// Tensor parallelism: the compiler (tessel-tensor-parallel) applies Megatron-LM's layout
+  /// over `axis` to every transformer block (column-parallel qkv and fc, row-parallel
+  /// projections, heads split over the axis, a vocab-parallel embedding and cross-entropy).
+  /// Throws ModelError here if the mesh has no such axis, or if tensor_parallel was already
+  /// called with another axis (with a note at that call). The heads are checked against
+  /// the axis when the model compiles.
+  Plan& tensor_parallel(const std::string& axis,
+                        std::source_location loc = std::source_location::current());
+  /// Sequence parallelism (Megatron-LM's, over the tensor-parallel axis): the LayerNorm and
+  /// residual regions are split along T. Needs tensor_parallel; without it the plan is a
+  /// ModelError at this line (checked by check_world_size and when the model compiles, so
+  /// the calls may come in any order).
+  Plan& sequence_parallel(bool on, std::source_location loc = std::source_location::current());
+  /// The same for a plan from the command line: `site` names the flag.
+  Plan& sequence_parallel(bool on, PlanSite site);
   /// Gradient all-reduce bucket capacity in MiB (default 25, as torch DDP's bucket_cap_mb);
   /// must be > 0 and finite.
   Plan& bucket_mb(double mb, std::source_location loc = std::source_location::current());
@@ -88,36 +162,71 @@ class Plan {
   /// Ranks the batch is split over (1 without shard_batch).
   int64_t dp() const;
   const std::string& batch_axis() const { return batchAxis_; }
+  /// The axis of tensor_parallel ("" without it), where it was called, and its size (1
+  /// without it).
+  const std::string& tensor_parallel_axis() const { return tensorParallelAxis_; }
+  const PlanSite& tensor_parallel_site() const { return tensorParallelSite_; }
+  int64_t tp() const;
+  bool sequence_parallel() const { return sequenceParallel_; }
+  /// The shard() entries in call order.
+  const std::vector<ShardEntry>& shards() const { return shards_; }
   double bucket_mb() const { return bucketMb_; }
   int64_t microsteps() const { return microsteps_; }
   bool overlap() const { return overlap_; }
+  /// Whether the compiler needs the plan's mesh as a grid in the IR (and its shardings on
+  /// the parameters): the plan is more than data parallelism, i.e. an axis other than the
+  /// batch axis has more than one rank, or a shard() entry splits over an axis of more than
+  /// one rank. Axes of one rank change nothing: dp=2,tp=1 compiles as dp=2, whose 1-D grid
+  /// tessel-gradient-all-reduce makes (so data-parallel programs stay as they were).
+  bool needs_grid() const;
 
   /// Startup checks against the job: the mesh size must equal `worldSize` (else ModelError
-  /// at the mesh's line), and every mesh axis other than the batch axis must have size 1
-  /// (tensor and pipeline parallelism are not supported yet; ModelError at the mesh's line).
+  /// at the mesh's line); a pp axis of more than one rank is refused (pipeline parallelism
+  /// is not supported yet), and so is any other axis of more than one rank that no part of
+  /// the plan uses (shard_batch, tensor_parallel, shard), at the mesh's line;
+  /// sequence_parallel without tensor_parallel, and tensor_parallel over the batch axis,
+  /// at their lines.
   void check_world_size(int64_t worldSize) const;
   /// The global batch must be divisible by dp() * microsteps() (ModelError at the line of
   /// shard_batch, or of grad_accumulation when it is the microsteps that do not divide).
   void check_batch(int64_t globalBatch) const;
-  /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" (for logs and --explain).
+  /// Matches the shard() entries against the model's parameters (name and shape, in
+  /// declaration order) and returns the sharding of every matched parameter, in that order.
+  /// Throws ModelError at the entry's line for a glob that matches no parameter, a parameter
+  /// whose rank is not the entry's number of dimensions, a dimension that its axes' product
+  /// does not divide (uneven shards are not supported yet), and two entries that give one
+  /// parameter different shardings (at the later entry, with a note at the earlier one).
+  /// Also runs the checks of check_world_size that do not need the world size.
+  std::vector<ParameterSharding> resolve_shardings(
+      const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters) const;
+  /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" / "dp=2,tp=2 tensor_parallel=tp
+  /// sequence_parallel=on shard(blocks.*.mlp.fc.weight,[[tp],[]]) bucket_mb=25 overlap=on"
+  /// (for logs and --explain).
   std::string describe() const;
 
  private:
   friend Plan parsePlan(const std::string& text, int64_t microsteps);
+  /// The checks that need neither the world nor the parameters (see check_world_size).
+  void checkCombination() const;
   Mesh mesh_;
-  PlanSite site_, batchSite_, accumulationSite_;
-  std::string batchAxis_;
+  PlanSite site_, batchSite_, accumulationSite_, tensorParallelSite_, sequenceParallelSite_;
+  std::string batchAxis_, tensorParallelAxis_;
+  bool sequenceParallel_ = false;
+  std::vector<ShardEntry> shards_;
   double bucketMb_ = 25.0;
   int64_t microsteps_ = 1;
   bool overlap_ = true;
 };
 
-/// The plan of the trainer's --plan flag: comma-separated `axis=size` items, e.g. "dp=4" or
-/// "dp=2,tp=2"; the mesh has those axes in order and the batch is sharded over "dp" when
-/// present. Throws ModelError ("--plan:1:<column>: error: ...") for malformed items,
-/// duplicate axes, sizes < 1 and unknown axis names (dp, tp, pp are known). tp and pp parse,
-/// and check_world_size rejects them (size > 1) as not supported yet. `microsteps` (>= 1,
-/// the --grad-accumulation flag) is the plan's grad_accumulation.
+/// The plan of the trainer's --plan flag: comma-separated `axis=size` items, e.g. "dp=4",
+/// "tp=2" or "dp=2,tp=2"; the mesh has those axes in the order given (the rank layout,
+/// outermost first; the default and recommended order is pp outermost and tp innermost,
+/// pp=2,dp=2,tp=2, so that tp groups are neighbouring ranks). A dp axis means
+/// shard_batch("dp") and a tp axis tensor_parallel("tp"), each at its item's column. Throws
+/// ModelError ("--plan:1:<column>: error: ...") for malformed items, duplicate axes, sizes
+/// < 1 and unknown axis names (dp, tp, pp are known). pp parses, and check_world_size
+/// rejects it (size > 1) as not supported yet. `microsteps` (>= 1, the --grad-accumulation
+/// flag) is the plan's grad_accumulation.
 Plan parsePlan(const std::string& text, int64_t microsteps = 1);
 
 }  // namespace tessel

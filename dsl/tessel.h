@@ -280,6 +280,10 @@ struct NativeOptions {
   uint64_t seed = 1337;
   /// Time every step (rt::Executor::stepSeconds).
   bool profile = false;
+  /// The ranks' world (not owned; null: one rank). A program with a mesh gets its device mesh
+  /// over it (rt::Executor::setMesh) before its parameters are initialised, so that each rank
+  /// keeps its shard; without a mesh its collectives use the world itself.
+  rt::Communicator* world = nullptr;
 };
 
 /// A program compiled to machine code: its functions lowered to generated C++ kernels

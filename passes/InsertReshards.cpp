@@ -16,6 +16,7 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include <map>
+#include <optional>
 
 #define DEBUG_TYPE "tessel-insert-reshards"
 
@@ -52,14 +53,19 @@ struct InsertReshardsPass : impl::InsertReshardsBase<InsertReshardsPass> {
       if (mlir::isa<ParamOp, ReshardOp>(op)) continue;
       llvm::SmallVector<TensorSharding> in;
       for (Value v : op.getOperands()) in.push_back(shardingOf(v));
-      OpSharding rule = shardOp(&op, in);
+      // The op's own result layout is the hint propagation used (a sequence split taken
+      // from a user), so the rule asks the operands for what that layout needs.
+      std::optional<TensorSharding> hint;
+      if (op.getNumResults() == 1) hint = shardingOf(op.getResult(0));
+      OpSharding rule = shardOp(&op, in, hint ? &*hint : nullptr);
       for (auto [i, v] : llvm::enumerate(op.getOperands())) {
         if (rule.operands[i] == in[i]) continue;
         ShardingAttr target = rule.operands[i].toAttr(&getContext(), grid->ref);
         Value& r = made[{v.getAsOpaquePointer(), target.getAsOpaquePointer()}];
         if (!r) {
           mlir::OpBuilder b(&op);
-          auto reshard = ReshardOp::create(b, op.getLoc(), v, target);
+          auto reshard = ReshardOp::create(b, op.getLoc(), v.getType(), v,
+                                           in[i].toAttr(&getContext(), grid->ref), target);
           setShardings(reshard, {rule.operands[i]}, grid->ref);
           r = reshard.getResult();
         }

@@ -2,8 +2,9 @@
 //
 // Algorithm (see passes/Passes.td):
 //   1. Append the hyper-parameters as scalar f32 arguments of @train_step.
-//   2. norm = global_norm(grads); coef = clip_coefficient(norm, max_grad_norm);
-//      each grad *= coef.
+//   2. norm = global_norm(grads), every unique element once (the per-rank norms of sharded
+//      gradients all-gathered over their axes); coef = clip_coefficient(norm,
+//      max_grad_norm); each grad *= coef.
 //   3. Per parameter: zero-initialised state params, one tessel.adamw / tessel.sgd, and a
 //      tessel.assign for the new parameter and each state slot.
 //   4. Return (loss, norm).
@@ -12,6 +13,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
+#include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
@@ -51,6 +53,47 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       return signalPassFailure();
     }
     if (mlir::failed(rewrite(step))) signalPassFailure();
+  }
+
+  /// The L2 norm of every gradient element, each unique element counted once. Replicated
+  /// gradients (the same on every rank) go in as they are; the gradients of parameters split
+  /// over a set of mesh axes are normed per rank, and those norms all-gathered over the
+  /// set, so that the one global_norm sees every shard's sum of squares exactly once
+  /// (Megatron-LM sums the squares of non-duplicate gradients over its model-parallel group
+  /// the same way). Every rank then computes the same norm from the same values.
+  Value globalNorm(mlir::OpBuilder& b, mlir::Location loc,
+                   llvm::ArrayRef<std::pair<ParamOp, Value>> grads) {
+    auto scalar = mlir::RankedTensorType::get({}, b.getF32Type());
+    llvm::SmallVector<Value> parts;
+    std::vector<std::pair<llvm::SmallVector<int16_t>, llvm::SmallVector<Value>>> groups;
+    for (auto [param, g] : grads) {
+      ParamOp p = param;
+      llvm::SmallVector<int16_t> axes;
+      if (auto list = TesselDialect::ShardingsAttrHelper(b.getContext()).getAttr(p))
+        for (const DimSharding& d :
+             TensorSharding::fromAttr(mlir::cast<ShardingAttr>(list[0]), p.getType().getRank()).dims)
+          axes.append(d.axes.begin(), d.axes.end());
+      llvm::sort(axes);
+      if (axes.empty()) {
+        parts.push_back(g);
+        continue;
+      }
+      auto it = llvm::find_if(groups, [&](const auto& e) { return e.first == axes; });
+      if (it == groups.end()) it = groups.insert(groups.end(), {axes, {}});
+      it->second.push_back(g);
+    }
+    if (groups.empty()) return GlobalNormOp::create(b, loc, scalar, parts);
+    auto grid = findGrid(getOperation(), DEBUG_TYPE);
+    if (mlir::failed(grid)) return Value();
+    for (auto& [axes, values] : groups) {
+      Value local = GlobalNormOp::create(b, loc, scalar, values);
+      auto one = mlir::RankedTensorType::get({1}, b.getF32Type());
+      Value vec = ReshapeOp::create(b, loc, one, local);
+      auto all = mlir::RankedTensorType::get({grid->groupSize(axes)}, b.getF32Type());
+      parts.push_back(AllGatherOp::create(b, loc, all, vec, grid->ref, b.getDenseI16ArrayAttr(axes),
+                                          b.getI64IntegerAttr(0)));
+    }
+    return GlobalNormOp::create(b, loc, scalar, parts);
   }
 
   mlir::LogicalResult rewrite(mlir::func::FuncOp f) {
@@ -104,9 +147,8 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     }
 
     // 2. Global-norm clipping.
-    llvm::SmallVector<Value> gradValues;
-    for (auto& [p, g] : grads) gradValues.push_back(g);
-    Value norm = GlobalNormOp::create(b, loc, scalar, gradValues);
+    Value norm = globalNorm(b, loc, grads);
+    if (!norm) return mlir::failure();
     Value coef = ClipCoefficientOp::create(b, loc, scalar, norm, hyper["max_grad_norm"]);
 
     // 3. Updates.
@@ -117,6 +159,9 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
                                b.getStringAttr(p.getName().str() + ":" + slot),
                                InitKindAttr::get(b.getContext(), InitKind::zeros),
                                mlir::FloatAttr(), b.getUnitAttr());
+      // The state is laid out like its parameter: each rank updates its own shard.
+      TesselDialect::ShardingsAttrHelper shardings(b.getContext());
+      if (mlir::ArrayAttr layout = shardings.getAttr(p)) shardings.setAttr(s, layout);
       lastParam = s;
       return s.getResult();
     };

@@ -7,13 +7,15 @@
 //      or partial over is read through one tessel.replicate per (value, axes), placed
 //      after the value's definition.
 //   3. tessel.shardings stays only on split parameters; the function is marked
-//      tessel.partitioned; every changed op is re-verified.
+//      tessel.partitioned; every changed op is re-verified. Reshards keep their two
+//      layouts (tessel-reshard-to-collectives turns them into collectives on local shapes).
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
 #include "compiler/ShardingRules.h"
+#include "compiler/VocabParallel.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
@@ -52,10 +54,9 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
     }
     if (mlir::failed(PipelineStage(module, forwardName)
                          .require(DEBUG_TYPE, f, {StageFact::ShardingsPropagated},
-                                  {StageFact::ReshardsPending, StageFact::Partitioned,
-                                   StageFact::TrainStep},
-                                  "once, after tessel-reshard-to-collectives and before "
-                                  "tessel-autodiff")))
+                                  {StageFact::Partitioned, StageFact::TrainStep},
+                                  "once, after tessel-insert-reshards and before "
+                                  "tessel-reshard-to-collectives")))
       return signalPassFailure();
     auto grid = findGrid(module, DEBUG_TYPE);
     if (mlir::failed(grid)) return signalPassFailure();
@@ -69,8 +70,10 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       auto it = sharding.find(v);
       return it != sharding.end() ? it->second : shardingOf(v);
     };
-    if (mlir::failed(localTypes(body, of)) || mlir::failed(replicateInputs(body, of)))
+    if (mlir::failed(checkGatheredUses(body)) || mlir::failed(localTypes(body, of)) ||
+        mlir::failed(replicateInputs(body, of)))
       return signalPassFailure();
+    vocabParallel(body, of);
     auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
     for (mlir::Operation& op : body) {
       if (mlir::isa<ParamOp>(op) && !of(op.getResult(0)).isReplicated()) continue;
@@ -127,7 +130,7 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
   mlir::LogicalResult replicateInputs(mlir::Block& body, Of of) {
     std::map<std::pair<const void*, std::vector<int16_t>>, Value> made;
     for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
-      if (mlir::isa<ParamOp, ReplicateOp, AllReduceOp>(op)) continue;
+      if (mlir::isa<ParamOp, ReplicateOp, AllReduceOp, ReshardOp>(op)) continue;
       llvm::SmallVector<int16_t> computation;
       for (Value v : op.getOperands()) {
         auto axes = axesOf(of(v));
@@ -143,9 +146,12 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
         auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
         if (!type || !mlir::isa<mlir::FloatType>(type.getElementType())) continue;
         TensorSharding s = of(v);
+        // A tensor gathered from splits already sums its users' per-rank gradients (the
+        // all-gather's transpose is a reduce-scatter), so it needs no f over those axes.
+        llvm::SmallVector<int16_t> gathered = gatheredAxes(v);
         std::vector<int16_t> missing;
         for (int16_t a : computation)
-          if (!s.usesAxis(a)) missing.push_back(a);
+          if (!s.usesAxis(a) && !llvm::is_contained(gathered, a)) missing.push_back(a);
         if (missing.empty()) continue;
         Value& r = made[{v.getAsOpaquePointer(), missing}];
         if (!r) {
@@ -155,6 +161,78 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
           r = ReplicateOp::create(b, v.getLoc(), v, grid_.ref, b.getDenseI16ArrayAttr(missing));
         }
         op.setOperand(i, r);
+      }
+    }
+    return mlir::success();
+  }
+
+  /// Embeddings and cross-entropies whose vocabulary is split become their vocab-parallel
+  /// forms (compiler/VocabParallel.h): each rank looks up the rows it holds, and the loss
+  /// comes from row statistics all-reduced over the vocabulary's axes. `of` still holds the
+  /// global layouts; types are local already.
+  template <typename Of>
+  void vocabParallel(mlir::Block& body, Of of) {
+    for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
+      auto embedding = mlir::dyn_cast<EmbeddingOp>(op);
+      auto ce = mlir::dyn_cast<CrossEntropyOp>(op);
+      Value table = embedding ? embedding.getTable() : ce ? ce.getLogits() : Value();
+      if (!table) continue;
+      TensorSharding s = of(table);
+      const DimSharding& v = embedding ? s.dims[0] : s.dims.back();
+      if (!v.split()) continue;
+      auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
+      int64_t local = embedding ? type.getShape()[0] : type.getShape().back();
+      int64_t vocab = local * grid_.groupSize(v.axes);
+      mlir::OpBuilder b(&op);
+      auto offset = MeshCoordinateOp::create(b, op.getLoc(), grid_.ref.getValue(), v.axes, local);
+      if (embedding) {
+        auto shard = EmbeddingShardOp::create(b, op.getLoc(), embedding.getType(), table,
+                                              embedding.getIndices(), offset, vocab);
+        embedding.replaceAllUsesWith(shard.getResult());
+      } else {
+        Value loss = buildVocabParallelCrossEntropy(b, op.getLoc(), table, ce.getTargets(), offset,
+                                                    vocab, VocabGroup{grid_.ref, v.axes});
+        ce.replaceAllUsesWith(loss);
+      }
+      op.erase();
+    }
+  }
+
+  /// The axes `v` was gathered over: a reshard whose input is split on a dimension over
+  /// axes its result is not split over.
+  static llvm::SmallVector<int16_t> gatheredAxes(Value v) {
+    llvm::SmallVector<int16_t> axes;
+    auto r = v.getDefiningOp<ReshardOp>();
+    if (!r) return axes;
+    int64_t rank = mlir::cast<mlir::RankedTensorType>(v.getType()).getRank();
+    TensorSharding from = TensorSharding::fromAttr(r.getFrom(), rank);
+    TensorSharding to = TensorSharding::fromAttr(r.getSharding(), rank);
+    for (const DimSharding& d : from.dims)
+      for (int16_t a : d.axes)
+        if (!to.usesAxis(a)) axes.push_back(a);
+    return axes;
+  }
+
+  /// A gathered tensor (gatheredAxes) read by a computation that is not split over those
+  /// axes would have its replicated gradient summed once per rank: refused until the
+  /// all-gather can take a replicated gradient.
+  mlir::LogicalResult checkGatheredUses(mlir::Block& body) {
+    for (auto r : body.getOps<ReshardOp>()) {
+      llvm::SmallVector<int16_t> gathered = gatheredAxes(r.getResult());
+      if (gathered.empty()) continue;
+      for (mlir::Operation* user : r->getUsers()) {
+        if (mlir::isa<mlir::func::ReturnOp>(user)) continue;  // an output: no gradient flows in
+        bool split = llvm::all_of(gathered, [&](int16_t a) {
+          return llvm::any_of(user->getOperands(), [&](Value o) {
+                   return o != r.getResult() && shardingOf(o).usesAxis(a);
+                 }) ||
+                 llvm::any_of(user->getResults(), [&](Value o) { return shardingOf(o).usesAxis(a); });
+        });
+        if (!split)
+          return user->emitError()
+                 << "this op reads a tensor gathered over " << grid_.names[gathered[0]]
+                 << " but does not itself run split over it; its gradient would be counted "
+                    "once per rank (not supported yet)";
       }
     }
     return mlir::success();

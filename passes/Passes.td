@@ -109,7 +109,11 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
        SGD: `lr`, `momentum`, `weight_decay`, `step`, `max_grad_norm`. A learning-rate
        schedule is therefore a runtime input and needs no recompile.
     2. `global_norm` of all gradients, `clip_coefficient` against `max_grad_norm` (infinite
-       disables clipping), and every gradient multiplied by the coefficient.
+       disables clipping), and every gradient multiplied by the coefficient. Every unique
+       element counts once: under a plan that splits parameters (`tessel.shardings`), the
+       gradients split over a set of mesh axes are normed per rank and those norms
+       all-gathered over the set (`tessel.all_gather`), next to the replicated gradients
+       counted as they are, so every rank computes the same norm.
     3. Per parameter, declare its optimizer state as zero-initialised `tessel.param ... state`
        (`<name>:exp_avg`, `<name>:exp_avg_sq`, or `<name>:momentum_buffer`), apply
        `tessel.adamw` / `tessel.sgd`, and `tessel.assign` the new parameter and state.
@@ -341,7 +345,11 @@ def TensorParallel : Pass<"tessel-tensor-parallel", "mlir::ModuleOp"> {
        heads' queries, keys and values); the projection reading the attention's output is
        row-parallel: its weight `[C, C]` is split on its input dimension;
     2. a linear layer followed by one activation (gelu, relu) and another linear layer: the
-       first column-parallel, the second row-parallel.
+       first column-parallel, the second row-parallel;
+    3. an embedding table `[V, C]` whose V the axis size divides is split on V (Megatron's
+       VocabParallelEmbedding; a tied LM head then yields logits split on V, and
+       tessel-partition makes the loss the vocab-parallel cross-entropy, so the full logits
+       never exist on one rank); a V it does not divide stays replicated for now.
 
     Only weights are seeded (`tessel.shardings` on their `tessel.param`); the biases and
     every activation follow by tessel-propagate-sharding. Weights the plan shards itself
@@ -402,9 +410,10 @@ def InsertReshards : Pass<"tessel-insert-reshards", "mlir::ModuleOp"> {
   let description = [{
     For every op of the forward function (and its return), evaluates the op's sharding
     rule on its operands' shardings and, for each operand whose sharding differs from the
-    one the rule asks for, inserts `tessel.reshard %v to #tessel.sharding<...>` before it
+    one the rule asks for, inserts `tessel.reshard %v : T from #a to #b -> T` before it
     (one per value and target, shared by its users). The return's operands must be
-    replicated. No collective is chosen here.
+    replicated. No collective is chosen here (tessel-reshard-to-collectives does, after
+    tessel-partition).
 
     Stage: after tessel-propagate-sharding (shardings on ops), before tessel-partition;
     once (no tessel.reshard yet).
@@ -416,16 +425,23 @@ def InsertReshards : Pass<"tessel-insert-reshards", "mlir::ModuleOp"> {
 }
 
 def ReshardToCollectives : Pass<"tessel-reshard-to-collectives", "mlir::ModuleOp"> {
-  let summary = "Replace each tessel.reshard with the collectives that perform it";
+  let summary = "Replace each tessel.reshard with the collective that performs it";
   let description = [{
-    Each `tessel.reshard` becomes collectives on the plan's mesh:
+    Runs on local shapes (after tessel-partition). Each `tessel.reshard` becomes a
+    collective on the plan's mesh:
     - the same splits, fewer partial axes: `tessel.all_reduce` sum over the resolved axes
-      (a row-parallel projection's output before its bias and the residual add);
-    - any other change (a split gathered, a replicated tensor sliced, a split moved) is
-      an error at the reshard's user, naming both shardings: this version has no rule
-      for it yet.
+      (a row-parallel projection's output before its bias and the residual add; Megatron's
+      g);
+    - one dimension's split removed: `tessel.all_gather` along it (sequence parallelism's
+      gather of the rows before a column-parallel projection);
+    - a pending sum resolved into one dimension's split over the same axes:
+      `tessel.reduce_scatter` sum along it (sequence parallelism after a row-parallel
+      projection);
+    - a reshard to the layout its input already has disappears;
+    - any other change (a replicated tensor sliced, a split moved between dimensions, a
+      split in blocks gathered) is an error at the reshard's user naming both layouts.
 
-    Stage: after tessel-insert-reshards, before tessel-partition (not partitioned).
+    Stage: after tessel-partition (the function is partitioned), before tessel-autodiff.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
@@ -447,10 +463,14 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
        rank, is summed by autodiff's transpose, an all-reduce);
     3. `tessel.shardings` stays on sharded parameters (the layout of their part inside the
        global tensor, for the runtime's initialisation and export) and leaves every other
-       op; the function is marked `tessel.partitioned`.
+       op; the function is marked `tessel.partitioned`. Reshards get the local shapes of
+       their two layouts; a tensor gathered from splits needs no `tessel.replicate` over
+       those axes (the gather's transpose already sums its users' per-rank gradients), and
+       a gathered tensor read by a computation that is not split over those axes is refused
+       (its gradient would be counted once per rank).
 
-    Stage: after tessel-reshard-to-collectives (shardings on ops, no tessel.reshard left),
-    before tessel-autodiff; once.
+    Stage: after tessel-insert-reshards (shardings on ops), before
+    tessel-reshard-to-collectives; once.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,

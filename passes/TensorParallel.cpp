@@ -10,6 +10,8 @@
 //   2. MLP: a linear layer whose output (plus its bias) goes through one activation (gelu,
 //      relu) into another linear layer: the first is column-parallel, the second
 //      row-parallel.
+//   3. Embedding tables whose rows the axis divides are split on them (vocab-parallel); a
+//      tied LM head follows by propagation.
 // Parameters the plan already shards are left as the plan says. A weight shared with an
 // embedding (a tied LM head) is never split here.
 //
@@ -148,6 +150,20 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       if (mlir::failed(split(*col, col->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
         return mlir::failure();
       ++pairs;
+    }
+    // 3. Vocab-parallel embeddings: a table whose rows the axis divides is split on them
+    //    (each rank looks up the ids it holds; a tied LM head then produces logits split on
+    //    the vocabulary, and the loss is the vocab-parallel cross-entropy). A vocabulary the
+    //    axis does not divide stays replicated (uneven splits are not supported yet).
+    for (auto e : f.getBody().getOps<EmbeddingOp>()) {
+      auto table = e.getTable().getDefiningOp<ParamOp>();
+      auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
+      if (!table || helper.isAttrPresent(table)) continue;
+      auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
+      if (type.getShape()[0] % size_ != 0) continue;
+      TensorSharding s = TensorSharding::replicated(2);
+      s.dims[0].axes = {axis_};
+      setShardings(table, {s}, grid_.ref);
     }
     if (pairs == 0)
       return mlir::emitError(mlir::Location(site_))

@@ -13,6 +13,8 @@
 //   //   kernel k3_fused_add_layer_norm(%12, %13, %4, %9, %10) grid [8,1,1] block [64,1,1]
 //   //   gemm %14 = %13 x wte.weight^T (batch 1, m 8, n 256, k 32)
 //
+// A program with a mesh starts with it and its sharded buffers ("// mesh dp=2,tp=2",
+// "// sharded w [2, 8] of [4, 8]: dim 0 over [tp] in 1 block(s), dim 1 whole").
 // Then comes the kernel file itself, exactly as the program carries it (preamble first), so
 // the output compiles as it stands. An op that has no kernel is an error at its location.
 #include "codegen/Lowering.h"
@@ -64,12 +66,44 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
                          nameOf(p, g->b), g->transB ? "^T" : "", g->batch, g->m, g->n, g->k);
     } else if (const auto* c = std::get_if<rt::CopyStep>(&step)) {
       line = fmt::format("copy {} = {}", nameOf(p, c->dst), nameOf(p, c->src));
+    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
+      // "all_gather dim 1 over tp (2 ranks): %3 = %1 via %2" (via: the staging buffer)
+      line = fmt::format("{}{} dim {}{} over {} ({} ranks): {} = {} via {} [{}]",
+                         rt::collectiveKindName(rt::collectiveKindIndex(*c)),
+                         c->kind == rt::CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", c->dim,
+                         c->kind == rt::CollectiveStep::Kind::AllToAll ? fmt::format(" concat dim {}", c->concatDim)
+                                                                       : std::string(),
+                         fmt::join(c->axes, ","), c->group, nameOf(p, c->tensors.at(1)), nameOf(p, c->tensors.at(0)),
+                         nameOf(p, c->buffer), fmt::join(p.buffers.at(static_cast<size_t>(c->buffer)).shape, "x"));
     } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       const bool start = c->kind == rt::CollectiveStep::Kind::AllReduceStart;
-      line = fmt::format("all_reduce_{} {} over {} ({} ranks): {}", start ? "start" : "wait",
-                         c->reduce, c->axis, c->group, names(p, c->tensors));
+      line = fmt::format("all_reduce_{} {} over {} ({} ranks){}: {}", start ? "start" : "wait",
+                         c->reduce, fmt::join(c->axes, ","), c->group,
+                         c->synchronous ? fmt::format(", synchronous, bucket {}", c->bucket) : "",
+                         names(p, c->tensors));
     }
     os << "//   " << line << "\n";
+  }
+}
+
+/// The program's mesh and its sharded buffers, one comment line each (nothing without a mesh):
+///   // mesh dp=2,tp=2
+///   // sharded fc.weight [2, 8] of [4, 8]: dim 0 over [tp] in 1 block(s), dim 1 whole
+void printMesh(const tessel::rt::Program& p, llvm::raw_ostream& os) {
+  if (p.mesh.empty()) return;
+  std::vector<std::string> axes;
+  for (const tessel::rt::MeshAxis& a : p.mesh) axes.push_back(fmt::format("{}={}", a.name, a.size));
+  os << fmt::format("// mesh {}\n", fmt::join(axes, ","));
+  for (const tessel::rt::Buffer& b : p.buffers) {
+    if (!b.sharded()) continue;
+    std::vector<std::string> dims;
+    for (size_t d = 0; d < b.sharding.size(); ++d)
+      dims.push_back(b.sharding[d].axes.empty()
+                         ? fmt::format("dim {} whole", d)
+                         : fmt::format("dim {} over [{}] in {} block(s)", d, fmt::join(b.sharding[d].axes, ","),
+                                       b.sharding[d].blocks));
+    os << fmt::format("// sharded {} [{}] of [{}]: {}\n", b.name, fmt::join(b.shape, ", "),
+                      fmt::join(b.globalShape, ", "), fmt::join(dims, ", "));
   }
 }
 
@@ -80,9 +114,12 @@ mlir::LogicalResult translate(mlir::ModuleOp module, llvm::raw_ostream& os, bool
   options.cuda = cuda;
   try {
     if (mlir::failed(tessel::lowerToProgram(module, program, options))) return mlir::failure();
+    // What the runtime would check on load: a lowering that breaks an invariant is a bug.
+    tessel::rt::validateProgram(program, "the lowered program");
   } catch (const std::exception& e) {  // an emitter's invalid_argument names the op
     return module.emitError() << e.what();
   }
+  printMesh(program, os);
   for (const tessel::rt::Function& fn : program.functions) printSteps(program, fn, os);
   os << "\n" << (cuda ? program.cudaSource : program.kernelSource);
   return mlir::success();

@@ -9,6 +9,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
 
 #include <filesystem>
@@ -32,10 +33,13 @@ rt::CudaBinary compileForGpu(const rt::Program& program, const std::string& arch
 /// The plan as bundle.json records it.
 rt::BundlePlan bundlePlan(const Plan& plan) {
   rt::BundlePlan p;
-  p.batchAxis = plan.batch_axis().empty() ? "dp" : plan.batch_axis();
-  // The axes the program runs: the batch axis alone (any other axis has size 1, as only data
-  // parallelism compiles; readBundle refuses a mesh with other axes).
-  p.mesh = {{p.batchAxis, plan.dp()}};
+  // Every axis of the plan's mesh, in its order (the program's mesh is checked against it);
+  // a plan without one (a single rank) records the batch axis alone. A plan that does not
+  // split the batch (tensor parallelism alone) records no batch axis.
+  p.mesh = plan.mesh().axes();
+  if (p.mesh.empty()) p.mesh = {{"dp", 1}};
+  p.batchAxis = plan.batch_axis();
+  if (p.batchAxis.empty() && p.mesh.size() == 1 && p.mesh[0].first == "dp") p.batchAxis = "dp";
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
   p.overlap = plan.overlap();
@@ -124,6 +128,11 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
   plan.check_world_size(world);  // unsupported axes; in a plain run, the launch the plan needs
 }
 
+std::pair<int, int> batchShardOf(const Plan& plan, int rank) {
+  if (plan.dp() <= 1) return {0, 1};
+  return batchShard(plan.mesh().axes(), plan.batch_axis(), rank);
+}
+
 int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const std::string name = app_.get_name();
   const Plan plan = planFromFlags(flags_);
@@ -159,7 +168,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (flags_.explain && rank == 0) {
     fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
                planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
-    std::string report = rt::explainCollectives(program.lower(false), "train_step");
+    const rt::Program lowered = program.lower(false);
+    fmt::print("{}", rt::explainShardings(lowered));
+    std::string report = rt::explainCollectives(lowered, "train_step");
     fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
     if (compileOnly && !emitting) return 0;
   }
@@ -168,22 +179,27 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     return 0;
   }
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
-  RankData data = recipe.data({rank, world, flags_.batch, plan.microsteps(), flags_.seed}, train_);
+  // The batch is split over the plan's batch axis only: ranks that differ on other axes (the
+  // tp ranks of one data-parallel replica) feed the same rows.
+  const auto [batchRank, batchRanks] = batchShardOf(plan, rank);
+  RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
-  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile};
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm};
   std::optional<NativeProgram> cpu;
+  std::unique_ptr<rt::DeviceMesh> gpuMesh;  // the program's mesh over NCCL; outlives the executor
   std::unique_ptr<rt::CudaExecutor> gpu;
   if (device == "cuda") {
     rt::Program lowered = program.lower(/*cuda_kernels=*/true);
     rt::CudaBinary binary = compileForGpu(lowered, run_.cudaArch);
+    gpuMesh = rt::deviceMeshFor(lowered, nccl ? *nccl : *comm);  // one rank: groups of one, no NCCL
     gpu = std::make_unique<rt::CudaExecutor>(std::move(lowered), binary, rt::CudaExecutorOptions{-1, run_.graphs});
     gpu->setCommunicator(nccl.get());
+    gpu->setMesh(gpuMesh.get());
     gpu->initParameters(flags_.seed);
   } else {
-    cpu = program.native(native);
-    cpu->executor().setCommunicator(comm);
+    cpu = program.native(native);  // with the world: its mesh, if the program has one
   }
   rt::ProgramExecutor& ex = gpu ? static_cast<rt::ProgramExecutor&>(*gpu) : cpu->executor();
   if (flags_.checkSchedule) {

@@ -37,9 +37,12 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                  "optimizer state and loss")
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
-  app.add_option("--plan", f.plan, "parallelism plan: dp=N (data parallelism over N ranks; tp and pp are not "
-                                   "supported yet)")
+  app.add_option("--plan", f.plan, "parallelism plan: the mesh's axes, outermost first, e.g. dp=2,tp=2 (dp: data "
+                                   "parallelism, tp: Megatron tensor parallelism; pp is not supported yet). The "
+                                   "recommended order puts pp outermost and tp innermost, so tp ranks are neighbours")
       ->capture_default_str();
+  app.add_flag("--sequence-parallel", f.sequenceParallel,
+               "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
            int64_t{1} << 20);
   app.add_option("--bucket-mb", f.bucketMb, "gradient all-reduce bucket capacity in MiB")
@@ -55,6 +58,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
 Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
+  if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});
   return plan;
 }
 

@@ -29,6 +29,7 @@ struct Flags {
   std::string device = "auto";  // --device cpu|cuda|auto
   std::string precision = "f32";  // --precision f32|bf16 (CompileOptions::precision)
   std::string plan = "dp=1";    // --plan: the parallelism plan (dsl/Plan.h parsePlan)
+  bool sequenceParallel = false;  // --sequence-parallel: the plan's sequence_parallel
   int64_t microsteps = 1;       // --grad-accumulation k: microsteps per optimizer step
   double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
   bool overlap = true;          // --no-overlap turns it off
@@ -41,8 +42,10 @@ struct Flags {
   DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
-/// The Plan of --plan, --grad-accumulation, --bucket-mb and --no-overlap. Throws ModelError
-/// ("--plan:1:col: error: ...") for a malformed plan.
+/// The Plan of --plan, --sequence-parallel, --grad-accumulation, --bucket-mb and
+/// --no-overlap. Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
+/// --sequence-parallel without a tp axis is refused ("--sequence-parallel:1:1: error: ...")
+/// by Plan::check_world_size.
 Plan planFromFlags(const Flags& flags);
 
 /// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`

@@ -49,6 +49,9 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
       what = fmt::format("gemm {}x[{}x{}x{}]{}{}", g->batch, g->m, g->n, g->k, g->transA ? " tA" : "",
                          g->transB ? " tB" : "");
       where = g->location;
+    } else if (auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
+      what = fmt::format("{} dim {}", rt::collectiveKindName(rt::collectiveKindIndex(*c)), c->dim);
+      where = c->location;
     } else if (auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       what = fmt::format("all_reduce_{} bucket {}",
                          c->kind == rt::CollectiveStep::Kind::AllReduceStart ? "start" : "wait", c->bucket);

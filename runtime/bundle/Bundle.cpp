@@ -101,14 +101,12 @@ BundlePlan readPlan(const json& j, const std::string& file) {
   };
   if (p.mesh.empty()) throw bad("has an empty mesh");
   std::set<std::string> seen;
-  for (const auto& [axis, size] : p.mesh) {
+  // The axes besides the batch axis are checked against the program's mesh (BundleConfig.cpp).
+  for (const auto& [axis, size] : p.mesh)
     if (!seen.insert(axis).second) throw bad(fmt::format("names axis {} twice", axis));
-    // A program runs data parallelism only: its collectives name the batch axis alone.
-    if (axis != p.batchAxis)
-      throw bad(fmt::format("axis {}={} is not the batch axis '{}' (only data parallelism is supported)", axis,
-                            size, p.batchAxis));
-  }
-  if (!seen.count(p.batchAxis)) throw bad(fmt::format("batch_axis '{}' is not an axis of the mesh", p.batchAxis));
+  // An empty batch axis: the plan does not split the batch (tensor parallelism alone).
+  if (!p.batchAxis.empty() && !seen.count(p.batchAxis))
+    throw bad(fmt::format("batch_axis '{}' is not an axis of the mesh", p.batchAxis));
   if (!(p.bucketMb > 0) || !std::isfinite(p.bucketMb)) throw bad(fmt::format("bucket_mb {} is not positive", p.bucketMb));
   return p;
 }

@@ -42,10 +42,11 @@ inline constexpr int kBundleFormatVersion = 4;
 inline constexpr const char* kTesselVersion = "0.1.0";
 
 /// The parallelism plan a bundle was compiled for (dsl/Plan.h, flattened): bundle.json's
-/// "plan". Every axis other than the batch axis has size 1 (what the compiler supports).
+/// "plan". Its mesh is the program's (Program::mesh) when the program has one; otherwise every
+/// axis other than the batch axis has size 1 (runtime/bundle/BundleConfig.h).
 struct BundlePlan {
   std::vector<std::pair<std::string, int64_t>> mesh{{"dp", 1}};  // axes in mesh order
-  std::string batchAxis = "dp";  // the axis the global batch is sharded over
+  std::string batchAxis = "dp";  // the axis the global batch is sharded over ("": none)
   int64_t microsteps = 1;        // gradient accumulation: microsteps per optimizer step
   double bucketMb = 25.0;        // gradient all-reduce bucket capacity, MiB
   bool overlap = true;           // all-reduces start during the backward pass

@@ -50,35 +50,67 @@ int64_t configValue(const BundleInfo& info, const std::string& field, const std:
 const std::map<std::string, std::set<std::string>> kOptimizerState = {{"adamw", {"exp_avg", "exp_avg_sq"}},
                                                                       {"sgd", {"momentum_buffer"}}};
 
+/// Throws unless the plan's mesh is the program's (Program::mesh: names and sizes in order);
+/// a program without a mesh (one rank, or data parallelism compiled before meshes) runs on a
+/// plan whose axes other than the batch axis have size 1.
+void checkPlanMesh(const BundlePlan& plan, const Program& program, const std::string& file) {
+  std::vector<std::pair<std::string, int64_t>> mesh;
+  for (const MeshAxis& a : program.mesh) mesh.emplace_back(a.name, a.size);
+  if (!mesh.empty() && mesh != plan.mesh) {
+    std::vector<std::string> text;
+    for (const MeshAxis& a : program.mesh) text.push_back(fmt::format("{}={}", a.name, a.size));
+    throw mismatch(file, fmt::format("plan {} does not match program.json's mesh {}", plan.meshText(),
+                                     fmt::join(text, ",")));
+  }
+  if (mesh.empty())
+    for (const auto& [axis, size] : plan.mesh)
+      if (axis != plan.batchAxis && size != 1)
+        throw mismatch(file, fmt::format("plan axis {}={} does not match program.json, which has no mesh (it runs "
+                                         "one rank or data parallelism only)", axis, size));
+}
+
 /// Throws naming the field where the plan or the optimizer disagrees with what the program
 /// itself shows (BundleConfig.h's promise).
 void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const std::string& file) {
   const BundlePlan& plan = info.plan;
-  int collectives = 0;
+  checkPlanMesh(plan, program, file);
+  int gradientReductions = 0;  // gradient buckets reduced over the batch axis
   for (const Function& f : program.functions)
     for (const Step& step : f.steps) {
       const auto* c = std::get_if<CollectiveStep>(&step);
-      if (!c) continue;
-      ++collectives;
+      if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
       const std::string where = fmt::format("the all-reduce of bucket {} in @{}", c->bucket, f.name);
-      if (c->group != plan.dp())
-        throw mismatch(file, fmt::format("plan {} (dp {}) does not match program.json: {} averages over a group of {}",
-                                         plan.meshText(), plan.dp(), where, c->group));
-      if (c->axis != plan.batchAxis)
-        throw mismatch(file, fmt::format("plan.batch_axis '{}' does not match program.json: {} is over axis '{}'",
-                                         plan.batchAxis, where, c->axis));
-      if (c->reduce != "avg")
+      // Every collective's group is the plan's ranks along its axes.
+      int64_t group = 1;
+      for (const std::string& axis : c->axes) {
+        auto it = std::find_if(plan.mesh.begin(), plan.mesh.end(), [&](const auto& a) { return a.first == axis; });
+        if (it == plan.mesh.end())
+          throw mismatch(file, fmt::format("plan {} does not match program.json: {} is over axis '{}', which the "
+                                           "plan's mesh lacks", plan.meshText(), where, axis));
+        group *= it->second;
+      }
+      if (c->group != group)
+        throw mismatch(file, fmt::format("plan {} does not match program.json: {} is over axes [{}] of {} ranks "
+                                         "but over a group of {}",
+                                         plan.meshText(), where, fmt::join(c->axes, ", "), group, c->group));
+      if (c->synchronous) continue;  // a forward/backward all-reduce of the partitioned model
+      const bool overBatch = std::find(c->axes.begin(), c->axes.end(), plan.batchAxis) != c->axes.end();
+      if (plan.dp() > 1 && !overBatch)
+        throw mismatch(file, fmt::format("plan.batch_axis '{}' does not match program.json: {} is over axes [{}]",
+                                         plan.batchAxis, where, fmt::join(c->axes, ", ")));
+      gradientReductions += overBatch;
+      if (c->axes == std::vector<std::string>{plan.batchAxis} && c->reduce != "avg")
         throw mismatch(file, fmt::format("plan {} does not match program.json: {} reduces by '{}', but data "
                                          "parallelism averages the gradients (avg)",
                                          plan.meshText(), where, c->reduce));
     }
-  if (plan.dp() > 1 && collectives == 0)
+  if (plan.dp() > 1 && gradientReductions == 0)
     throw mismatch(file, fmt::format("plan {} does not match program.json, which has no gradient all-reduce (it "
                                      "was compiled for one rank)",
                                      plan.meshText()));
-  if (plan.dp() == 1 && collectives > 0)
+  if (plan.dp() == 1 && gradientReductions > 0)
     throw mismatch(file, fmt::format("plan {} (one rank) does not match program.json, which has {} all-reduce "
-                                     "step(s)", plan.meshText(), collectives));
+                                     "step(s)", plan.meshText(), gradientReductions));
   const bool accumulates = program.function("accumulate_step") != nullptr;
   if ((plan.microsteps > 1) != accumulates)
     throw mismatch(file, fmt::format("plan.microsteps {} does not match program.json, which has {}@accumulate_step",
@@ -150,9 +182,11 @@ void checkBundleConfig(const BundleInfo& info, const Program& program, const std
                                          info.model, d.buffer));
       b = &program.buffers[static_cast<size_t>(i)];
     }
-    if (b->shape.size() <= d.dim || b->shape[d.dim] != want)
+    // A sharded parameter's config dimension is its global one.
+    const std::vector<int64_t>& shape = b->globalShape.empty() ? b->shape : b->globalShape;
+    if (shape.size() <= d.dim || shape[d.dim] != want)
       throw mismatch(file, fmt::format("config.{} {} does not match program.json: '{}' has shape [{}]", d.field,
-                                       want, b->name, fmt::join(b->shape, ", ")));
+                                       want, b->name, fmt::join(shape, ", ")));
   }
   if (info.model != "gpt") return;
   if (int64_t seq = configValue(info, "seq", file); seq != info.seq)

@@ -13,9 +13,11 @@
 // A config field a model needs that is missing or not an integer from 1 to 2^40 is refused
 // too (a float such as 1.5, or 2**70). Models without a table (user models) are checked on
 // the batch alone.
-// What the program itself shows is checked for every model: each gradient all-reduce
-// averages (reduce avg) over a group of the plan's dp on the plan's batch axis; dp > 1 means
-// the program has all-reduces; every function runs on one of dp x microsteps batch shards
+// What the program itself shows is checked for every model: the program's mesh (if it has
+// one) is the plan's, else the plan's axes besides the batch axis have size 1; every
+// all-reduce's group is the plan's ranks along its axes (each an axis of the plan); each
+// gradient all-reduce names the batch axis when dp > 1, and one over the batch axis alone
+// averages (reduce avg); dp > 1 exactly when the program has gradient all-reduces over it; every function runs on one of dp x microsteps batch shards
 // (program.json's batch_shards, recorded by the compiler); plan.microsteps > 1 exactly when it has @accumulate_step; and
 // the optimizer's state buffers are the recorded optimizer's (adamw: <param>:exp_avg and
 // <param>:exp_avg_sq; sgd: <param>:momentum_buffer).

@@ -15,6 +15,7 @@
 #pragma once
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/MeshAxis.h"  // defines: MeshAxis
 
 #include <map>
 #include <memory>
@@ -22,12 +23,6 @@
 #include <vector>
 
 namespace tessel::rt {
-
-/// One mesh axis: its name ("dp", "tp", ...) and its number of ranks (>= 1).
-struct MeshAxis {
-  std::string name;
-  int size = 1;
-};
 
 /// The pure arithmetic of a mesh (no communication): coordinates and groups of world ranks.
 class MeshLayout {

@@ -66,7 +66,9 @@ std::shared_ptr<Op> MpiCommunicator::Impl::issue(const std::shared_ptr<Group>& g
   op->root = root;
   op->bytes = kind == OpKind::Recv ? count * dtypeBytes(dtype) : payload;
   op->group = group;
-  op->step = group->currentStep.load();
+  // The training loop sets the world's step; a group's failure names it too (groups are
+  // formed from the world, whose step only grows).
+  op->step = std::max(group->currentStep.load(), worldGroup->currentStep.load());
   op->timeout = group->timeout.load();
   if (!op->isPointToPoint()) op->seq = ++group->seq;
   buildGroupSchedule(*op, data, send, recv);

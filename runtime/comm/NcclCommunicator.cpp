@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -82,6 +83,9 @@ struct NcclCommunicator::Impl {
   ncclComm_t comm = nullptr;
   std::atomic<double> timeout{300.0};
   std::atomic<int64_t> step{0}, collectives{0}, payloadBytes{0};
+  // A group's parent's step (the parent outlives its groups): the training loop sets the
+  // world's step, and a group's failure names it too.
+  const std::atomic<int64_t>* parentStep = nullptr;
   int64_t seq = 0;
 
   std::mutex mutex;  // guards everything below and serialises NCCL calls with ncclCommAbort
@@ -257,7 +261,8 @@ std::unique_ptr<Work> NcclCommunicator::Impl::issue(const char* kind, const std:
   const bool p2p = std::strcmp(kind, "send") == 0 || std::strcmp(kind, "recv") == 0;
   auto op = std::make_shared<NcclOp>();
   op->cu = cu;
-  op->description = nccl::describeOp(kind, name, p2p ? 0 : ++seq, bytes, step.load(), peer);
+  const int64_t at = parentStep ? std::max(step.load(), parentStep->load()) : step.load();
+  op->description = nccl::describeOp(kind, name, p2p ? 0 : ++seq, bytes, at, peer);
   if (failed)
     throw CommError(fmt::format("{} did not run: an earlier operation failed: {}", op->description, firstError));
   op->timeout = timeout.load();
@@ -348,6 +353,7 @@ std::unique_ptr<Communicator> NcclCommunicator::subgroup(const std::vector<int>&
   options.device = impl_->ordinal;  // the device this rank already uses
   std::unique_ptr<NcclCommunicator> group(new NcclCommunicator(std::move(host), options));
   group->setStep(impl_->step.load());
+  group->impl_->parentStep = &impl_->step;
   return group;
 }
 

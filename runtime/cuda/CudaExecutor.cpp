@@ -4,6 +4,9 @@
 
 #include "runtime/Init.h"
 #include "runtime/comm/StreamCommunicator.h"
+#include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf, countCollective
+#include "runtime/exec/Sharding.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
 #include "runtime/cuda/CudaPlan.h"
@@ -72,6 +75,10 @@ struct CudaExecutor::State {
     const CollectiveStep* collective = nullptr;
     std::vector<std::pair<CUdeviceptr, size_t>> tensors;
     std::string name;
+    // A shard move (`src` is its staging buffer): its copies and call (BlockLayout.h).
+    ShardMovePlan move;
+    DType dtype = DType::F32;
+    size_t elementBytes = 0;
   };
   struct Fn {
     const Function* function = nullptr;
@@ -94,6 +101,7 @@ struct CudaExecutor::State {
   std::vector<std::pair<CUevent, CUevent>> pool;
   std::vector<std::vector<std::byte>> hostOutputs;  // outputs() copies
   Communicator* comm = nullptr;
+  DeviceMesh* mesh = nullptr;
   CollectiveCounters counters;
 
   // Releases what the constructor acquired, also when it threw halfway.
@@ -128,6 +136,10 @@ struct CudaExecutor::State {
   /// stream, and the communicator's all-reduce between them.
   void collective(Fn& f, const Step& s) {
     const CollectiveStep& c = *s.collective;
+    if (c.movesShards()) {
+      shardMove(s);
+      return;
+    }
     std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.bucket)];
     auto t0 = std::chrono::steady_clock::now();
     const bool start = c.kind == CollectiveStep::Kind::AllReduceStart;
@@ -143,19 +155,56 @@ struct CudaExecutor::State {
       at += bytes;
     }
     if (start && c.group > 1) {
-      if (!comm)
-        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks ({}), but no communicator "
-                                             "was set", s.name, c.group, c.axis));
-      if (comm->worldSize() != c.group)
-        throw std::runtime_error(fmt::format("CudaExecutor: {} all-reduces over {} ranks but the communicator has {}",
-                                             s.name, c.group, comm->worldSize()));
-      work = comm->allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
-                             DType::F32, c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, s.name);
-      ++counters.collectives;
-      counters.payloadBytes += static_cast<int64_t>(s.bytes);
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      work = group.allReduce(reinterpret_cast<void*>(s.src), static_cast<int64_t>(s.bytes / sizeof(float)),
+                             DType::F32, reduceOpOf(c.reduce), s.name);
+      countCollective(counters, c, static_cast<int64_t>(s.bytes));
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     (start ? counters.startSeconds : counters.waitSeconds) += seconds;
+  }
+
+  /// Enqueues `copies` (elements of s.elementBytes) from `src` to `dst` on the compute
+  /// stream: one cuMemcpyDtoDAsync per row of a slice (the rows are the dims before the
+  /// moved one, e.g. the batch, so there are few).
+  void enqueueCopies(const Step& s, const std::vector<StridedCopy>& copies, CUdeviceptr src, CUdeviceptr dst) {
+    const auto e = static_cast<CUdeviceptr>(s.elementBytes);
+    for (const StridedCopy& c : copies)
+      for (int64_t r = 0; r < c.rows; ++r)
+        ck(api->cuMemcpyDtoDAsync(dst + static_cast<CUdeviceptr>(c.dst + r * c.dstPitch) * e,
+                                  src + static_cast<CUdeviceptr>(c.src + r * c.srcPitch) * e,
+                                  static_cast<size_t>(c.width) * s.elementBytes, stream),
+           "cuMemcpyDtoDAsync of " + s.what);
+  }
+
+  /// An all_gather, reduce_scatter or all_to_all step (Program.h): the packing copies on the
+  /// compute stream, the communicator's collective (NCCL orders it after them by an event on
+  /// its own stream), its wait (the compute stream waits for its event), the unpacking copies.
+  void shardMove(const Step& s) {
+    const CollectiveStep& c = *s.collective;
+    auto t0 = std::chrono::steady_clock::now();
+    const CUdeviceptr input = s.tensors[0].first, output = s.tensors[1].first, staging = s.src;
+    if (c.group == 1) {
+      ck(api->cuMemcpyDtoDAsync(output, input, s.tensors[0].second, stream), "cuMemcpyDtoDAsync of " + s.what);
+    } else {
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      const DType dtype = s.dtype;
+      const ShardMovePlan& m = s.move;
+      enqueueCopies(s, m.pack, input, staging);
+      auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
+      std::unique_ptr<Work> work;
+      if (c.kind == CollectiveStep::Kind::AllGather)
+        work = group.allGather(ptr(input), ptr(staging), m.count, dtype, s.name);
+      else if (c.kind == CollectiveStep::Kind::ReduceScatter)
+        work = group.reduceScatter(ptr(staging), ptr(output), m.count, dtype, reduceOpOf(c.reduce), s.name);
+      else
+        work = group.allToAll(ptr(staging), ptr(staging + static_cast<CUdeviceptr>(m.recvOffset) * s.elementBytes),
+                              m.count, dtype, s.name);
+      countCollective(counters, c, m.payloadBytes);
+      work->wait();
+      enqueueCopies(s, m.unpack, staging, output);
+    }
+    counters.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
   void enqueue(Fn& f) {
@@ -340,7 +389,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
       } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
         st.kind = State::Step::Collective;
         st.collective = col;
-        st.name = fmt::format("bucket {} of @{}", col->bucket, f.name);
+        st.name = collectiveName(*col, f.name);
         st.what = fmt::format("step {} ({} {})", si,
                               col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
         st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket
@@ -350,6 +399,12 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
           st.tensors.emplace_back(s.pointers[static_cast<size_t>(id)],
                                   static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           st.tempEnd = std::max(st.tempEnd, tempEnd(id));
+        }
+        if (col->movesShards()) {
+          st.what = fmt::format("step {} ({})", si, st.name);
+          st.move = shardMovePlan(program_, *col);
+          st.dtype = program_.buffers[static_cast<size_t>(col->buffer)].dtype;
+          st.elementBytes = static_cast<size_t>(dtypeBytes(st.dtype));
         }
         if (col->group > 1) fn.capturable = false;
         if (fn.inFlight.size() <= static_cast<size_t>(col->bucket)) fn.inFlight.resize(static_cast<size_t>(col->bucket) + 1);
@@ -389,9 +444,16 @@ void CudaExecutor::initParameters(uint64_t seed) {
     const Buffer& b = program_.buffers[i];
     if (b.kind == BufferKind::State) {
       s.ck(s.api->cuMemsetD8Async(s.pointers[i], 0, static_cast<size_t>(b.bytes()), s.stream), "cuMemsetD8Async");
+    } else if (b.kind == BufferKind::Coordinate) {
+      std::vector<int> coordinates;
+      if (s.mesh) coordinates = s.mesh->layout().coordinates(s.mesh->world().rank());
+      int32_t value = coordinateValue(b, s.mesh ? &s.mesh->layout() : nullptr, coordinates);
+      writeBuffer(static_cast<int>(i), &value);
     } else if (b.kind == BufferKind::Parameter) {
-      InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
-      std::vector<float> values = initParameter(b.numel(), kind, b.stddev, seed, b.name);
+      std::vector<float> values(static_cast<size_t>(b.numel()));
+      std::vector<int> coordinates;
+      if (s.mesh) coordinates = s.mesh->layout().coordinates(s.mesh->world().rank());
+      initParameterShard(b, s.mesh ? &s.mesh->layout() : nullptr, coordinates, seed, values.data());
       if (b.dtype == DType::BF16) {
         std::vector<uint16_t> half(values.size());
         std::transform(values.begin(), values.end(), half.begin(), toBf16);
@@ -494,7 +556,24 @@ CudaMemoryReport CudaExecutor::memory() const {
 
 bool CudaExecutor::usingGraphs() const { return state_->graphs; }
 
+void CudaExecutor::setMesh(DeviceMesh* mesh) {
+  State& s = *state_;
+  if (mesh && mesh->layout().axes() != program_.mesh)
+    throw std::runtime_error(fmt::format("CudaExecutor: the device mesh {} is not the program's mesh",
+                                         mesh->layout().describe()));
+  s.mesh = mesh;
+  if (!mesh) return;
+  for (const Function& f : program_.functions)
+    for (const rt::Step& step : f.steps)
+      if (auto* c = std::get_if<CollectiveStep>(&step)) useDeviceCommunicator(&mesh->group(c->axes));
+}
+
 void CudaExecutor::setCommunicator(Communicator* comm) {
+  useDeviceCommunicator(comm);
+  state_->comm = comm;
+}
+
+void CudaExecutor::useDeviceCommunicator(Communicator* comm) {
   State& s = *state_;
   if (comm && comm->worldSize() > 1) {
     auto* device = dynamic_cast<StreamCommunicator*>(comm);
@@ -507,7 +586,6 @@ void CudaExecutor::setCommunicator(Communicator* comm) {
                                            device->device(), s.ordinal));
     device->setComputeStream(s.stream);
   }
-  s.comm = comm;
 }
 
 const CollectiveCounters& CudaExecutor::collectiveCounters() const { return state_->counters; }

@@ -40,6 +40,7 @@
 
 #include "runtime/bundle/Bundle.h"
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/DeviceMesh.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/ProgramExecutor.h"
 
@@ -101,6 +102,12 @@ class CudaExecutor final : public ProgramExecutor {
   /// for one on another device, or for a host communicator (MPI), whose collectives cannot
   /// read device memory. nullptr: none (a group > 1 collective then fails in run()).
   void setCommunicator(Communicator* comm);
+  /// For a program with a mesh (Program::mesh): the device mesh (over a StreamCommunicator
+  /// world, e.g. NCCL) whose group of each collective step's axes runs it; every group the
+  /// program names is created now (collectively, in program order) and checked as
+  /// setCommunicator checks its communicator. Throws std::runtime_error if the mesh is not the
+  /// program's. Sharded parameters are initialised at the mesh's coordinates (initParameters).
+  void setMesh(DeviceMesh* mesh);
   /// What the collective steps did (CollectiveCounters, runtime/exec/Executor.h); the seconds
   /// are host time spent issuing (start) and enqueuing the stream wait (wait), not device time.
   const CollectiveCounters& collectiveCounters() const;
@@ -109,6 +116,10 @@ class CudaExecutor final : public ProgramExecutor {
   bool usingGraphs() const;
 
  private:
+  /// Checks that `comm` (size > 1) is a StreamCommunicator on this device and orders its
+  /// stream after this executor's (setCommunicator's checks).
+  void useDeviceCommunicator(Communicator* comm);
+
   struct State;
   Program program_;
   std::unique_ptr<State> state_;

@@ -25,6 +25,7 @@ double CudaExecutor::deviceMilliseconds(const std::string&) const { return 0; }
 CudaMemoryReport CudaExecutor::memory() const { return {}; }
 bool CudaExecutor::usingGraphs() const { return false; }
 void CudaExecutor::setCommunicator(Communicator*) {}
+void CudaExecutor::setMesh(DeviceMesh*) {}
 const CollectiveCounters& CudaExecutor::collectiveCounters() const {
   static const CollectiveCounters none;
   return none;

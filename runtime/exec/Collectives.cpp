@@ -4,7 +4,9 @@
 #include "runtime/numeric/Fnv1a.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <vector>
@@ -13,6 +15,23 @@ namespace tessel::rt {
 namespace {
 
 const CollectiveStep* asCollective(const Step& s) { return std::get_if<CollectiveStep>(&s); }
+
+/// What one collective step contributes per rank: a bucket's bytes, or a shard move's
+/// payload (Program.h).
+int64_t payloadOf(const Program& program, const CollectiveStep& c) {
+  if (!c.movesShards()) return program.buffers.at(static_cast<size_t>(c.buffer)).bytes();
+  const Buffer& in = program.buffers.at(static_cast<size_t>(c.tensors.at(0)));
+  const Buffer& out = program.buffers.at(static_cast<size_t>(c.tensors.at(1)));
+  return c.kind == CollectiveStep::Kind::AllGather ? out.bytes() : in.bytes();
+}
+
+/// "all_reduce A bytes, all_gather B bytes, reduce_scatter C bytes, all_to_all D bytes".
+std::string bytesByKind(const std::array<int64_t, kCollectiveKinds>& bytes) {
+  std::string out;
+  for (int k = 0; k < kCollectiveKinds; ++k)
+    out += fmt::format("{}{} {} bytes", k ? ", " : "", collectiveKindName(k), bytes[static_cast<size_t>(k)]);
+  return out;
+}
 
 std::string mib(int64_t bytes) { return fmt::format("{:.3f} MiB", static_cast<double>(bytes) / (1 << 20)); }
 
@@ -24,12 +43,17 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
   if (!f) return out;
   for (const Step& s : f->steps) {
     const CollectiveStep* c = asCollective(s);
-    if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
-    int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
-    ++out.buckets;
+    if (!c || c->kind == CollectiveStep::Kind::AllReduceWait) continue;
+    const int64_t bytes = payloadOf(program, *c);
+    ++(c->synchronous ? out.synchronous : out.buckets);
     out.payloadBytes += bytes;
-    out.ringWireBytes += 2.0 * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
+    // A ring all-reduce sends 2 (N - 1) / N of the payload; the shard moves (N - 1) / N.
+    const double factor = c->movesShards() ? 1.0 : 2.0;
+    out.ringWireBytes += factor * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
                          static_cast<double>(bytes);
+    const auto kind = static_cast<size_t>(collectiveKindIndex(*c));
+    ++out.kindCollectives[kind];
+    out.kindPayloadBytes[kind] += bytes;
   }
   return out;
 }
@@ -42,11 +66,37 @@ std::string explainCollectives(const Program& program, const std::string& functi
   for (size_t i = 0; i < f->steps.size(); ++i) {
     const CollectiveStep* c = asCollective(f->steps[i]);
     if (!c) continue;
-    group = c->group;
-    int64_t bytes = program.buffers.at(static_cast<size_t>(c->buffer)).bytes();
+    group = std::max(group, c->group);
+    const int64_t bytes = payloadOf(program, *c);
+    const std::string axes = fmt::format("{}", fmt::join(c->axes, ","));
+    if (c->movesShards()) {
+      const Buffer& in = program.buffers.at(static_cast<size_t>(c->tensors.at(0)));
+      const Buffer& res = program.buffers.at(static_cast<size_t>(c->tensors.at(1)));
+      out += fmt::format("forward/backward collective: {}{} over {} ({} ranks) {} [{}] -> [{}], {} bytes ({}), step "
+                         "{}/{}, {}{}\n",
+                         collectiveKindName(collectiveKindIndex(*c)),
+                         c->kind == CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", axes, c->group,
+                         c->kind == CollectiveStep::Kind::AllToAll
+                             ? fmt::format("split dim {} concat dim {}", c->dim, c->concatDim)
+                             : fmt::format("dim {}", c->dim),
+                         fmt::join(in.shape, "x"), fmt::join(res.shape, "x"), bytes, mib(bytes), i, f->steps.size(),
+                         c->location.empty() ? "?" : c->location,
+                         c->names.empty() || c->names[0].empty() ? "" : " [" + c->names[0] + "]");
+      continue;
+    }
+    if (c->synchronous) {
+      // A forward or backward all-reduce of the partitioned model: its wait is the next step.
+      if (c->kind == CollectiveStep::Kind::AllReduceStart)
+        out += fmt::format("forward/backward collective {}: all_reduce {} over {} ({} ranks), {} bytes ({}), step "
+                           "{}/{}, {}{}\n",
+                           c->bucket, c->reduce, axes, c->group, bytes, mib(bytes), i, f->steps.size(),
+                           c->location.empty() ? "?" : c->location,
+                           c->names.empty() || c->names[0].empty() ? "" : " [" + c->names[0] + "]");
+      continue;
+    }
     if (c->kind == CollectiveStep::Kind::AllReduceStart) {
       out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->bucket,
-                         c->reduce, c->axis, c->group, c->tensors.size(), bytes, mib(bytes));
+                         c->reduce, axes, c->group, c->tensors.size(), bytes, mib(bytes));
       for (size_t t = 0; t < c->tensors.size(); ++t)
         out += fmt::format("    {:<40} {:>10} bytes\n", t < c->names.size() ? c->names[t] : "?",
                            program.buffers.at(static_cast<size_t>(c->tensors[t])).bytes());
@@ -57,10 +107,16 @@ std::string explainCollectives(const Program& program, const std::string& functi
   }
   if (out.empty()) return out;
   CollectiveBytes b = collectiveBytes(program, function);
-  return fmt::format("collectives of @{}: {} bucket{}\n", function, b.buckets, b.buckets == 1 ? "" : "s") + out +
-         fmt::format("per rank per step: payload {} bytes ({}); ring all-reduce wire bytes 2(N-1)/N x payload = "
-                     "{:.0f} bytes (N = {})\n",
-                     b.payloadBytes, mib(b.payloadBytes), b.ringWireBytes, group);
+  const std::string wire = b.movesShards() ? "ring wire bytes 2(N-1)/N x all_reduce payload + (N-1)/N x the rest"
+                                           : "ring all-reduce wire bytes 2(N-1)/N x payload";
+  return fmt::format("collectives of @{}: {} bucket{}{}\n", function, b.buckets, b.buckets == 1 ? "" : "s",
+                     b.synchronous == 0 ? std::string()
+                                        : fmt::format(", {} forward/backward collective{}", b.synchronous,
+                                                      b.synchronous == 1 ? "" : "s")) +
+         out +
+         fmt::format("per rank per step: payload {} bytes ({}); {} = {:.0f} bytes (N = {})\n", b.payloadBytes,
+                     mib(b.payloadBytes), wire, b.ringWireBytes, group) +
+         fmt::format("per rank per step by kind: {}\n", bytesByKind(b.kindPayloadBytes));
 }
 
 uint64_t collectiveScheduleHash(const Program& program) {
@@ -75,6 +131,13 @@ uint64_t collectiveScheduleHash(const Program& program) {
       mixInt(static_cast<int64_t>(c->kind));
       mixInt(c->bucket);
       mix(c->reduce.data(), c->reduce.size());
+      for (const std::string& a : c->axes) {
+        mix(a.data(), a.size());
+        mixInt(-1);  // separates the names, so ["d", "p"] and ["dp"] differ
+      }
+      mixInt(c->synchronous);
+      mixInt(c->dim);
+      mixInt(c->concatDim);
       mixInt(c->group);
       for (int t : c->tensors) mixInt(program.buffers.at(static_cast<size_t>(t)).numel());
     }
@@ -111,8 +174,22 @@ std::string communicationSummary(const Program& program, const CollectiveCounter
   const CollectiveBytes b = collectiveBytes(program, "train_step");
   return fmt::format("communication: {:.1f} all-reduces/step, payload {} bytes/step, ring wire {:.0f} "
                      "bytes/step (N = {}), starts {:.3f} ms/step, exposed (waits) {:.3f} ms/step\n",
-                     static_cast<double>(c.collectives) / n, c.payloadBytes / steps, b.ringWireBytes, world,
-                     1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n);
+                     static_cast<double>(c.kindCollectives[0]) / n, c.payloadBytes / steps, b.ringWireBytes, world,
+                     1e3 * c.startSeconds / n, 1e3 * c.waitSeconds / n) +
+         communicationByKind(c, steps);
+}
+
+std::string communicationByKind(const CollectiveCounters& c, int64_t steps) {
+  if (c.collectives == 0 || steps <= 0) return "";
+  std::string out;
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    const auto at = static_cast<size_t>(k);
+    if (c.kindCollectives[at] == 0) continue;
+    out += fmt::format("{}{} {:.1f}/step {} bytes/step", out.empty() ? "" : ", ", collectiveKindName(k),
+                       static_cast<double>(c.kindCollectives[at]) / static_cast<double>(steps),
+                       c.kindPayloadBytes[at] / steps);
+  }
+  return "communication by kind: " + out + "\n";
 }
 
 }  // namespace tessel::rt

@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +21,8 @@
 #include <stdexcept>
 
 #include "runtime/Init.h"
+#include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
 namespace {
@@ -38,6 +41,45 @@ std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* w
 }
 
 }  // namespace
+
+std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  if (c.movesShards())
+    return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
+                       fmt::join(c.axes, ","));
+  return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
+                       : fmt::format("bucket {} of @{}", c.bucket, function);
+}
+
+void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes) {
+  const auto kind = static_cast<size_t>(collectiveKindIndex(c));
+  ++counters.collectives;
+  counters.payloadBytes += payloadBytes;
+  ++counters.kindCollectives[kind];
+  counters.kindPayloadBytes[kind] += payloadBytes;
+}
+
+ReduceOp reduceOpOf(const std::string& reduce) {
+  if (reduce == "avg") return ReduceOp::Avg;
+  if (reduce == "max") return ReduceOp::Max;
+  return ReduceOp::Sum;
+}
+
+Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
+                             Communicator* world) {
+  Communicator* comm = world;
+  const char* verb = c.movesShards() ? "runs over" : "all-reduces over";
+  if (mesh) {
+    comm = &mesh->group(c.axes);
+  } else if (!comm) {
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}), but no communicator was set", name, verb,
+                                         c.group, fmt::join(c.axes, ",")));
+  }
+  if (comm->worldSize() != c.group)
+    throw std::runtime_error(fmt::format("{} {} {} ranks ({}) but the {} has {}", name, verb, c.group,
+                                         fmt::join(c.axes, ","), mesh ? "mesh group" : "communicator",
+                                         comm->worldSize()));
+  return *comm;
+}
 
 float OutputView::value(int64_t i) const {
   if (dtype == DType::I32) throw std::runtime_error(fmt::format("output '{}' is not a float tensor", name));
@@ -69,6 +111,9 @@ struct Executor::Prepared {
   float* bucket = nullptr;
   std::vector<std::pair<void*, size_t>> tensors;
   std::string name;
+  // A shard move (`bucket` is its staging buffer): its copies and call (BlockLayout.h).
+  ShardMovePlan move;
+  size_t elementBytes = 0;
 };
 
 struct Executor::PreparedFunction {
@@ -188,7 +233,11 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
         }
-        p.name = fmt::format("bucket {} of @{}", col.bucket, f.name);
+        p.name = collectiveName(col, f.name);
+        if (col.movesShards()) {
+          p.move = shardMovePlan(program_, col);
+          p.elementBytes = static_cast<size_t>(dtypeBytes(program_.buffers[static_cast<size_t>(col.buffer)].dtype));
+        }
         if (pf.inFlight.size() <= static_cast<size_t>(col.bucket)) pf.inFlight.resize(static_cast<size_t>(col.bucket) + 1);
       }
       pf.steps.push_back(std::move(p));
@@ -237,15 +286,29 @@ void Executor::gemmThroughF32(const Prepared& p) {
 }
 
 void Executor::initParameters(uint64_t seed) {
+  std::vector<int> coordinates;
+  if (mesh_) coordinates = mesh_->layout().coordinates(mesh_->world().rank());
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
     const Buffer& b = program_.buffers[i];
     if (b.kind == BufferKind::State) {
       std::memset(pointers_[i], 0, static_cast<size_t>(b.bytes()));
     } else if (b.kind == BufferKind::Parameter) {
-      InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
-      initParameter(static_cast<float*>(pointers_[i]), b.numel(), kind, b.stddev, seed, b.name);
+      initParameterShard(b, mesh_ ? &mesh_->layout() : nullptr, coordinates, seed, static_cast<float*>(pointers_[i]));
+    } else if (b.kind == BufferKind::Coordinate) {
+      *static_cast<int32_t*>(pointers_[i]) = coordinateValue(b, mesh_ ? &mesh_->layout() : nullptr, coordinates);
     }
   }
+}
+
+void Executor::setMesh(DeviceMesh* mesh) {
+  if (mesh && mesh->layout().axes() != program_.mesh)
+    throw std::runtime_error(fmt::format("Executor: the device mesh {} is not the program's mesh",
+                                         mesh->layout().describe()));
+  mesh_ = mesh;
+  if (!mesh_) return;
+  for (const Function& f : program_.functions)
+    for (const Step& step : f.steps)
+      if (auto* c = std::get_if<CollectiveStep>(&step)) mesh_->group(c->axes);
 }
 
 void* Executor::raw(int buffer) {
@@ -349,6 +412,10 @@ void Executor::run(const std::string& function) {
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
+  if (c.movesShards()) {
+    shardMove(p);
+    return;
+  }
   std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.bucket)];
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
@@ -358,16 +425,10 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
       at += bytes;
     }
     if (c.group > 1) {
-      if (!comm_)
-        throw std::runtime_error(fmt::format(
-            "Executor: {} all-reduces over {} ranks ({}), but no communicator was set", p.name, c.group, c.axis));
-      if (comm_->worldSize() != c.group)
-        throw std::runtime_error(fmt::format("Executor: {} all-reduces over {} ranks but the communicator has {}",
-                                             p.name, c.group, comm_->worldSize()));
-      work = comm_->allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
-                              c.reduce == "avg" ? ReduceOp::Avg : ReduceOp::Sum, p.name);
-      ++counters_.collectives;
-      counters_.payloadBytes += static_cast<int64_t>(p.bytes);
+      Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+      work = comm.allReduce(p.bucket, static_cast<int64_t>(p.bytes / sizeof(float)), DType::F32,
+                            reduceOpOf(c.reduce), p.name);
+      countCollective(counters_, c, static_cast<int64_t>(p.bytes));
     }
     counters_.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return;
@@ -380,6 +441,35 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   for (auto [ptr, bytes] : p.tensors) {
     std::memcpy(ptr, at, bytes);
     at += bytes;
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Executor::shardMove(const Prepared& p) {
+  // Synchronous: the step issues, waits and repacks, so all of its time is exposed (a wait).
+  const CollectiveStep& c = *p.collective;
+  auto t0 = std::chrono::steady_clock::now();
+  void* input = p.tensors[0].first;
+  void* output = p.tensors[1].first;
+  void* staging = p.bucket;
+  if (c.group == 1) {
+    std::memcpy(output, input, p.tensors[0].second);  // one rank: every kind is the identity
+  } else {
+    Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+    const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
+    const ShardMovePlan& m = p.move;
+    copyStrided(m.pack, input, staging, p.elementBytes);
+    std::unique_ptr<Work> work;
+    if (c.kind == CollectiveStep::Kind::AllGather)
+      work = comm.allGather(input, staging, m.count, dtype, p.name);
+    else if (c.kind == CollectiveStep::Kind::ReduceScatter)
+      work = comm.reduceScatter(staging, output, m.count, dtype, reduceOpOf(c.reduce), p.name);
+    else  // received blocks land in staging's second half
+      work = comm.allToAll(staging, static_cast<std::byte*>(staging) + m.recvOffset * p.elementBytes, m.count, dtype,
+                           p.name);
+    countCollective(counters_, c, m.payloadBytes);
+    work->wait();
+    copyStrided(m.unpack, staging, output, p.elementBytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -14,6 +14,8 @@
 // and OpenBLAS thread counts, which every Executor in the process shares.
 #pragma once
 
+#include <array>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/comm/DeviceMesh.h"
 #include "runtime/exec/Program.h"
 #include "runtime/exec/ProgramExecutor.h"
 
@@ -37,12 +40,32 @@ struct ExecutorOptions {
 
 /// What the executor's collective steps did so far (all functions, all runs).
 struct CollectiveCounters {
-  int64_t collectives = 0;   // all-reduces issued (buckets started with group > 1)
-  int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start
+  int64_t collectives = 0;   // collectives issued with group > 1 (all-reduce starts, shard moves)
+  int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start; for the
+                             // shard moves Program.h's CollectiveStep payload
+  /// The same two, per kind (index collectiveKindIndex: all_reduce, all_gather,
+  /// reduce_scatter, all_to_all); they sum to the totals above.
+  std::array<int64_t, kCollectiveKinds> kindCollectives{};
+  std::array<int64_t, kCollectiveKinds> kindPayloadBytes{};
   double startSeconds = 0;   // wall time in start steps (packing the bucket, issuing)
   double waitSeconds = 0;    // wall time in wait steps (blocked on the network + unpacking):
                              // the communication the compute did not hide
 };
+
+/// The communicator collective step `c` (issued as `name`) runs on: the mesh's group of its
+/// axes when there is a mesh, else `world`. Throws std::runtime_error naming the collective if
+/// there is neither, or if that communicator's size is not c.group. Shared by the executors.
+Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
+                             Communicator* world);
+/// The name a collective step is issued under (timeouts and traces name it): "bucket 3 of
+/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one,
+/// "all_gather along dim 1 of @forward over tp" for a shard move.
+std::string collectiveName(const CollectiveStep& c, const std::string& function);
+/// Adds one issued collective of `c`'s kind with `payloadBytes` to `counters` (totals and
+/// per kind). Shared by the executors.
+void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes);
+/// "sum" -> Sum, "avg" -> Avg, "max" -> Max (a validated CollectiveStep::reduce).
+ReduceOp reduceOpOf(const std::string& reduce);
 
 /// The CPU implementation of ProgramExecutor (see the promise above). OutputView data point
 /// into executor memory (a Temp output lives in the arena and is reused by the next run).
@@ -56,8 +79,10 @@ class Executor final : public ProgramExecutor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Parameters from runtime/Init.h (initParameter with their name and this seed); State
-  /// buffers are set to zero.
+  /// Parameters from runtime/Init.h (initParameter with their name and this seed; a sharded
+  /// one is initialised whole and this rank keeps its shard: runtime/exec/Sharding.h
+  /// initParameterShard at the mesh's coordinates, so a sharded program needs setMesh first);
+  /// State buffers are set to zero.
   void initParameters(uint64_t seed) override;
 
   /// Base pointer of an f32 buffer (a Temp's points into the arena); throws on a bad id or an
@@ -75,10 +100,18 @@ class Executor final : public ProgramExecutor {
   /// run() throws std::runtime_error if a collective's group differs from the
   /// communicator's world size, or if it needs one and none was set.
   void setCommunicator(Communicator* comm) { comm_ = comm; }
+  /// For a program with a mesh (Program::mesh): the device mesh its collectives run on (not
+  /// owned; must outlive the runs). Each collective step goes to mesh->group(step.axes).
+  /// Creates every group the program's collectives name now, in program order (a collective
+  /// call over the world: every rank calls setMesh at the same point). Throws
+  /// std::runtime_error if the mesh's axes are not the program's (names and sizes, in order).
+  /// A program without a mesh uses setCommunicator instead, as before meshes.
+  void setMesh(DeviceMesh* mesh);
   const CollectiveCounters& collectiveCounters() const { return counters_; }
 
   /// Executes the function's steps in order. A collective start packs its bucket and issues
-  /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks.
+  /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks. An
+  /// all_gather, reduce_scatter or all_to_all step repacks, runs and waits in the step.
   void run(const std::string& function) override;
   /// The function's outputs, in result order.
   std::vector<OutputView> outputs(const std::string& function) const override;
@@ -104,6 +137,8 @@ class Executor final : public ProgramExecutor {
   struct PreparedFunction;
   const PreparedFunction& prepared(const std::string& function) const;
   void collective(const PreparedFunction& pf, const Prepared& p);
+  /// An AllGather, ReduceScatter or AllToAll step (Program.h; runtime/exec/BlockLayout.h).
+  void shardMove(const Prepared& p);
 
   Program program_;
   std::unique_ptr<std::byte, void (*)(void*)> persistent_;
@@ -120,6 +155,7 @@ class Executor final : public ProgramExecutor {
   void gemmThroughF32(const Prepared& p);
   ExecutorOptions options_;
   Communicator* comm_ = nullptr;
+  DeviceMesh* mesh_ = nullptr;
   CollectiveCounters counters_;
   std::unordered_map<std::string, std::vector<double>> profile_;  // per function, per step
 };

@@ -29,6 +29,19 @@ int64_t Buffer::numel() const {
   return n;
 }
 
+int64_t Buffer::globalNumel() const {
+  if (globalShape.empty()) return numel();
+  int64_t n = 1;
+  for (int64_t d : globalShape) n *= d;
+  return n;
+}
+
+bool Buffer::sharded() const {
+  for (const ShardDim& d : sharding)
+    if (!d.axes.empty()) return true;
+  return false;
+}
+
 const Function* Program::function(const std::string& name) const {
   for (const Function& f : functions)
     if (f.name == name) return &f;
@@ -39,6 +52,20 @@ int Program::findBuffer(const std::string& name) const {
   for (size_t i = 0; i < buffers.size(); ++i)
     if (buffers[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+int collectiveKindIndex(const CollectiveStep& c) {
+  switch (c.kind) {
+    case CollectiveStep::Kind::AllGather: return 1;
+    case CollectiveStep::Kind::ReduceScatter: return 2;
+    case CollectiveStep::Kind::AllToAll: return 3;
+    default: return 0;
+  }
+}
+
+const char* collectiveKindName(int index) {
+  static constexpr const char* kNames[kCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+  return index >= 0 && index < kCollectiveKinds ? kNames[index] : "?";
 }
 
 int64_t Program::arenaBytes() const {

@@ -15,6 +15,7 @@
 #include <variant>
 #include <vector>
 
+#include "runtime/comm/MeshAxis.h"  // defines: MeshAxis
 #include "runtime/numeric/DType.h"
 
 namespace tessel::rt {
@@ -25,6 +26,22 @@ enum class BufferKind {
   State,      // optimizer state: persistent, zero-initialised
   Input,      // a function argument the caller provides each call (tokens, lr, ...)
   Temp,       // an intermediate: lives in the arena at `offset`
+  Coordinate, // an i32 scalar the executor fills once: this rank's index along
+              // `coordinateAxes` of Program::mesh (row-major, listed axes outermost first)
+              // times `coordinateStride` (tessel.mesh_coordinate: e.g. the first vocabulary
+              // row of this rank's shard); 0 without a mesh
+};
+
+/// How one dimension of a sharded buffer lies in its global tensor (as #tessel.sharding's
+/// split axes and blocks say, compiler/TesselDialect.td). The global dimension G is `blocks` equal blocks of G / blocks; each block is
+/// split into P = product of the sizes of `axes` equal contiguous parts, and a rank holds part
+/// p of every block, concatenated, where p is the row-major index of the rank's coordinates on
+/// `axes` (listed outermost first). So the local dimension is G / P, and blocks = 1 is a plain
+/// contiguous split; no axes (P = 1) is an unsplit dimension.
+struct ShardDim {
+  std::vector<std::string> axes;  // mesh axes, outermost first; empty: not split
+  int64_t blocks = 1;             // >= 1, dividing the local dimension
+  bool operator==(const ShardDim&) const = default;
 };
 
 /// One tensor-sized region of memory.
@@ -37,8 +54,20 @@ struct Buffer {
   std::string init;            // Parameter: "normal", "zeros" or "ones"
   double stddev = 0.0;         // Parameter with "normal" init
   std::string location;        // the op that produced it, "file:line:col [path]"
+  /// Parameter and State only: the global tensor this rank holds a shard of (`shape` is the
+  /// local shard), and per dimension how it is split over Program::mesh (ShardDim). Both empty:
+  /// not sharded, every rank of the mesh holds the whole tensor.
+  std::vector<int64_t> globalShape;
+  std::vector<ShardDim> sharding;
+  /// Coordinate only: the mesh axes (outermost first) and the factor of the index.
+  std::vector<std::string> coordinateAxes;
+  int64_t coordinateStride = 1;
 
   int64_t numel() const;
+  /// The elements of the global tensor (numel() when not sharded).
+  int64_t globalNumel() const;
+  /// True when some dimension is split over some axis.
+  bool sharded() const;
   int64_t bytes() const { return numel() * dtypeBytes(dtype); }
   bool operator==(const Buffer&) const = default;
 };
@@ -94,26 +123,66 @@ struct CopyStep {
   bool operator==(const CopyStep&) const = default;
 };
 
-/// One half of an asynchronous all-reduce of a bucket of tensors over a replica group
+/// One half of an asynchronous all-reduce of a bucket of tensors over a group of ranks
 /// (runtime/comm/Communicator.h). Start: packs `tensors` in order into the flat f32 buffer
 /// `buffer` and issues the all-reduce, which runs while later steps compute. Wait: blocks
 /// until it is complete and unpacks `buffer` into `tensors` (the reduced values). The start
 /// and the wait of one bucket share `bucket` and `buffer`; a start precedes its wait.
 /// Payload: the buffer's bytes, once per start.
+/// The group is this rank's group along `axes` of Program::mesh (DeviceMesh::group); a program
+/// without a mesh reduces over the whole world, which must then have `group` ranks.
+/// A `synchronous` collective (a forward or backward all-reduce of the partitioned model,
+/// tessel.all_reduce) is one tensor whose wait is the step right after its start; the others
+/// are gradient buckets (tessel.all_reduce_start/wait) that overlap the backward pass.
+///
+/// The synchronous collectives that move shards (tessel.all_gather / reduce_scatter /
+/// all_to_all, compiler/TesselGatherScatterOps.td) are one step each, complete when the
+/// step returns: `tensors` = {input, output} (same dtype: f32 or bf16; every communicator
+/// moves and reduces both), `dim` the tensor dimension gathered, scattered or split, `concatDim` the
+/// dimension all_to_all concatenates along, and `buffer` a staging Temp of the tensors'
+/// dtype live for this step only (`bucket` is unused, 0). The communicators concatenate rank
+/// blocks contiguously (block r = group rank r, DeviceMesh's row-major order over `axes`,
+/// the order the IR's sharding layout assumes), so the executor repacks through the staging
+/// buffer (runtime/exec/BlockLayout.h):
+///   AllGather [.., n, ..] -> [.., P n, ..] along dim: the communicator gathers the input into
+///     staging [P][input] (P x input elements), which is unpacked into the output;
+///   ReduceScatter [.., P m, ..] -> [.., m, ..]: the input is packed into staging [P][output]
+///     (block r = slice r of dim), which the communicator reduce-scatters ("sum" or "avg")
+///     into the output;
+///   AllToAll: the input is packed into the first half of staging ([P][input / P], block j =
+///     slice j of `dim`, sent to rank j), exchanged into the second half, whose block j (from
+///     rank j) is unpacked into slice j of `concatDim` of the output; staging holds 2 x input.
+/// Payload (Communicator.h's rule): AllGather the output's bytes, ReduceScatter and AllToAll
+/// the input's.
 struct CollectiveStep {
-  enum class Kind { AllReduceStart, AllReduceWait };
+  enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
   Kind kind = Kind::AllReduceStart;
   int bucket = 0;            // the bucket's number in [0, buckets of the function), in issue order
   int buffer = -1;           // the bucket's flat f32 buffer (a Temp of sum-of-tensors elements)
   std::vector<int> tensors;  // start: the inputs packed; wait: the outputs unpacked
-  std::vector<std::string> names;  // start: the parameter each input is the gradient of
-  std::string reduce = "avg";      // "sum" or "avg" (the sum divided by group)
-  std::string axis = "dp";         // the mesh axis of the replica group
-  int64_t group = 1;               // ranks in the replica group
+  /// start: per input, the parameter it is the gradient of (a gradient bucket) or the path of
+  /// the op that needed it (a synchronous collective); may be empty
+  std::vector<std::string> names;
+  std::string reduce = "avg";      // "sum", "avg" (the sum divided by group) or "max"
+  std::vector<std::string> axes{"dp"};  // the mesh axes spanning the group, in mesh order
+  int64_t group = 1;               // ranks in the group: the product of the axes' sizes
+  bool synchronous = false;        // see above
   std::string location;            // the collective op's location
   std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
+  int64_t dim = 0;                 // AllGather/ReduceScatter/AllToAll: gathered/scattered/split dim
+  int64_t concatDim = 0;           // AllToAll: the dimension the received blocks are concatenated on
+  /// True for AllGather, ReduceScatter and AllToAll (the one-step collectives above).
+  bool movesShards() const { return kind != Kind::AllReduceStart && kind != Kind::AllReduceWait; }
   bool operator==(const CollectiveStep&) const = default;
 };
+
+/// The collective kinds counted apart (CollectiveCounters, --explain): all_reduce (buckets and
+/// synchronous), all_gather, reduce_scatter, all_to_all, in this order.
+inline constexpr int kCollectiveKinds = 4;
+/// The index of `c`'s kind in [0, kCollectiveKinds) (both halves of an all-reduce: 0).
+int collectiveKindIndex(const CollectiveStep& c);
+/// "all_reduce", "all_gather", "reduce_scatter" or "all_to_all" for an index of collectiveKindIndex.
+const char* collectiveKindName(int index);
 
 using Step = std::variant<KernelStep, GemmStep, CopyStep, CollectiveStep>;
 
@@ -134,6 +203,10 @@ struct Function {
 
 /// A whole compiled program.
 struct Program {
+  /// The plan's device mesh, axes outermost first (runtime/comm/DeviceMesh.h's layout), or
+  /// empty when the program was compiled without one (it then runs on any world whose size
+  /// equals its collectives' groups).
+  std::vector<MeshAxis> mesh;
   std::vector<Buffer> buffers;
   std::vector<Function> functions;
   std::string kernelSource;  // C++ source of every KernelStep symbol
@@ -154,16 +227,18 @@ struct Program {
 
 /// The `version` field saveProgram writes for a program with CUDA kernels (launch
 /// configurations on kernel steps, kernels.cu), and for a CPU-only one; loadProgram reads
-/// both. Versions 1 (CPU) and 2 (CUDA), from before kernel signatures and before a
-/// collective's `bucket` meant the bucket number (its buffer was called `bucket` then), are
-/// refused with a message saying to recompile.
-inline constexpr int kProgramFormatVersion = 4;
-inline constexpr int kProgramFormatVersionCpu = 3;
+/// both. Older versions are refused with a message saying to recompile: 1 (CPU) and 2 (CUDA),
+/// from before kernel signatures and bucket numbers; 3 (CPU) and 4 (CUDA), from before the
+/// mesh, sharded buffers and collectives over a list of axes.
+inline constexpr int kProgramFormatVersion = 6;
+inline constexpr int kProgramFormatVersionCpu = 5;
 
-/// Checks every invariant loadProgram checks (ids in range, kinds, dtypes, positive shapes,
+/// Checks every invariant loadProgram checks (the mesh, buffer shardings and collective axes
+/// against it: runtime/exec/ProgramMesh.cpp; ids in range, kinds, dtypes, positive shapes,
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
 /// no two simultaneously live Temps sharing bytes, every kernel step's arguments against the
-/// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, and
+/// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, the
+/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, and
 /// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
 /// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
 /// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a

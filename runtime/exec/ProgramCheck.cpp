@@ -18,17 +18,25 @@
 //     with accumulate (a reduction over the batch); copies join distinct, non-overlapping
 //     buffers of equal byte size; collectives: bucket numbers are 0 .. n-1 (each started once
 //     and then waited for once), the bucket buffer is an f32 Temp of exactly its tensors'
-//     elements, and a wait matches its start.
+//     elements, and a wait matches its start; all_gather / reduce_scatter / all_to_all steps:
+//     input and output of one dtype (f32 or bf16), distinct and apart from the staging temp
+//     of that dtype, shapes that agree along `dim` (and `concatDim`) with the group (output =
+//     input x group, or / group, the divided dimension divisible), a staging temp of the
+//     size Program.h states, reduce sum or avg.
 //  5. every Temp a function uses (in a step or as an output) lies within that function's
 //     arenaBytes, and no two Temps that are live at the same step (from the first step
 //     that names one to the last, function outputs to the end) share arena bytes: what the
 //     memory plan guarantees, so an edited offset cannot make one temp overwrite another.
-//  6. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
+//  6. the mesh, each sharded buffer and each collective's axes against it
+//     (runtime/exec/ProgramMesh.cpp, checkProgramMesh); a synchronous collective's wait is
+//     the step right after its start.
+//  7. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
 //     without them none does; grid x in [1, 2^31), grid y and z in [1, 65535], a block of
 //     1 to 1024 threads with z <= 64, dynamic shared memory <= 227 KiB (sm_90's opt-in
 //     maximum per block); all steps of one symbol share one launch (a kernel's static shared
 //     arrays are sized for its block).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -41,6 +49,7 @@
 #include <unordered_set>
 
 #include "runtime/exec/Program.h"
+#include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
 namespace {
@@ -54,6 +63,7 @@ class Checker {
   Checker(const Program& p, const std::string& context) : p_(p), context_(context) {}
 
   void run() {
+    checkProgramMesh(p_, context_);
     arena_ = p_.arenaBytes();
     for (size_t i = 0; i < p_.buffers.size(); ++i) checkBuffer(static_cast<int>(i));
     std::set<std::string> names;
@@ -99,6 +109,15 @@ class Checker {
       if (b.shape[d] > kMaxBufferBytes / bytes)
         fail(field + ".shape", fmt::format("'{}' is larger than 2^48 bytes", b.name));
       bytes *= b.shape[d];
+    }
+    if (b.kind == BufferKind::Coordinate) {
+      if (b.dtype != DType::I32 || !b.shape.empty())
+        fail(field + ".dtype", fmt::format("coordinate '{}' is not an i32 scalar", b.name));
+      if (b.coordinateAxes.empty() || b.coordinateStride < 1 || b.coordinateStride > (int64_t{1} << 30))
+        fail(field + ".coordinate",
+             fmt::format("coordinate '{}' needs at least one axis and a stride in 1 to 2^30", b.name));
+    } else if (!b.coordinateAxes.empty()) {
+      fail(field + ".coordinate", fmt::format("'{}' is not a coordinate but names coordinate axes", b.name));
     }
     if (b.kind == BufferKind::Parameter) {
       if (b.dtype != DType::F32) fail(field + ".dtype", fmt::format("parameter '{}' is not f32", b.name));
@@ -159,7 +178,15 @@ class Checker {
         used.emplace_back(c->dst, f + ".dst");
       } else {
         const auto& col = std::get<CollectiveStep>(fn.steps[s]);
-        checkCollective(col, f, open);
+        if (col.movesShards())
+          checkShardMove(col, f);
+        else
+          checkCollective(col, f, open);
+        const auto* next = s + 1 < fn.steps.size() ? std::get_if<CollectiveStep>(&fn.steps[s + 1]) : nullptr;
+        if (col.synchronous && col.kind == CollectiveStep::Kind::AllReduceStart &&
+            !(next && next->kind == CollectiveStep::Kind::AllReduceWait && next->bucket == col.bucket))
+          fail(f + ".synchronous", fmt::format("the synchronous all-reduce of bucket {} is not waited for in the "
+                                               "next step", col.bucket));
         buckets += col.kind == CollectiveStep::Kind::AllReduceStart;
         used.emplace_back(col.buffer, f + ".buffer");
         for (size_t i = 0; i < col.tensors.size(); ++i)
@@ -170,7 +197,7 @@ class Checker {
       fail(field + ".steps", fmt::format("bucket {} is started but never waited for", open.begin()->first));
     // Numbers 0 .. n-1: starts are unique and all waited, so a number >= n leaves a gap.
     for (size_t s = 0; s < fn.steps.size(); ++s)
-      if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]); c && c->bucket >= buckets)
+      if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]); c && !c->movesShards() && c->bucket >= buckets)
         fail(fmt::format("{}.steps[{}].bucket", field, s),
              fmt::format("bucket number {} is not in [0, {}) (the function's bucket count)", c->bucket, buckets));
     for (const auto& [id, f] : used) {
@@ -348,8 +375,8 @@ class Checker {
     if (bucket.kind != BufferKind::Temp)
       fail(field + ".buffer", fmt::format("{} is not a temp (a bucket lives in the arena)", describe(c.buffer)));
     if (c.bucket < 0) fail(field + ".bucket", fmt::format("negative bucket number {}", c.bucket));
-    if (c.reduce != "sum" && c.reduce != "avg")
-      fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
+    if (c.reduce != "sum" && c.reduce != "avg" && c.reduce != "max")
+      fail(field + ".reduce", fmt::format("'{}' (expected sum, avg or max)", c.reduce));
     if (c.group < 1) fail(field + ".group", fmt::format("{} ranks", c.group));
     if (c.tensors.empty()) fail(field + ".tensors", "empty bucket");
     int64_t total = 0;
@@ -376,10 +403,70 @@ class Checker {
     for (size_t i = 0; sameSizes && i < c.tensors.size(); ++i)
       sameSizes = p_.buffers[static_cast<size_t>(start.tensors[i])].numel() ==
                   p_.buffers[static_cast<size_t>(c.tensors[i])].numel();
-    if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group)
+    if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group ||
+        start.axes != c.axes || start.synchronous != c.synchronous)
       fail(field, fmt::format("the wait for bucket {} does not match its start (buffer, tensor sizes, "
-                              "reduce or group)", c.bucket));
+                              "reduce, axes, group or synchronous)", c.bucket));
     open.erase(it);
+  }
+
+  /// An all_gather, reduce_scatter or all_to_all (Program.h): shapes, dtypes and staging.
+  void checkShardMove(const CollectiveStep& c, const std::string& field) const {
+    const char* what = collectiveKindName(collectiveKindIndex(c));
+    if (c.tensors.size() != 2)
+      fail(field + ".tensors", fmt::format("{} takes [input, output], got {} tensors", what, c.tensors.size()));
+    const Buffer& in = buffer(c.tensors[0], field + ".tensors[0]");
+    const Buffer& out = buffer(c.tensors[1], field + ".tensors[1]");
+    const Buffer& staging = buffer(c.buffer, field + ".buffer");
+    if (in.dtype != DType::F32 && in.dtype != DType::BF16)
+      fail(field + ".tensors[0]", fmt::format("{} is not f32 or bf16", describe(c.tensors[0])));
+    if (out.dtype != in.dtype || staging.dtype != in.dtype)
+      fail(field, fmt::format("{}: the input, output and staging buffers differ in dtype", what));
+    if (staging.kind != BufferKind::Temp)
+      fail(field + ".buffer", fmt::format("{} is not a temp (staging lives in the arena)", describe(c.buffer)));
+    // Ranks are ints; the bound also keeps input x group (the gathered size) from overflowing.
+    if (c.group < 1 || c.group > INT_MAX) fail(field + ".group", fmt::format("{} ranks", c.group));
+    if (c.reduce != "sum" && c.reduce != "avg")
+      fail(field + ".reduce", fmt::format("'{}' (expected sum or avg)", c.reduce));
+    for (auto [a, b] : {std::pair{0, 1}, {0, 2}, {1, 2}}) {
+      int ids[3] = {c.tensors[0], c.tensors[1], c.buffer};
+      if (ids[a] == ids[b] || overlaps(ids[a], ids[b]))
+        fail(field, fmt::format("{}: {} and {} share memory", what, describe(ids[a]), describe(ids[b])));
+    }
+    const int64_t rank = static_cast<int64_t>(in.shape.size());
+    auto checkDim = [&](int64_t d, const char* name) {
+      if (d < 0 || d >= rank)
+        fail(field + "." + name, fmt::format("dimension {} of a rank-{} tensor", d, rank));
+    };
+    checkDim(c.dim, "dim");
+    if (c.kind == CollectiveStep::Kind::AllToAll) checkDim(c.concatDim, "concat_dim");
+    // The output's shape follows from the input's (TesselGatherScatterOps.td's shape rules).
+    std::vector<int64_t> expect = in.shape;
+    const size_t d = static_cast<size_t>(c.dim);
+    auto divide = [&](size_t at) {
+      if (expect[at] % c.group != 0)
+        fail(field + ".dim", fmt::format("{}: dimension {} of {} ({}) is not divisible by the group of {}", what,
+                                         at, describe(c.tensors[0]), expect[at], c.group));
+      expect[at] /= c.group;
+    };
+    int64_t stagingNumel = in.numel();
+    if (c.kind == CollectiveStep::Kind::AllGather) {
+      expect[d] *= c.group;
+      stagingNumel = in.numel() * c.group;
+    } else if (c.kind == CollectiveStep::Kind::ReduceScatter) {
+      divide(d);
+    } else {
+      divide(d);
+      expect[static_cast<size_t>(c.concatDim)] *= c.group;
+      stagingNumel = 2 * in.numel();
+    }
+    if (out.shape != expect)
+      fail(field + ".tensors[1]", fmt::format("{} over {} ranks along dimension {} makes [{}] of [{}], not [{}]", what,
+                                              c.group, c.dim, fmt::join(expect, ", "), fmt::join(in.shape, ", "),
+                                              fmt::join(out.shape, ", ")));
+    if (staging.numel() != stagingNumel)
+      fail(field + ".buffer", fmt::format("{}: staging {} holds {} elements, not {}", what, describe(c.buffer),
+                                          staging.numel(), stagingNumel));
   }
 
   void checkCopy(const CopyStep& c, const std::string& field) const {

@@ -2,14 +2,17 @@
 // loads it beside kernels.cpp and, for a program with CUDA kernels, kernels.cu).
 //
 // program.json (written with keys in this order; `?` marks optional keys and their defaults):
-//   {"format": "tessel-program", "version": 3 (CPU only) or 4 (with CUDA kernels),
+//   {"format": "tessel-program", "version": 5 (CPU only) or 6 (with CUDA kernels),
+//    "mesh"? []: [{"axis", "size"}] (the plan's mesh, outermost axis first),
 //    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
-//                 "init" + "stddev"? 0 (parameter only, init required), "location"? ""}],
+//                 "init" + "stddev"? 0 (parameter only, init required), "location"? "",
+//                 "sharding"? (parameter and state only): {"global_shape": [..],
+//                   "dims": [{"axes": [names], "blocks"? 1}] (one per dimension)}}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
 //                   "arenaBytes", "batch_shards"? 0, "steps": [
 //       {"op": "kernel", "symbol", "args": [ids], "location"? "",
-//        "launch" (version 4 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
+//        "launch" (version 6 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
 //                                                         "shared": bytes}},
 //       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
@@ -17,10 +20,14 @@
 //       {"op": "copy", "src", "dst"},
 //       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
 //        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
-//        "reduce"? "avg", "axis"? "dp", "group"? 1, "location"? "", "anchor"? ""}]}],
+//        "reduce"? "avg", "axes"? ["dp"], "group"? 1, "synchronous"? false, "location"? "",
+//        "anchor"? ""},
+//       {"op": "all_gather"|"reduce_scatter"|"all_to_all", "buffer" (the staging temp),
+//        "tensors": [input, output], "dim", "concat_dim" (all_to_all only), "names"? [],
+//        "reduce"? "sum" (reduce_scatter only), "axes", "group", "location"? ""}]}],
 //    "kernels": [{"symbol", "args": [{"dtype", "numel", "at_least"?}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
-// default). Version 4 means kernels.cu exists and every kernel step has a launch. After
+// default). Version 6 means kernels.cu exists and every kernel step has a launch. After
 // decoding, loadProgram runs validateProgram and checks that every kernel symbol occurs in
 // kernels.cpp (and kernels.cu). Every error names the file and the field, e.g.
 // "out/program.json: functions[0].steps[3].m: ...".
@@ -46,6 +53,7 @@ const char* kindName(BufferKind k) {
     case BufferKind::State: return "state";
     case BufferKind::Input: return "input";
     case BufferKind::Temp: return "temp";
+    case BufferKind::Coordinate: return "coordinate";
   }
   return "?";
 }
@@ -76,14 +84,28 @@ ordered_json toJson(const Step& step) {
     j["dst"] = c->dst;
   } else {
     const auto& col = std::get<CollectiveStep>(step);
+    if (col.movesShards()) {
+      j["op"] = collectiveKindName(collectiveKindIndex(col));
+      j["buffer"] = col.buffer;
+      j["tensors"] = col.tensors;
+      j["dim"] = col.dim;
+      if (col.kind == CollectiveStep::Kind::AllToAll) j["concat_dim"] = col.concatDim;
+      j["names"] = col.names;
+      if (col.kind == CollectiveStep::Kind::ReduceScatter) j["reduce"] = col.reduce;
+      j["axes"] = col.axes;
+      j["group"] = col.group;
+      j["location"] = col.location;
+      return j;
+    }
     j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
     j["bucket"] = col.bucket;
     j["buffer"] = col.buffer;
     j["tensors"] = col.tensors;
     j["names"] = col.names;
     j["reduce"] = col.reduce;
-    j["axis"] = col.axis;
+    j["axes"] = col.axes;
     j["group"] = col.group;
+    if (col.synchronous) j["synchronous"] = true;
     j["location"] = col.location;
     j["anchor"] = col.anchor;
   }
@@ -94,6 +116,11 @@ ordered_json toJson(const Program& p) {
   ordered_json root;
   root["format"] = kFormat;
   root["version"] = p.cudaSource.empty() ? kProgramFormatVersionCpu : kProgramFormatVersion;
+  if (!p.mesh.empty()) {
+    ordered_json mesh = ordered_json::array();
+    for (const MeshAxis& a : p.mesh) mesh.push_back({{"axis", a.name}, {"size", a.size}});
+    root["mesh"] = std::move(mesh);
+  }
   ordered_json buffers = ordered_json::array();
   for (const Buffer& b : p.buffers) {
     ordered_json j;
@@ -107,6 +134,16 @@ ordered_json toJson(const Program& p) {
       j["stddev"] = b.stddev;
     }
     j["location"] = b.location;
+    if (b.kind == BufferKind::Coordinate) j["coordinate"] = {{"axes", b.coordinateAxes}, {"stride", b.coordinateStride}};
+    if (!b.globalShape.empty() || !b.sharding.empty()) {
+      ordered_json dims = ordered_json::array();
+      for (const ShardDim& d : b.sharding) {
+        ordered_json one{{"axes", d.axes}};
+        if (d.blocks != 1) one["blocks"] = d.blocks;
+        dims.push_back(std::move(one));
+      }
+      j["sharding"] = {{"global_shape", b.globalShape}, {"dims", std::move(dims)}};
+    }
     buffers.push_back(std::move(j));
   }
   root["buffers"] = std::move(buffers);
@@ -263,7 +300,8 @@ std::pair<std::string, std::vector<KernelArg>> readKernel(const Reader& r, const
 }
 
 Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
-  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location"});
+  r.object(j, field, {"name", "dtype", "shape", "kind", "offset", "init", "stddev", "location", "sharding",
+                      "coordinate"});
   Buffer b;
   b.name = r.string(j, "name", field);
   b.dtype = readDType(r, j, field);
@@ -273,12 +311,47 @@ Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
   else if (kind == "state") b.kind = BufferKind::State;
   else if (kind == "input") b.kind = BufferKind::Input;
   else if (kind == "temp") b.kind = BufferKind::Temp;
-  else r.fail(field + ".kind", fmt::format("unknown kind '{}' (expected parameter, state, input or temp)", kind));
+  else if (kind == "coordinate") b.kind = BufferKind::Coordinate;
+  else r.fail(field + ".kind",
+              fmt::format("unknown kind '{}' (expected parameter, state, input, temp or coordinate)", kind));
   b.offset = b.kind == BufferKind::Temp ? r.integer(j, "offset", field) : r.integer(j, "offset", field, 0);
   b.init = b.kind == BufferKind::Parameter ? r.string(j, "init", field) : r.string(j, "init", field, "");
   b.stddev = r.number(j, "stddev", field);
   b.location = r.string(j, "location", field, "");
+  if (const json* c = r.find(j, "coordinate")) {
+    const std::string f = field + ".coordinate";
+    r.object(*c, f, {"axes", "stride"});
+    b.coordinateAxes = r.list<std::string>(*c, "axes", f, [&](const json& x, const std::string& h) { return r.string(x, h); });
+    b.coordinateStride = r.integer(*c, "stride", f);
+  } else if (b.kind == BufferKind::Coordinate) {
+    r.fail(field + ".coordinate", "a coordinate buffer needs its axes and stride");
+  }
+  if (const json* sh = r.find(j, "sharding")) {
+    const std::string f = field + ".sharding";
+    r.object(*sh, f, {"global_shape", "dims"});
+    b.globalShape = r.list<int64_t>(*sh, "global_shape", f, [&](const json& v, const std::string& g) {
+      return r.integer(v, g);
+    });
+    b.sharding = r.list<ShardDim>(*sh, "dims", f, [&](const json& v, const std::string& g) {
+      r.object(v, g, {"axes", "blocks"});
+      ShardDim d;
+      d.axes = r.list<std::string>(v, "axes", g, [&](const json& x, const std::string& h) { return r.string(x, h); });
+      d.blocks = r.integer(v, "blocks", g, 1);
+      return d;
+    });
+  }
   return b;
+}
+
+/// One entry of "mesh": an axis name and its size in [1, 2^31).
+MeshAxis readMeshAxis(const Reader& r, const json& j, const std::string& field) {
+  r.object(j, field, {"axis", "size"});
+  MeshAxis a;
+  a.name = r.string(j, "axis", field);
+  int64_t size = r.integer(j, "size", field);
+  if (size < 1 || size > INT_MAX) r.fail(field + ".size", fmt::format("{} is not in [1, 2^31)", size));
+  a.size = static_cast<int>(size);
+  return a;
 }
 
 /// Three launch dimensions, each in [1, 2^31).
@@ -344,8 +417,8 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     return CopyStep{r.id(j, "src", field), r.id(j, "dst", field)};
   }
   if (op == "all_reduce_start" || op == "all_reduce_wait") {
-    r.object(j, field, {"op", "bucket", "buffer", "tensors", "names", "reduce", "axis", "group", "location",
-                        "anchor"});
+    r.object(j, field, {"op", "bucket", "buffer", "tensors", "names", "reduce", "axes", "group", "synchronous",
+                        "location", "anchor"});
     CollectiveStep c;
     c.kind = op == "all_reduce_start" ? CollectiveStep::Kind::AllReduceStart : CollectiveStep::Kind::AllReduceWait;
     int64_t bucket = r.integer(j, "bucket", field);
@@ -357,14 +430,42 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
       c.names = r.list<std::string>(j, "names", field,
                                     [&](const json& v, const std::string& f) { return r.string(v, f); });
     c.reduce = r.string(j, "reduce", field, "avg");
-    c.axis = r.string(j, "axis", field, "dp");
+    if (j.contains("axes"))
+      c.axes = r.list<std::string>(j, "axes", field, [&](const json& v, const std::string& f) { return r.string(v, f); });
     c.group = r.integer(j, "group", field, 1);
+    c.synchronous = r.boolean(j, "synchronous", field);
     c.location = r.string(j, "location", field, "");
     c.anchor = r.string(j, "anchor", field, "");
     return c;
   }
-  r.fail(field + ".op",
-         fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start or all_reduce_wait)", op));
+  if (op == "all_gather" || op == "reduce_scatter" || op == "all_to_all") {
+    const bool a2a = op == "all_to_all", rs = op == "reduce_scatter";
+    if (a2a)
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "concat_dim", "names", "axes", "group", "location"});
+    else if (rs)
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "reduce", "names", "axes", "group", "location"});
+    else
+      r.object(j, field, {"op", "buffer", "tensors", "dim", "names", "axes", "group", "location"});
+    CollectiveStep c;
+    c.kind = a2a ? CollectiveStep::Kind::AllToAll
+                 : rs ? CollectiveStep::Kind::ReduceScatter : CollectiveStep::Kind::AllGather;
+    c.bucket = 0;
+    c.buffer = r.id(j, "buffer", field);
+    c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
+    c.dim = r.integer(j, "dim", field);
+    if (a2a) c.concatDim = r.integer(j, "concat_dim", field);
+    if (j.contains("names"))
+      c.names = r.list<std::string>(j, "names", field,
+                                    [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.reduce = rs ? r.string(j, "reduce", field, "sum") : "sum";
+    c.axes = r.list<std::string>(j, "axes", field, [&](const json& v, const std::string& f) { return r.string(v, f); });
+    c.group = r.integer(j, "group", field);
+    c.synchronous = true;
+    c.location = r.string(j, "location", field, "");
+    return c;
+  }
+  r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start, "
+                                    "all_reduce_wait, all_gather, reduce_scatter or all_to_all)", op));
 }
 
 Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {
@@ -395,18 +496,23 @@ Program decodeProgramJson(const std::string& text, const std::string& file, int6
   } catch (const json::parse_error& e) {
     r.fail("(document)", fmt::format("invalid JSON: {}", e.what()));
   }
-  r.object(root, "(document)", {"format", "version", "buffers", "functions", "kernels"});
+  r.object(root, "(document)", {"format", "version", "mesh", "buffers", "functions", "kernels"});
   if (std::string format = r.string(root, "format", ""); format != kFormat)
     r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
   version = r.integer(root, "version", "");
   if (version == 1 || version == 2)
     r.fail("version", fmt::format("version {} was written by an older Tessel (no kernel signatures; a collective's "
                                   "'bucket' was its buffer); compile the program again", version));
+  if (version == 3 || version == 4)
+    r.fail("version", fmt::format("version {} was written by an older Tessel (no mesh, no sharded buffers, a "
+                                  "collective over one 'axis'); compile the program again", version));
   if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu)
     r.fail("version", fmt::format("unsupported version {} (this build reads {} and {})", version,
                                   kProgramFormatVersionCpu, kProgramFormatVersion));
   const bool cuda = version == kProgramFormatVersion;
   Program p;
+  if (root.contains("mesh"))
+    p.mesh = r.list<MeshAxis>(root, "mesh", "", [&](const json& v, const std::string& f) { return readMeshAxis(r, v, f); });
   p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
   p.functions = r.list<Function>(root, "functions", "",
                                  [&](const json& v, const std::string& f) { return readFunction(r, v, f, cuda); });

@@ -23,6 +23,7 @@
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/LastValueWins.h"
@@ -127,7 +128,9 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
     device = "cpu";
   }
   BundleData data;
-  loadData(data, bundle.info, f, rank, world);
+  // The batch is split over the plan's batch axis only; tensor-parallel peers feed the same rows.
+  const auto [batchRank, batchRanks] = tessel::trainer::batchShard(bundle.info.plan.mesh, bundle.info.plan.batchAxis, rank);
+  loadData(data, bundle.info, f, batchRank, batchRanks);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
   if (device == "cuda" && world > 1)
@@ -135,12 +138,16 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
         *comm, tessel::rt::NcclOptions{.timeoutSeconds = f.commTimeout, .device = f.index, .hostWait = false});
   tessel::KernelLibrary lib;
   tessel::rt::Program program = std::move(bundle.program);
+  // The program's mesh over the world (NCCL's on GPUs), if it has one; outlives the executor.
+  std::unique_ptr<tessel::rt::DeviceMesh> mesh;
+  if (!program.mesh.empty()) mesh = tessel::rt::deviceMeshFor(program, nccl ? *nccl : *comm);
   std::unique_ptr<tessel::rt::ProgramExecutor> ex;
   tessel::rt::CudaExecutor* gpu = nullptr;
   if (device == "cuda") {
     auto g = std::make_unique<tessel::rt::CudaExecutor>(std::move(program), *bundle.cuda,
                                                         tessel::rt::CudaExecutorOptions{f.index, f.graphs});
     g->setCommunicator(nccl.get());
+    g->setMesh(mesh.get());
     gpu = g.get();
     ex = std::move(g);
   } else {
@@ -150,6 +157,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
         std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
         tessel::rt::ExecutorOptions{f.threads, false});
     cpu->setCommunicator(comm);
+    cpu->setMesh(mesh.get());
     ex = std::move(cpu);
   }
   if (f.checkSchedule) tessel::rt::checkCollectiveSchedule(ex->program(), *comm);

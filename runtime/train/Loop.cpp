@@ -1,7 +1,8 @@
 // The training loop; see Loop.h.
 #include "runtime/train/Loop.h"
 
-#include "runtime/numeric/Fnv1a.h"
+#include "runtime/exec/ExportParams.h"
+#include "runtime/exec/Replicas.h"
 
 #include <algorithm>
 #include <chrono>
@@ -117,37 +118,6 @@ void checkTrainingProgram(const rt::Program& program, int64_t microsteps) {
   }
 }
 
-/// FNV-1a over the bytes of every parameter and optimizer-state buffer.
-static uint64_t replicaHash(rt::ProgramExecutor& ex) {
-  uint64_t h = numeric::kFnv1aOffsetBasis;
-  std::vector<unsigned char> bytes;
-  const rt::Program& p = ex.program();
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    if (p.buffers[i].kind != rt::BufferKind::Parameter && p.buffers[i].kind != rt::BufferKind::State)
-      continue;
-    bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
-    ex.readBuffer(static_cast<int>(i), bytes.data());
-    h = numeric::fnv1a(h, bytes.data(), bytes.size());
-  }
-  return h;
-}
-
-/// Throws std::runtime_error naming the ranks whose parameters and optimizer state differ
-/// from rank 0's after `step` (replicas must be bitwise identical).
-static void checkReplicas(rt::ProgramExecutor& ex, rt::Communicator& comm, int64_t step) {
-  uint64_t mine = replicaHash(ex);
-  std::vector<uint64_t> all(static_cast<size_t>(comm.worldSize()));
-  comm.allGather(&mine, all.data(), 2 * static_cast<int64_t>(all.size()), rt::DType::I32,
-                 "replica_hash")->wait();
-  std::vector<int> differ;
-  for (size_t r = 1; r < all.size(); ++r)
-    if (all[r] != all[0]) differ.push_back(static_cast<int>(r));
-  if (!differ.empty())
-    throw std::runtime_error(fmt::format("replicas diverged after step {}: the parameters or optimizer "
-                                         "state of rank(s) {} differ from rank 0's",
-                                         step, fmt::join(differ, ", ")));
-}
-
 /// The mean of `value` over the ranks of `comm` (itself without one).
 static double meanOverRanks(rt::Communicator* comm, double value) {
   if (!comm || comm->worldSize() == 1) return value;
@@ -210,7 +180,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       setScalar(ex, "train_step", firstHyper + h, v);
     }
     ex.run("train_step");
-    if (o.checkReplicas && o.comm && o.comm->worldSize() > 1) checkReplicas(ex, *o.comm, step);
+    if (o.checkReplicas && o.comm && o.comm->worldSize() > 1) rt::checkReplicas(ex, *o.comm, step);
     auto out = ex.outputs("train_step");
     s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
     s.gradNorm = out.at(1).value();
@@ -244,6 +214,10 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
   }
+  if (!o.exportParams.empty()) {
+    rt::exportParameters(ex, o.comm, o.exportParams);
+    if (!o.comm || o.comm->rank() == 0) fmt::print("exported the parameters to '{}'\n", o.exportParams);
+  }
   return stats;
 }
 
@@ -251,8 +225,9 @@ void addCommFlags(CLI::App& app, bool& checkSchedule, bool& checkReplicas, doubl
   app.add_flag("--check-schedule", checkSchedule,
                "before training, compare every rank's collective schedule and fail fast on a mismatch");
   app.add_flag("--check-replicas", checkReplicas,
-               "after every step, check that every rank holds bitwise the same parameters and "
-               "optimizer state (a hash per rank, all-gathered)");
+               "after every step, check that every parameter and optimizer state is bitwise the same "
+               "on every rank of its replica group (the mesh axes that do not shard it; a hash per "
+               "buffer and rank, all-gathered)");
   app.add_option("--comm-timeout", commTimeout, "seconds a collective may take before the job fails")
       ->capture_default_str()->check(positiveUpTo(rt::kMaxTimeoutSeconds));
 }
@@ -276,6 +251,10 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
                  "global batches per validation: the first of the held-out data, in order (0: all)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE")->check(nonEmpty("file name"));
+  app.add_option("--export-params", o.exportParams,
+                 "after training, write every parameter in its global shape, f32, under its name, to FILE "
+                 "(safetensors; rank 0 writes, every rank takes part in gathering the shards)")
+      ->type_name("FILE.safetensors")->check(nonEmpty("file name"));
 }
 
 }  // namespace tessel::trainer

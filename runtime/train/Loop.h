@@ -51,8 +51,12 @@ struct TrainOptions {
   /// GPUs; not owned). Both are told the step (Communicator::setStep) for their errors.
   rt::Communicator* deviceComm = nullptr;
   /// After every step, all-gather a hash of each rank's parameters and optimizer state and
-  /// fail (std::runtime_error naming the step and the ranks) unless all equal rank 0's.
+  /// fail (std::runtime_error naming the step, the buffer, its replica group's axes and the
+  /// ranks) unless every buffer is equal across its replica group (runtime/exec/Replicas.h).
   bool checkReplicas = false;
+  /// --export-params FILE.safetensors: after the last step every rank takes part in gathering
+  /// the parameters and rank 0 writes them in their global shapes (runtime/exec/ExportParams.h).
+  std::string exportParams;
 };
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.

@@ -1,6 +1,8 @@
 // A rank's data; see RankData.h.
 #include "runtime/train/RankData.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 namespace tessel::trainer {
@@ -23,6 +25,23 @@ RankData imageRankData(const ImageBatchOptions& o, const std::string& where) {
                   fmt::format("{} training and {} test images", o.train->count, o.test->count),
                   o.batch,
                   "img/s"};
+}
+
+std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
+                               const std::string& batchAxis, int rank) {
+  int64_t ranks = 1;
+  for (const auto& axis : mesh) ranks *= axis.second;
+  if (rank < 0 || rank >= ranks)
+    throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a mesh of " + std::to_string(ranks) +
+                                " ranks");
+  // Row-major coordinates, last axis fastest: peel the axes from the last.
+  int64_t rest = rank;
+  for (size_t i = mesh.size(); i-- > 0;) {
+    int64_t coordinate = rest % mesh[i].second;
+    rest /= mesh[i].second;
+    if (mesh[i].first == batchAxis) return {static_cast<int>(coordinate), static_cast<int>(mesh[i].second)};
+  }
+  return {0, 1};
 }
 
 }  // namespace tessel::trainer

@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace tessel::trainer {
 
@@ -23,6 +25,14 @@ struct RankData {
   int64_t itemsPerStep = 0;     // tokens or images per optimizer step (global)
   std::string unit = "tok/s";   // the throughput column's unit
 };
+
+/// The part of the global batch world rank `rank` feeds on a mesh (axes in mesh order, the
+/// last fastest, as runtime/comm/DeviceMesh.h): {its coordinate on `batchAxis`, that axis's
+/// size}, or {0, 1} when the mesh has no such axis. Ranks that differ only on other axes (the
+/// tensor-parallel peers of one data-parallel replica) feed the same rows. Throws
+/// std::invalid_argument for a rank outside the mesh.
+std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
+                               const std::string& batchAxis, int rank);
 
 /// Byte text (TextBatches.h): B x T tokens per step, "data '<path>' (<n> bytes)". `o.data`
 /// must outlive the feeders.

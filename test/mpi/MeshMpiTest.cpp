@@ -8,8 +8,8 @@
 //   are derived from the coordinates by this file's own arithmetic, and rank w contributes
 //   values that depend on w, so a wrong member, order or group shows; and groups that do not
 //   partition the ranks are refused. Exit status 0 only if every rank passed.
-// kill|skip TIMEOUT: every step all-reduces 1001 f32 over tp ("tp.step<s>") and then over
-//   dp. At step 2 the last rank waits for its tp neighbour's "issued" message (sent over the
+// kill|skip TIMEOUT: every step (set on the world only: the groups' failures name it too)
+//   all-reduces 1001 f32 over tp ("tp.step<s>") and then over dp. At step 2 the last rank waits for its tp neighbour's "issued" message (sent over the
 //   tp group after it issued tp.step2), then raises SIGKILL (kill) or sleeps for three
 //   timeouts and exits (skip: alive but absent, so its peers' own timeouts report it). A rank whose wait() throws prints
 //   "rank R: CHECKED <message>" if the message names the collective, group, bytes, step and a
@@ -17,6 +17,8 @@
 #include "runtime/comm/DeviceMesh.h"
 #include "runtime/comm/MpiCommunicator.h"
 #include "runtime/comm/World.h"
+
+#include "test/mpi/RankCheck.h"
 
 #include <algorithm>
 #include <chrono>
@@ -33,20 +35,8 @@ using namespace tessel::rt;
 
 namespace {
 
-int failures = 0;
-int W = 0;  // this rank's world rank
-
-#define CHECK(cond, ...)                                           \
-  do {                                                             \
-    if (!(cond)) {                                                 \
-      ++failures;                                                  \
-      if (failures < 20) {                                         \
-        std::fprintf(stderr, "rank %d: FAILED %s: ", W, #cond);    \
-        std::fprintf(stderr, __VA_ARGS__);                         \
-        std::fprintf(stderr, "\n");                                \
-      }                                                            \
-    }                                                              \
-  } while (0)
+using tessel::test::failures;
+using tessel::test::W;
 
 std::vector<MeshAxis> parseMesh(const std::string& text) {
   std::vector<MeshAxis> axes;
@@ -244,8 +234,7 @@ int runFault(MpiCommunicator& world, const std::string& meshText, const std::str
   const int last = world.worldSize() - 1;
   std::vector<float> grad(1001, 1.0f);
   for (int step = 0; step < 4; ++step) {
-    tp.setStep(step);
-    dp.setStep(step);
+    world.setStep(step);  // the groups name the world's step, as under the training loop
     const std::string name = "tp.step" + std::to_string(step);
     if (step == 2 && W == last) {
       int32_t token = 0;

@@ -1,10 +1,13 @@
 """Bundles carry their plan, and a plan never changes the math.
 
 Mode "bundle": a bundle compiled in one plain process with --plan dp=2 (and with gradient
-accumulation, a small bucket and no overlap, so every plan field travels), trained by
+accumulation, a small bucket and no overlap, so every plan field travels), and one with
+--plan tp=2 (tensor parallelism: sharded parameters, forward and backward all-reduces,
+vocab-parallel loss), trained by
 `mpirun -np 2 tessel-run BUNDLE`, gives the same per-step loss, gradient norm and validation
 loss, bit for bit (the JSON text of each value), as `mpirun -np 2 tessel-gpt --plan dp=2`
-with the same flags: the same program, the same rows per rank, the same collectives. The
+(or tp=2) with the same flags: the same program, the same rows per rank, the same
+collectives. The
 same for an MLP bundle against `mpirun -np 2 tessel-mlp --plan dp=2`. No tolerance: any
 difference is a different program, batch or reduction. Both also print the same
 communication summary (collectives and bytes per step).
@@ -80,14 +83,16 @@ def communication(name, run_out, jit_out):
 def bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp):
     mpi = [mpiexec, "--oversubscribe", "-np", "2"]
     bad = 0
-    for name, plan in [("gpt dp=2", ["--plan", "dp=2"]),
-                       ("gpt dp=2 x 2 microsteps, 0.01 MiB buckets, no overlap",
-                        ["--plan", "dp=2", "--grad-accumulation", "2", "--bucket-mb", "0.01", "--no-overlap"])]:
+    for name, plan, axis in [("gpt dp=2", ["--plan", "dp=2"], "dp"),
+                             ("gpt dp=2 x 2 microsteps, 0.01 MiB buckets, no overlap",
+                              ["--plan", "dp=2", "--grad-accumulation", "2", "--bucket-mb", "0.01",
+                               "--no-overlap"], "dp"),
+                             ("gpt tp=2", ["--plan", "tp=2"], "tp")]:
         b = tmp / name.split(",")[0].replace(" ", "_").replace("=", "")
         out = run([gpt, *GPT, *plan, "--seed", "11", "--emit-bundle", b])
         assert "train it with: mpirun -np 2 tessel-run" in out, out
         meta = json.loads((b / "bundle.json").read_text())["plan"]
-        assert meta["mesh"] == [{"axis": "dp", "size": 2}], meta
+        assert meta["mesh"] == [{"axis": axis, "size": 2}], meta
         run_out = run([*mpi, tessel_run, b, "--data", data, *TRAIN, "--check-replicas", "--log-json",
                        tmp / "run.json"])
         jit_out = run([*mpi, gpt, *GPT, *plan, "--data", data, *TRAIN, "--sample-bytes", "0", "--device", "cpu",

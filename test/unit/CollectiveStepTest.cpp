@@ -174,8 +174,8 @@ TEST(CollectiveStep, ValidationRejectsUnmatchedOrInconsistentBuckets) {
   Program wrongSize = bucketProgram();
   wrongSize.buffers[2].shape = {7};
   expectInvalid(wrongSize, "holds 7 elements but its tensors 8");
-  Program badReduce = bucketProgram("max");
-  expectInvalid(badReduce, "'max' (expected sum or avg)");
+  Program badReduce = bucketProgram("min");
+  expectInvalid(badReduce, "'min' (expected sum, avg or max)");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // kernels are compiled into one library, once. Each case prints its largest error and the
 // share of its tolerance it used ("[ max err  ]" lines).
 #include "test/unit/CppEmitterCases.h"
+#include "test/unit/CppEmitterVocabCases.h"
 
 #include <dlfcn.h>
 
@@ -127,6 +128,7 @@ std::vector<Case> allCases() {
   c.push_back(clip(5.0, 1.0, "clipped"));
   c.push_back(clip(0.5, 1.0, "unclipped"));
   c.push_back(clip(3.0, INFINITY, "disabled"));
+  for (Case& k : vocabCases()) c.push_back(std::move(k));
   return c;
 }
 
@@ -170,6 +172,11 @@ TEST(CppEmitter, Reductions) { checkOps({"reduce_sum", "reduce_mean"}); }
 TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
 TEST(CppEmitter, GlobalNormAndClip) { checkOps({"global_norm", "clip_coefficient"}); }
+TEST(CppEmitter, VocabParallel) {
+  checkOps({"embedding_shard", "embedding_shard_grad", "row_max", "sum_exp", "sum_exp_grad",
+            "target_logit", "target_logit_grad", "cross_entropy_from_stats",
+            "cross_entropy_from_stats_grad"});
+}
 
 // Extreme inputs: the gelu tails, where tanh(u) -> -1 and x^3 overflows f32.
 TEST(CppEmitter, GeluAtExtremeInputs) {
@@ -196,7 +203,9 @@ TEST(CppEmitter, EveryOpHasCases) {
         "cross_entropy", "transpose", "split", "concat", "reduce_sum", "reduce_mean", "constant",
         "broadcast", "gelu_grad", "relu_grad", "softmax_grad", "layer_norm_grad",
         "embedding_grad", "cross_entropy_grad", "fused_classifier", "adamw", "sgd", "global_norm",
-        "clip_coefficient"})
+        "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
+        "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
+        "cross_entropy_from_stats_grad"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 
@@ -219,7 +228,8 @@ TEST(CppEmitter, ResultsDoNotDependOnTheThreadCount) {
                            "reduce_mean_4x512x33_1",
                            "global_norm_300x129_64x33_7", "embedding_grad_8x64_256x64",
                            "cross_entropy_64x7x256", "fused_classifier_64x7x256",
-                           "softmax_causal_4x4x64x64"}) {
+                           "softmax_causal_4x4x64x64", "embedding_shard_grad_8x64_128x64_256",
+                           "sum_exp_64x7x128", "cross_entropy_from_stats_64x64"}) {
     SCOPED_TRACE(name);
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });
@@ -277,6 +287,49 @@ TEST(CppEmitter, OutOfRangeIndicesAreVisibleNotFatal) {
       EXPECT_FLOAT_EQ(fc[1].f[n * 33 + 5], 1.0f / 33 / 7) << n;
     }
   }
+}
+
+// A shard's kernels tell three kinds of ids apart: held here (a row or a logit), held by
+// another shard (a zero addend; skipped by the scatters), and outside the whole vocabulary
+// (NaN, as the unsharded ops give).
+TEST(CppEmitter, VocabShardsZeroOtherShardsAndPoisonInvalidIds) {
+  auto find = [](const std::string& name) -> const Case& {
+    return *std::find_if(suite().cases().begin(), suite().cases().end(),
+                         [&](const Case& k) { return k.name == name; });
+  };
+  ref::Tensor table = ref::Tensor::filled({7, 33}, 2.0), offset = ref::Tensor::filled({}, 10);
+  ref::Tensor idx({2, 7});  // rows 10..16 are this shard's of vocab 20
+  for (auto [n, id] : {std::pair{0, 10}, {1, 16}, {2, 9}, {3, 17}, {4, 20}, {5, -1}})
+    idx.data[n] = id;
+  std::vector<Buffer> e =
+      runKernel(suite(), find("embedding_shard_7x33_2x7_20"), {table, idx, offset});
+  for (int64_t n = 0; n < 6; ++n) {
+    float want = n < 2 ? 2.0f : n < 4 ? 0.0f : NAN;
+    if (std::isnan(want)) {
+      EXPECT_TRUE(std::isnan(e[0].f[n * 33])) << n;
+    } else {
+      EXPECT_EQ(e[0].f[n * 33], want) << n;
+    }
+  }
+  ref::Tensor logits = ref::Tensor::filled({7, 33}, 3.0), targets({7});
+  ref::Tensor off = ref::Tensor::filled({}, 33);  // columns 33..65 of vocab 99
+  for (auto [n, t] : {std::pair{0, 33}, {1, 65}, {2, 32}, {3, 66}, {4, 99}, {5, -2}})
+    targets.data[n] = t;
+  std::vector<Buffer> z = runKernel(suite(), find("target_logit_7x33_99"), {logits, targets, off});
+  EXPECT_EQ(z[0].f[0], 3.0f);
+  EXPECT_EQ(z[0].f[1], 3.0f);
+  EXPECT_EQ(z[0].f[2], 0.0f);
+  EXPECT_EQ(z[0].f[3], 0.0f);
+  EXPECT_TRUE(std::isnan(z[0].f[4]));
+  EXPECT_TRUE(std::isnan(z[0].f[5]));
+  ref::Tensor grad = ref::Tensor::filled({2, 7, 33}, 1.0), small({2, 7});  // shard rows 3..7
+  for (double& v : small.data) v = 4;
+  small.data[0] = 2;
+  small.data[1] = 8;
+  std::vector<Buffer> g = runKernel(suite(), find("embedding_shard_grad_2x7_5x33_12"),
+                                    {small, ref::Tensor::filled({}, 3), grad});
+  EXPECT_EQ(g[0].f[33], 12.0f);  // row 4: 14 ids, 2 of other shards skipped
+  EXPECT_EQ(g[0].f[0], 0.0f);
 }
 
 TEST(CppEmitter, KernelTextNamesTheOpItsLocationAndShapes) {

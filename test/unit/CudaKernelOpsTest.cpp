@@ -8,6 +8,7 @@
 // The one-op functions come from the C++ emitter's test cases (CppEmitterCases.h); only
 // their IR is used here: inputs and tolerances are this test's (CudaKernelsTestUtil.h).
 #include "test/unit/CppEmitterCases.h"
+#include "test/unit/CppEmitterVocabCases.h"
 #include "test/unit/CudaKernelsTestUtil.h"
 
 #include <set>
@@ -81,6 +82,24 @@ func.func @fused_flat_odd(%a0: tensor<7x33xf32>, %a1: tensor<33xf32>, %a2: tenso
 }
 )mlir";
 
+/// The vocab-parallel ops on bf16 logits and tables (mixed precision keeps the statistics in
+/// f32): reads of bf16 rows, and bf16 results of the gathers and the logits' gradients.
+const char* kVocabBf16 = R"mlir(
+func.func @vocab_bf16(%z: tensor<7x33xbf16>, %m: tensor<7xf32>, %t: tensor<7xi32>, %o: tensor<i32>,
+                      %w: tensor<20x8xbf16>, %ids: tensor<2x7xi32>, %g: tensor<2x7x8xbf16>)
+    -> (tensor<7xf32>, tensor<7xf32>, tensor<7x33xbf16>, tensor<7xf32>, tensor<7x33xbf16>,
+        tensor<2x7x8xbf16>, tensor<20x8xbf16>) {
+  %0 = tessel.row_max %z : tensor<7x33xbf16> -> tensor<7xf32>
+  %1 = tessel.sum_exp %z, %m : (tensor<7x33xbf16>, tensor<7xf32>) -> tensor<7xf32>
+  %2 = tessel.sum_exp_grad %z, %m, %m : (tensor<7x33xbf16>, tensor<7xf32>, tensor<7xf32>) -> tensor<7x33xbf16>
+  %3 = tessel.target_logit %z, %t, %o vocab 99 : (tensor<7x33xbf16>, tensor<7xi32>, tensor<i32>) -> tensor<7xf32>
+  %4 = tessel.target_logit_grad %t, %o, %m : (tensor<7xi32>, tensor<i32>, tensor<7xf32>) -> tensor<7x33xbf16>
+  %5 = tessel.embedding_shard %w, %ids, %o vocab 60 : (tensor<20x8xbf16>, tensor<2x7xi32>, tensor<i32>) -> tensor<2x7x8xbf16>
+  %6 = tessel.embedding_shard_grad %ids, %o, %g : (tensor<2x7xi32>, tensor<i32>, tensor<2x7x8xbf16>) -> tensor<20x8xbf16>
+  return %0, %1, %2, %3, %4, %5, %6 : tensor<7xf32>, tensor<7xf32>, tensor<7x33xbf16>, tensor<7xf32>, tensor<7x33xbf16>, tensor<2x7x8xbf16>, tensor<20x8xbf16>
+}
+)mlir";
+
 std::vector<cpptest::Case> cases() {
   using namespace cpptest;
   std::vector<Case> c;
@@ -151,6 +170,10 @@ std::vector<cpptest::Case> cases() {
   c.push_back(globalNorm({{7, 33}, {5}, {300, 129}}));
   c.push_back(clip(0.5, 1.0, "below"));
   c.push_back(clip(3.0, 1.0, "above"));
+  for (Case& k : vocabCases()) c.push_back(std::move(k));
+  // Rows of a GPT-2 vocabulary split over 2 ranks: longer than one block's threads.
+  c.push_back(rowMax({2, 25129}));
+  c.push_back(sumExp({2, 25129}));
   return c;
 }
 
@@ -162,7 +185,7 @@ struct Suite {
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
-    std::string ir = kFused;
+    std::string ir = std::string(kFused) + kVocabBf16;
     for (const cpptest::Case& c : cases()) ir += c.mlir;
     s->kernels = collectKernels(s->modules.parse(ir), "op_");
     return s;
@@ -222,6 +245,15 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.sgd",
                          "tessel.global_norm",
                          "tessel.clip_coefficient",
+                         "tessel.embedding_shard",
+                         "tessel.embedding_shard_grad",
+                         "tessel.row_max",
+                         "tessel.sum_exp",
+                         "tessel.sum_exp_grad",
+                         "tessel.target_logit",
+                         "tessel.target_logit_grad",
+                         "tessel.cross_entropy_from_stats",
+                         "tessel.cross_entropy_from_stats_grad",
                          "tessel.fused"})
     EXPECT_TRUE(ops.count(op)) << op;
 }

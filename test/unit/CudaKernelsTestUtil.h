@@ -254,6 +254,20 @@ inline std::optional<Dist> distFor(mlir::Operation* user, unsigned index) {
   }
   if (mlir::isa<EmbeddingGradOp>(user) && index == 0)
     return Dist{0, double(dimOf(user->getResult(0), 0))};
+  // The vocab-parallel ops: ids over three shards' worth of entries, offsets anywhere that
+  // leaves the shard inside them, so that ids fall in, before and after the shard.
+  if (auto e = mlir::dyn_cast<EmbeddingShardOp>(user); e && index > 0)
+    return Dist{0, double(index == 1 ? e.getVocab() : e.getVocab() - dimOf(e.getTable(), 0) + 1)};
+  if (auto t = mlir::dyn_cast<TargetLogitOp>(user); t && index > 0)
+    return Dist{0, double(index == 1 ? t.getVocab() : t.getVocab() - dimOf(t.getLogits(), -1) + 1)};
+  if (mlir::isa<EmbeddingShardGradOp, TargetLogitGradOp>(user) && index < 2) {
+    int64_t local = mlir::isa<EmbeddingShardGradOp>(user) ? dimOf(user->getResult(0), 0)
+                                                           : dimOf(user->getResult(0), -1);
+    return Dist{0, double(index == 0 ? 3 * local : 2 * local + 1)};
+  }
+  if (mlir::isa<CrossEntropyFromStatsOp>(user) && index == 1) return Dist{0.5, 100};  // sums
+  if (mlir::isa<CrossEntropyFromStatsGradOp>(user))
+    return index == 0 ? Dist{0.5, 100} : Dist{1, 1};
   if (mlir::isa<AdamWOp>(user)) {
     static const Dist adamw[] = {{-1, 1},    {-1, 1},        {-0.1, 0.1},  {0, 0.01},  {1e-3, 1e-3},
                                  {0.9, 0.9}, {0.999, 0.999}, {1e-8, 1e-8}, {0.1, 0.1}, {3, 3}};
@@ -363,7 +377,7 @@ inline double relativeToleranceF32(const Kernel& k) {
     case CudaKernelKind::FusedElementwise:
       return 0;
     case CudaKernelKind::Reduction:
-      return mlir::isa<EmbeddingGradOp>(op) ? 0 : 2 * kU;
+      return mlir::isa<EmbeddingGradOp, EmbeddingShardGradOp>(op) ? 0 : 2 * kU;
     case CudaKernelKind::Row:
     case CudaKernelKind::FusedRow: {
       int64_t n =

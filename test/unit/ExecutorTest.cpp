@@ -253,10 +253,10 @@ struct Corruption {
 
 TEST(ProgramTest, LoadRejectsCorruptPrograms) {
   std::vector<Corruption> cases = {
-      {"version", [](json& j) { j["version"] = 5; }, {"version", "unsupported version 5"}},
+      {"version", [](json& j) { j["version"] = 7; }, {"version", "unsupported version 7"}},
       {"old version", [](json& j) { j["version"] = 1; }, {"version", "older Tessel", "compile the program again"}},
-      // Version 4 is a program with CUDA kernels: every kernel step then needs a launch.
-      {"cuda version", [](json& j) { j["version"] = 4; }, {"steps[1].launch", "missing"}},
+      // Version 6 is a program with CUDA kernels: every kernel step then needs a launch.
+      {"cuda version", [](json& j) { j["version"] = 6; }, {"steps[1].launch", "missing"}},
       {"gemm id", [](json& j) { j["functions"][0]["steps"][0]["a"] = 9; }, {"functions[0].steps[0].a", "out of range"}},
       {"kernel arg", [](json& j) { j["functions"][0]["steps"][1]["args"][1] = -1; },
        {"functions[0].steps[1].args[1]", "-1 out of range"}},

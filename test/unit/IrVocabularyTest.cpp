@@ -135,44 +135,37 @@ std::vector<rt::CollectiveStep> collectiveSteps(const rt::Program& program) {
   return steps;
 }
 
-// The enum words reach the program format unchanged, and a reduction the runtime has no
-// collective for (max) is refused by the lowering at the op, not passed on.
-TEST(IrVocabulary, LoweringWritesTheReduceWordAndRefusesMax) {
+// The enum words reach the program format unchanged, max included (the vocab-parallel
+// cross-entropy's max across tp).
+TEST(IrVocabulary, LoweringWritesTheReduceWord) {
   LoweredAllReduce l;
-  for (const char* word : {"sum", "avg"}) {
+  for (const char* word : {"sum", "avg", "max"}) {
     rt::Program program;
     ASSERT_TRUE(l.lower(word, "[0]", program)) << l.errors;
     std::vector<rt::CollectiveStep> steps = collectiveSteps(program);
     EXPECT_EQ(steps.size(), 2u);  // the start and the wait
     for (const rt::CollectiveStep& c : steps) EXPECT_EQ(c.reduce, word);
   }
-  rt::Program program;
-  EXPECT_FALSE(l.lower("max", "[0]", program));
-  EXPECT_NE(l.errors.find("reduce max has no runtime collective yet"), std::string::npos)
-      << l.errors;
 }
 
-// The runtime step keeps its axis name and group size; the lowering reads both from the
-// grid the collective names (the tp axis, index 1, of the 2 x 4 mesh: "tp", 4 ranks; the dp
-// axis: "dp", 2), and refuses a group over several axes, which the runtime cannot address
-// by one axis name.
-TEST(IrVocabulary, LoweringDerivesAxisAndGroupFromTheGrid) {
+// The runtime step keeps its axis names and group size; the lowering reads both from the
+// grid the collective names (the tp axis, index 1, of the 2 x 4 mesh: ["tp"], 4 ranks; the
+// dp axis: ["dp"], 2; both: ["dp", "tp"], 8), and the grid becomes the program's mesh.
+TEST(IrVocabulary, LoweringDerivesAxesAndGroupFromTheGrid) {
   LoweredAllReduce l;
-  for (auto [axes, name, group] : {std::tuple{"[1]", "tp", 4}, std::tuple{"[0]", "dp", 2}}) {
+  using Axes = std::vector<std::string>;
+  for (auto [axes, names, group] : {std::tuple{"[1]", Axes{"tp"}, 4}, std::tuple{"[0]", Axes{"dp"}, 2},
+                                    std::tuple{"[0, 1]", Axes{"dp", "tp"}, 8}}) {
     rt::Program program;
     ASSERT_TRUE(l.lower("sum", axes, program)) << l.errors;
+    EXPECT_EQ(program.mesh, (std::vector<rt::MeshAxis>{{"dp", 2}, {"tp", 4}}));
     std::vector<rt::CollectiveStep> steps = collectiveSteps(program);
     EXPECT_EQ(steps.size(), 2u);  // the start and the wait
     for (const rt::CollectiveStep& c : steps) {
-      EXPECT_EQ(c.axis, name) << axes;
+      EXPECT_EQ(c.axes, names) << axes;
       EXPECT_EQ(c.group, group) << axes;
     }
   }
-  rt::Program program;
-  EXPECT_FALSE(l.lower("sum", "[0, 1]", program));
-  EXPECT_NE(l.errors.find("spans 2 grid axes; the runtime reduces over one axis only"),
-            std::string::npos)
-      << l.errors;
 }
 
 /// Facts of function @`name` (and its module) in the IR `source`.

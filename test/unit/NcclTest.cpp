@@ -6,10 +6,16 @@
 // - the bootstrap agreement: ranks exchange their setup outcome over an in-process
 //   communicator, and when one failed, every rank throws naming it and its reason;
 // - the error texts (the MPI backend's format);
+// - the repacking around all_gather / reduce_scatter / all_to_all steps (runtime/exec/
+//   BlockLayout.h shardMovePlan, which the CUDA executor enqueues around NCCL's contiguous
+//   collectives), run on host arrays with simulated collectives for every dimension of
+//   rank-1 to rank-3 tensors and groups of 1 to 4, against the ops' definitions indexed
+//   element by element;
 // - with nccl.h: every NCCL function the backend uses resolves in libnccl.so.2, and without a
 //   usable driver the communicator fails on every rank with the driver's reason.
 #include "runtime/comm/NcclPlan.h"
 #include "runtime/comm/SingleCommunicator.h"
+#include "runtime/exec/BlockLayout.h"
 #include "test/unit/ThreadCommunicator.h"
 
 #ifdef TESSEL_TEST_NCCL_API
@@ -34,6 +40,140 @@ void apply(const std::vector<Copy>& plan, const std::vector<float>& src, std::ve
   for (const Copy& c : plan)
     for (int64_t i = 0; i < c.count; ++i)
       dst.at(static_cast<size_t>(c.dst + i)) = src.at(static_cast<size_t>(c.src + i));
+}
+
+/// Runs the strided copies of a shard move on host arrays.
+void apply(const std::vector<StridedCopy>& plan, const std::vector<float>& src, std::vector<float>& dst) {
+  for (const StridedCopy& c : plan)
+    for (int64_t r = 0; r < c.rows; ++r)
+      for (int64_t i = 0; i < c.width; ++i)
+        dst.at(static_cast<size_t>(c.dst + r * c.dstPitch + i)) =
+            src.at(static_cast<size_t>(c.src + r * c.srcPitch + i));
+}
+
+/// Element (rank, flat index) of a rank's input: distinct, exact small integers.
+float element(int rank, int64_t i) { return static_cast<float>(1000 * rank + i); }
+
+/// The row-major multi-index of flat index `i` in `shape`.
+std::vector<int64_t> unflatten(int64_t i, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    idx[d] = i % shape[d];
+    i /= shape[d];
+  }
+  return idx;
+}
+
+int64_t flatten(const std::vector<int64_t>& idx, const std::vector<int64_t>& shape) {
+  int64_t i = 0;
+  for (size_t d = 0; d < shape.size(); ++d) i = i * shape[d] + idx[d];
+  return i;
+}
+
+/// A one-step program for `kind` with input `in`: output shape by the ops' shape rules.
+Program shardMoveProgram(CollectiveStep::Kind kind, std::vector<int64_t> in, int64_t dim, int64_t concatDim,
+                         int64_t group) {
+  std::vector<int64_t> out = in;
+  if (kind == CollectiveStep::Kind::AllGather) out[static_cast<size_t>(dim)] *= group;
+  if (kind != CollectiveStep::Kind::AllGather) out[static_cast<size_t>(dim)] /= group;
+  if (kind == CollectiveStep::Kind::AllToAll) out[static_cast<size_t>(concatDim)] *= group;
+  Program p;
+  for (auto shape : {in, out}) {
+    Buffer b;
+    b.shape = shape;
+    p.buffers.push_back(b);
+  }
+  return p;
+}
+
+// For each kind, every dim of shapes [6], [4, 6], [2, 6, 4] and groups 1, 2, 3 (where they
+// divide): pack, the communicator's contiguous collective simulated on P host ranks, unpack;
+// each output element is compared with the op's definition (TesselGatherScatterOps.td):
+// all_gather out[.., q n + i, ..] = in_q[.., i, ..]; reduce_scatter out_r[.., i, ..] =
+// sum_q in_q[.., r m + i, ..]; all_to_all out_r[.. (concat) q k + j ..] = in_q with the split
+// dimension's index r m + i.
+TEST(NcclPlan, ShardMoveRepackingMatchesTheOpsDefinitions) {
+  using K = CollectiveStep::Kind;
+  const std::vector<std::vector<int64_t>> shapes{{6}, {4, 6}, {2, 6, 4}};
+  int checked = 0;
+  for (const auto& shape : shapes)
+    for (int64_t group = 1; group <= 3; ++group)
+      for (int64_t dim = 0; dim < static_cast<int64_t>(shape.size()); ++dim)
+        for (int64_t cat = 0; cat < static_cast<int64_t>(shape.size()); ++cat)
+          for (K kind : {K::AllGather, K::ReduceScatter, K::AllToAll}) {
+            if (kind != K::AllToAll && cat > 0) continue;
+            if (kind != K::AllGather && shape[static_cast<size_t>(dim)] % group != 0) continue;
+            Program p = shardMoveProgram(kind, shape, dim, cat, group);
+            CollectiveStep c;
+            c.kind = kind;
+            c.tensors = {0, 1};
+            c.dim = dim;
+            c.concatDim = cat;
+            c.group = group;
+            const ShardMovePlan plan = shardMovePlan(p, c);
+            const Buffer& inB = p.buffers[0];
+            const Buffer& outB = p.buffers[1];
+            const auto P = static_cast<int>(group);
+            const int64_t n = inB.numel();
+            std::vector<std::vector<float>> in(P), staging(P), out(P);
+            for (int r = 0; r < P; ++r) {
+              for (int64_t i = 0; i < n; ++i) in[r].push_back(element(r, i));
+              staging[r].assign(static_cast<size_t>(kind == K::AllGather ? n * P : kind == K::AllToAll ? 2 * n : n), 0);
+              out[r].assign(static_cast<size_t>(outB.numel()), 0);
+              apply(plan.pack, in[r], staging[r]);
+            }
+            // The communicators' contiguous collectives (Communicator.h).
+            for (int r = 0; r < P; ++r) {
+              if (kind == K::AllGather) {
+                ASSERT_EQ(plan.count, n * P);
+                for (int q = 0; q < P; ++q)
+                  std::copy(in[q].begin(), in[q].end(), staging[r].begin() + q * n);
+              } else if (kind == K::ReduceScatter) {
+                ASSERT_EQ(plan.count, n);
+                const int64_t m = n / P;
+                for (int64_t i = 0; i < m; ++i) {
+                  float sum = 0;
+                  for (int q = 0; q < P; ++q) sum += staging[q][static_cast<size_t>(r * m + i)];
+                  out[r][static_cast<size_t>(i)] = sum;
+                }
+              } else {
+                ASSERT_EQ(plan.count, n / P);
+                for (int q = 0; q < P; ++q)
+                  for (int64_t i = 0; i < plan.count; ++i)
+                    staging[r][static_cast<size_t>(plan.recvOffset + q * plan.count + i)] =
+                        staging[q][static_cast<size_t>(r * plan.count + i)];
+              }
+            }
+            for (int r = 0; r < P; ++r) {
+              apply(plan.unpack, staging[r], out[r]);
+              for (int64_t o = 0; o < outB.numel(); ++o) {
+                std::vector<int64_t> idx = unflatten(o, outB.shape);
+                float want = 0;
+                const auto d = static_cast<size_t>(dim);
+                if (kind == K::AllGather) {
+                  const int64_t len = shape[d];
+                  const int q = static_cast<int>(idx[d] / len);
+                  idx[d] %= len;
+                  want = element(q, flatten(idx, shape));
+                } else if (kind == K::ReduceScatter) {
+                  idx[d] += r * (shape[d] / P);
+                  for (int q = 0; q < P; ++q) want += element(q, flatten(idx, shape));
+                } else {
+                  const auto cd = static_cast<size_t>(cat);
+                  const int64_t k = outB.shape[cd] / P;  // the concatenated dim's block
+                  const int q = static_cast<int>(idx[cd] / k);
+                  idx[cd] %= k;
+                  idx[d] += r * (shape[d] / P);
+                  want = element(q, flatten(idx, shape));
+                }
+                ASSERT_EQ(out[r][static_cast<size_t>(o)], want)
+                    << "kind " << static_cast<int>(kind) << " rank " << r << " of " << P << ", dim " << dim
+                    << ", concat " << cat << ", output element " << o;
+              }
+            }
+            ++checked;
+          }
+  EXPECT_GT(checked, 40);  // the loops really ran over the cases
 }
 
 TEST(NcclPlan, BlockIsTheCeilingAndPaddingOnlyWhenUneven) {

@@ -53,6 +53,23 @@ TEST(Shapes, NormSoftmaxEmbeddingLoss) {
   expectError(crossEntropy(Shape{4, 32, 256}, Shape{4, 31}), {"4x31", "4x32x256", "V=256"});
 }
 
+// The vocab-parallel ops: a table shard of 1..vocab rows, row statistics without the shard's
+// last dimension, and statistics of one non-empty shape for the loss.
+TEST(Shapes, VocabParallel) {
+  expectShape(embeddingShard(Shape{128, 64}, Shape{4, 32}, 256), {4, 32, 64});
+  expectShape(embeddingShard(Shape{256, 64}, Shape{}, 256), {64});
+  expectError(embeddingShard(Shape{300, 64}, Shape{4}, 256), {"300x64", "vocab=256"});
+  expectError(embeddingShard(Shape{0, 64}, Shape{4}, 256), {"0x64", "between 1"});
+  expectError(embeddingShard(Shape{128}, Shape{4}, 256), {"[V, C]"});
+  expectShape(rowStatistic(Shape{4, 32, 128}), {4, 32});
+  expectShape(rowStatistic(Shape{7}), {});
+  expectError(rowStatistic(Shape{}), {"[..., Vl]", "scalar"});
+  expectError(rowStatistic(Shape{4, 0}), {"Vl >= 1", "4x0"});
+  expectShape(crossEntropyFromStats(Shape{4, 32}, Shape{4, 32}, Shape{4, 32}), {});
+  expectError(crossEntropyFromStats(Shape{4}, Shape{4}, Shape{5}), {"target 5", "one shape"});
+  expectError(crossEntropyFromStats(Shape{0}, Shape{0}, Shape{0}), {"no rows"});
+}
+
 TEST(Shapes, Attention) {
   expectShape(causalAttention(Shape{4, 32, 192}, 4), {4, 32, 64});
   expectError(causalAttention(Shape{4, 32, 190}, 4), {"not divisible by 3"});
@@ -72,6 +89,25 @@ TEST(Shapes, Rearrangements) {
   expectShape(reduce(Shape{4, 32, 64}, Shape{0, 1}), {64});
   expectShape(reduce(Shape{4, 32}, Shape{1, 0}), {});
   expectError(reduce(Shape{4, 32}, Shape{1, 1}), {"distinct"});
+}
+
+// The collectives over a group of N ranks: a gather multiplies one dimension by N, a
+// scatter divides it (only evenly), an all-to-all does both.
+TEST(Shapes, Collectives) {
+  expectShape(allGather(Shape{2, 6}, 0, 4), {8, 6});
+  expectShape(allGather(Shape{2, 6}, 1, 1), {2, 6});
+  expectError(allGather(Shape{2, 6}, 2, 4), {"gather_axis 2 is out of range for 2x6"});
+  expectError(allGather(Shape{2, 6}, 0, 0), {"group size must be >= 1, got 0"});
+  expectShape(reduceScatter(Shape{8, 6}, 0, 4), {2, 6});
+  expectShape(reduceScatter(Shape{8, 6}, 1, 3), {8, 2});
+  expectError(reduceScatter(Shape{6, 8}, 0, 4),
+              {"scatter_axis 0 of 6x8 (size 6) is not divisible by the group size 4"});
+  expectError(reduceScatter(Shape{8}, -1, 2), {"scatter_axis -1 is out of range for 8"});
+  expectShape(allToAll(Shape{4, 8}, 1, 0, 4), {16, 2});
+  expectShape(allToAll(Shape{4, 8}, 0, 1, 2), {2, 16});
+  expectShape(allToAll(Shape{8, 3}, 0, 0, 4), {8, 3});
+  expectError(allToAll(Shape{4, 6}, 1, 0, 4), {"split_axis 1 of 4x6 (size 6) is not divisible"});
+  expectError(allToAll(Shape{4, 8}, 1, 2, 2), {"concat_axis 2 is out of range for 4x8"});
 }
 
 }  // namespace

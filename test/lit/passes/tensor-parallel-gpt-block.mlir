@@ -1,35 +1,51 @@
-// The collectives tensor parallelism adds to one GPT block (Megatron-LM's layout, tp = 2):
-// the forward pass has exactly two all-reduces, after the attention projection and after the
-// MLP projection (the row-parallel outputs), and the backward pass exactly two, of the input
+// The collectives tensor parallelism adds to a one-block GPT (Megatron-LM's layout, tp = 2,
+// V = 256 split into 128 rows per rank, tied LM head). Per block: the forward pass has
+// exactly two all-reduces of [B, T, C], after the attention projection and after the MLP
+// projection (the row-parallel outputs), and the backward pass exactly two, of the input
 // gradients of the column-parallel qkv and fc projections (the transposes of the
-// tessel.replicate in front of them). Nothing else communicates: the embeddings, the final
-// norm and the tied LM head stay replicated. --implicit-check-not makes any other collective
-// a failure.
+// tessel.replicate in front of them). Around the blocks: the vocab-parallel embedding's
+// all-reduce of [B, T, C], the vocab-parallel cross-entropy's max, sum and sum of [B, T], and
+// in backward the LM head's input gradient. Nothing else communicates: --implicit-check-not
+// makes any other collective a failure.
 // RUN: tessel-opt %s --tessel-tensor-parallel --tessel-propagate-sharding --tessel-insert-reshards \
-// RUN:   --tessel-reshard-to-collectives --tessel-partition --tessel-decompose-attention --tessel-autodiff \
+// RUN:   --tessel-partition --tessel-reshard-to-collectives --tessel-decompose-attention --tessel-autodiff \
 // RUN: | FileCheck %s --implicit-check-not=tessel.all_reduce --implicit-check-not=tessel.all_gather \
 // RUN:   --implicit-check-not=tessel.reduce_scatter --implicit-check-not=tessel.all_to_all
 
 // Local shapes on each of the two ranks: B = 4, T = 8, C = 16, NH = 2 -> qkv [4, 8, 24],
-// one head of 8 channels, fc [4, 8, 32].
+// one head of 8 channels, fc [4, 8, 32], logits [4, 8, 128].
 // CHECK-LABEL: func.func @forward
+// CHECK: %[[E:.*]] = tessel.embedding_shard %{{.*}}, %{{.*}}, %{{.*}} vocab 256 : (tensor<128x16xf32>, tensor<4x8xi32>, tensor<i32>) -> tensor<4x8x16xf32>
+// CHECK-NEXT: tessel.all_reduce %[[E]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
 // CHECK: %[[A:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x8xf32>, tensor<16x8xf32>) -> tensor<4x8x16xf32>
 // CHECK-NEXT: tessel.all_reduce %[[A]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
 // CHECK: %[[M:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x32xf32>, tensor<16x32xf32>) -> tensor<4x8x16xf32>
 // CHECK-NEXT: tessel.all_reduce %[[M]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
+// CHECK: tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x16xf32>, tensor<128x16xf32>) -> tensor<4x8x128xf32>
+// CHECK: tessel.all_reduce %{{.*}} reduce max on @mesh grid_axes = [0] : tensor<4x8xf32>
+// CHECK: tessel.all_reduce %{{.*}} reduce sum on @mesh grid_axes = [0] : tensor<4x8xf32>
+// CHECK: tessel.all_reduce %{{.*}} reduce sum on @mesh grid_axes = [0] : tensor<4x8xf32>
 // CHECK: return
 
 // CHECK-LABEL: func.func @train_step
+// CHECK: tessel.all_reduce %{{.*}} reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
 // CHECK: %[[A2:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x8xf32>, tensor<16x8xf32>) -> tensor<4x8x16xf32>
 // CHECK-NEXT: tessel.all_reduce %[[A2]] reduce sum
 // CHECK: %[[M2:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x32xf32>, tensor<16x32xf32>) -> tensor<4x8x16xf32>
 // CHECK-NEXT: tessel.all_reduce %[[M2]] reduce sum
-// Backward: the fc input gradient [4, 8, 32] x [32, 16], then the qkv one [4, 8, 24] x [24, 16].
-// CHECK: tessel.cross_entropy_grad
+// CHECK: tessel.all_reduce %{{.*}} reduce max
+// CHECK: tessel.all_reduce %{{.*}} reduce sum
+// CHECK: tessel.all_reduce %{{.*}} reduce sum
+// Backward: the LM head's input gradient [4, 8, 128] x [128, 16], then per block the fc
+// input gradient [4, 8, 32] x [32, 16] and the qkv one [4, 8, 24] x [24, 16].
+// CHECK: tessel.cross_entropy_from_stats_grad
+// CHECK: %[[DH:.*]] = tessel.matmul %{{.*}}, %{{.*}} : (tensor<4x8x128xf32>, tensor<128x16xf32>) -> tensor<4x8x16xf32>
+// CHECK: tessel.all_reduce %[[DH]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
 // CHECK: %[[DFC:.*]] = tessel.matmul %{{.*}}, %{{.*}} : (tensor<4x8x32xf32>, tensor<32x16xf32>) -> tensor<4x8x16xf32>
 // CHECK: tessel.all_reduce %[[DFC]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
 // CHECK: %[[DQKV:.*]] = tessel.matmul %{{.*}}, %{{.*}} : (tensor<4x8x24xf32>, tensor<24x16xf32>) -> tensor<4x8x16xf32>
 // CHECK: tessel.all_reduce %[[DQKV]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
+// CHECK: tessel.embedding_shard_grad
 // CHECK: return
 shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
   func.func @forward(%tokens: tensor<4x8xi32> {tessel.input = "tokens"}, %targets: tensor<4x8xi32> {tessel.input = "targets"}) -> (tensor<f32> {tessel.output = "loss"}) {

@@ -7,7 +7,7 @@
 
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[P:.*]] = tessel.matmul
-// CHECK-NEXT: %[[R:.*]] = tessel.reshard %[[P]] : tensor<2x8xf32> to #tessel.sharding<@mesh, {{\[\[}}], []]> {tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}], []]>]}
+// CHECK-NEXT: %[[R:.*]] = tessel.reshard %[[P]] : tensor<2x8xf32> from #tessel.sharding<@mesh, {{\[\[}}], []], partial = [0]> to #tessel.sharding<@mesh, {{\[\[}}], []]> {tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}], []]>]} -> tensor<2x8xf32>
 // CHECK-NEXT: tessel.add %[[R]], %{{.*}} :
 // CHECK-NEXT: tessel.add %[[R]], %{{.*}} :
 // CHECK-NOT: tessel.reshard
@@ -28,7 +28,7 @@ func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x8xf32>
 // A pending sum returned as it is: the return asks for it replicated.
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[S:.*]] = tessel.scale
-// CHECK-NEXT: %[[R:.*]] = tessel.reshard %[[S]] : tensor<2x8xf32> to #tessel.sharding<@mesh, {{\[\[}}], []]>
+// CHECK-NEXT: %[[R:.*]] = tessel.reshard %[[S]] : tensor<2x8xf32> from #tessel.sharding<@mesh, {{\[\[}}], []], partial = [0]> to #tessel.sharding<@mesh, {{\[\[}}], []]>
 // CHECK-NEXT: return %[[R]]
 shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
 func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x8xf32> {tessel.output = "y"}) {

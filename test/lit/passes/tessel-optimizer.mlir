@@ -177,3 +177,28 @@ func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"}, %lr: tensor<f32>
   tessel.assign "fc.bias:momentum_buffer", %b1 : tensor<16xf32>
   return %l, %n : tensor<f32>, tensor<f32>
 }
+
+// -----
+
+// A sharded parameter's state is laid out like it (each rank updates its own shard): the
+// state params copy its tessel.shardings; an unsharded parameter's state has none.
+// CHECK-LABEL: func.func @train_step
+// CHECK: tessel.param "w" {std = 1.000000e+00 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]}
+// ADAMW: tessel.param "w:exp_avg" state init zeros {tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]}
+// ADAMW-NEXT: tessel.param "w:exp_avg_sq" state init zeros {tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]}
+// ADAMW-NEXT: tessel.param "c:exp_avg" state init zeros : tensor<3xf32>
+// SGD: tessel.param "w:momentum_buffer" state init zeros {tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]}
+// SGD-NEXT: tessel.param "c:momentum_buffer" state init zeros : tensor<3xf32>
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
+func.func @forward() -> (tensor<f32> {tessel.output = "loss"}) {
+  %l = tessel.constant 3.0 : tensor<f32>
+  return %l : tensor<f32>
+}
+func.func @train_step() -> (tensor<2x4xf32> {tessel.grad = "w"}, tensor<3xf32> {tessel.grad = "c"}, tensor<f32> {tessel.output = "loss"}) {
+  %w = tessel.param "w" {std = 1.0 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<2x4xf32>
+  %c = tessel.param "c" {std = 1.0 : f64} : tensor<3xf32>
+  %gw = tessel.constant 1.0 : tensor<2x4xf32>
+  %gc = tessel.constant 2.0 : tensor<3xf32>
+  %l = tessel.constant 3.0 : tensor<f32>
+  return %gw, %gc, %l : tensor<2x4xf32>, tensor<3xf32>, tensor<f32>
+}

@@ -39,11 +39,32 @@ func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x6xf32>
 
 // -----
 
-// Wrong stage: a reshard is still pending.
+// A reshard keeps its two layouts with the local shapes of each: the rows split over tp are
+// gathered (the result is not split), and the gathered tensor feeds a column-parallel
+// product, so it needs no tessel.replicate (the gather's transpose sums the per-rank
+// gradients).
+// CHECK-LABEL: func.func @forward
+// CHECK: tessel.scale
+// CHECK-NOT: tessel.replicate
+// CHECK: tessel.reshard %{{.*}} : tensor<2x2x8xf32> from #tessel.sharding<@mesh, {{\[\[}}], [0], []]> to #tessel.sharding<@mesh, {{\[\[}}], [], []]> -> tensor<2x4x8xf32>
+// CHECK: tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<2x4x8xf32>, tensor<8x8xf32>) -> tensor<2x4x8xf32>
 shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
-// expected-error @+1 {{tessel-partition: @forward has tessel.reshard ops (run tessel-reshard-to-collectives first); it runs once, after tessel-reshard-to-collectives and before tessel-autodiff}}
-func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x8xf32> {tessel.output = "y"}) {
-  %s = tessel.scale %x, 2.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], []], partial = [0]>]} : tensor<2x8xf32>
-  %r = tessel.reshard %s : tensor<2x8xf32> to #tessel.sharding<@mesh, [[], []]> {tessel.shardings = [#tessel.sharding<@mesh, [[], []]>]}
-  return %r : tensor<2x8xf32>
+func.func @forward(%x: tensor<2x4x8xf32> {tessel.input = "x"}) -> (tensor<2x4x16xf32> {tessel.output = "y"}) {
+  %w = tessel.param "fc.w" {std = 0.02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x8xf32>
+  %rows = tessel.param "rows" {std = 0.02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[], [0], []]>]} : tensor<2x4x8xf32>
+  %s = tessel.scale %rows, 1.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], [0], []]>]} : tensor<2x4x8xf32>
+  %g = tessel.reshard %s : tensor<2x4x8xf32> from #tessel.sharding<@mesh, [[], [0], []]> to #tessel.sharding<@mesh, [[], [], []]> {tessel.shardings = [#tessel.sharding<@mesh, [[], [], []]>]} -> tensor<2x4x8xf32>
+  %y = tessel.matmul %g, %w transpose_rhs {tessel.shardings = [#tessel.sharding<@mesh, [[], [], [0]]>]} : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %r = tessel.reshard %y : tensor<2x4x16xf32> from #tessel.sharding<@mesh, [[], [], [0]]> to #tessel.sharding<@mesh, [[], [], []]> {tessel.shardings = [#tessel.sharding<@mesh, [[], [], []]>]} -> tensor<2x4x16xf32>
+  return %r : tensor<2x4x16xf32>
+}
+
+// -----
+
+// Wrong stage: already partitioned.
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
+// expected-error @+1 {{tessel-partition: @forward already has local shapes (tessel.partitioned); it runs once, after tessel-insert-reshards and before tessel-reshard-to-collectives}}
+func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x8xf32> {tessel.output = "y"}) attributes {tessel.partitioned} {
+  %s = tessel.scale %x, 2.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], []]>]} : tensor<2x8xf32>
+  return %s : tensor<2x8xf32>
 }

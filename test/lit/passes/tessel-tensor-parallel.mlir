@@ -2,11 +2,12 @@
 // shardings on the plan's mesh. The projection into attention is split on its outputs by
 // heads (3 blocks: q, k, v), the one after it on its inputs; linear -> gelu -> linear is split
 // column then row. Biases are left to tessel-propagate-sharding; a weight the plan already
-// shards keeps the plan's sharding; the tied LM head (read by the embedding) is not split.
+// shards keeps the plan's sharding; the embedding table is split on its rows (vocab-parallel),
+// and the tied LM head (the same weight) is not split again as a linear layer.
 // RUN: tessel-opt %s -split-input-file -tessel-tensor-parallel='site=plan.cpp:12:7' -verify-diagnostics | FileCheck %s
 
 // CHECK-LABEL: func.func @forward
-// CHECK: tessel.param "wte" {std = 2.000000e-02 : f64} : tensor<32x8xf32>
+// CHECK: tessel.param "wte" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []]>]} : tensor<32x8xf32>
 // CHECK: tessel.param "qkv.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []], blocks = [3, 1]>]} : tensor<24x8xf32>
 // CHECK: tessel.param "qkv.b" {std = 2.000000e-02 : f64} : tensor<24xf32>
 // CHECK: tessel.param "proj.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}], [1]]>]} : tensor<8x8xf32>

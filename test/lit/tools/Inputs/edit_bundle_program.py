@@ -12,9 +12,9 @@ EDIT: temp-past-arena   the first temp buffer moved to the end of the arena
       kernel-arg-size   the first kernel step's first argument swapped for a smaller buffer
       loss-parameter    output 0 of @train_step (the loss) pointed at the first parameter
       norm-lr           output 1 of @train_step (the gradient norm) pointed at its lr input
-      collective-group  every all-reduce's group set to 1
+      collective-group  every all-reduce's group set to 1 (and the mesh dropped)
       collective-sum    every all-reduce's reduce set to sum
-      collective-axis   every all-reduce's axis set to "tp"
+      collective-axis   every all-reduce's axes set to ["tp"] (and the mesh dropped)
 """
 import json
 import os
@@ -64,14 +64,16 @@ def main(bundle, edit):
         else:
             step["outputs"][1] = next(i for i, b in enumerate(buffers) if b["name"] == "train_step.lr")
     elif edit == "collective-group":
+        program.pop("mesh", None)  # else the program's own check names the group first
         for c in collectives:
             c["group"] = 1
     elif edit == "collective-sum":
         for c in collectives:
             c["reduce"] = "sum"
     elif edit == "collective-axis":
+        program.pop("mesh", None)
         for c in collectives:
-            c["axis"] = "tp"
+            c["axes"] = ["tp"]
     else:
         sys.exit(f"unknown edit '{edit}'")
     with open(path, "w") as f:

@@ -1,0 +1,94 @@
+// The replica check; see Replicas.h.
+#include "runtime/exec/Replicas.h"
+
+#include "runtime/exec/Sharding.h"
+#include "runtime/numeric/Fnv1a.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstring>
+#include <map>
+#include <stdexcept>
+
+namespace tessel::rt {
+namespace {
+
+bool persistent(const Buffer& b) { return b.kind == BufferKind::Parameter || b.kind == BufferKind::State; }
+
+}  // namespace
+
+std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex) {
+  std::vector<uint64_t> out;
+  std::vector<unsigned char> bytes;
+  const Program& p = ex.program();
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    if (!persistent(p.buffers[i])) continue;
+    bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
+    ex.readBuffer(static_cast<int>(i), bytes.data());
+    out.push_back(numeric::fnv1a(numeric::kFnv1aOffsetBasis, bytes.data(), bytes.size()));
+  }
+  return out;
+}
+
+std::string replicaMismatches(const Program& program, const std::vector<std::vector<uint64_t>>& hashes) {
+  const int world = static_cast<int>(hashes.size());
+  // Without a mesh every buffer is replicated over the world: one axis spanning it.
+  const std::vector<MeshAxis> mesh = program.mesh.empty() ? std::vector<MeshAxis>{{"world", world}} : program.mesh;
+  const MeshLayout layout(mesh);
+  if (layout.size() != world)
+    throw std::runtime_error(fmt::format("--check-replicas: the program's mesh {} has {} ranks but the world has {}",
+                                         layout.describe(), layout.size(), world));
+  std::string out;
+  int lines = 0;
+  size_t h = 0;  // index among the persistent buffers
+  for (const Buffer& b : program.buffers) {
+    if (!persistent(b)) continue;
+    const std::vector<std::string> axes = program.mesh.empty() ? std::vector<std::string>{} : replicaAxes(b, mesh);
+    // Each group once: its members, keyed by its first (lowest) world rank.
+    std::map<int, std::vector<int>> groups;
+    for (int r = 0; r < world; ++r) {
+      if (hashes[static_cast<size_t>(r)].size() <= h)
+        throw std::runtime_error(fmt::format("--check-replicas: rank {} sent {} hashes for a program with more "
+                                             "parameters and state buffers",
+                                             r, hashes[static_cast<size_t>(r)].size()));
+      std::vector<int> members = program.mesh.empty() ? layout.groupRanks(r, {"world"}) : layout.groupRanks(r, axes);
+      groups.emplace(members.front(), std::move(members));
+    }
+    for (const auto& [first, members] : groups) {
+      std::vector<int> differ;
+      for (int r : members)
+        if (hashes[static_cast<size_t>(r)][h] != hashes[static_cast<size_t>(first)][h]) differ.push_back(r);
+      if (differ.empty()) continue;
+      if (++lines <= 8)
+        out += fmt::format("{}'{}' differs across its replica group over {}: rank(s) {} differ from rank {}",
+                           out.empty() ? "" : "\n", b.name,
+                           program.mesh.empty() ? std::string("the world")
+                                                : fmt::format("[{}] (ranks {})", fmt::join(axes, ", "),
+                                                              fmt::join(members, ", ")),
+                           fmt::join(differ, ", "), first);
+    }
+    ++h;
+  }
+  if (lines > 8) out += fmt::format("\n... and {} more", lines - 8);
+  return out;
+}
+
+void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step) {
+  const int n = world.worldSize();
+  if (n == 1) return;
+  const std::vector<uint64_t> mine = replicaHashes(ex);
+  const int64_t words = 2 * static_cast<int64_t>(mine.size());  // each hash as two i32
+  std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
+  if (!mine.empty())
+    world.allGather(mine.data(), all.data(), words * n, DType::I32, "replica_hash")->wait();
+  std::vector<std::vector<uint64_t>> hashes(static_cast<size_t>(n));
+  for (int r = 0; r < n; ++r)
+    hashes[static_cast<size_t>(r)].assign(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
+                                          all.begin() + static_cast<ptrdiff_t>((r + 1) * mine.size()));
+  const std::string problems = replicaMismatches(ex.program(), hashes);
+  if (!problems.empty())
+    throw std::runtime_error(fmt::format("replicas diverged after step {}: {}", step, problems));
+}
+
+}  // namespace tessel::rt

@@ -1,0 +1,32 @@
+// --check-replicas: every tensor replicated within a group of ranks is bitwise identical
+// across that group. A buffer's replica group is the ranks that differ only along the mesh
+// axes that do not shard it (runtime/exec/Sharding.h replicaAxes): under dp=2,tp=2 a
+// tp-sharded weight is compared across dp only, a LayerNorm weight across all four ranks.
+// A program without a mesh replicates every buffer over the whole world.
+#pragma once
+
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/ProgramExecutor.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tessel::rt {
+
+/// FNV-1a (64 bit) of the bytes of every Parameter and State buffer of `ex`'s program, in
+/// buffer order (one entry per such buffer).
+std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex);
+
+/// Given every rank's replicaHashes (`hashes[r]`, r a world rank of a world of
+/// hashes.size() ranks), "" when each buffer's hash is equal across each of its replica
+/// groups, else one line per diverged buffer (at most 8): "'<name>' differs across its replica
+/// group over <axes>: rank(s) <r...> differ from rank <first>". Throws std::runtime_error if
+/// the world is not the program's mesh size or a rank has the wrong number of hashes.
+std::string replicaMismatches(const Program& program, const std::vector<std::vector<uint64_t>>& hashes);
+
+/// All-gathers replicaHashes over `world` and throws std::runtime_error "replicas diverged
+/// after step <step>: ..." with replicaMismatches' lines if any; a world of one passes.
+void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step);
+
+}  // namespace tessel::rt

@@ -1,0 +1,111 @@
+// The sharded buffers' layout; see Sharding.h.
+#include "runtime/exec/Sharding.h"
+
+#include "runtime/Init.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace tessel::rt {
+
+std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates) {
+  // Row-major composition, one dimension at a time: the indices so far (over the leading
+  // dimensions) times this dimension's global size, plus where each of its local indices
+  // lies: local index i is in block j = i / l (l = local / blocks) at offset i % l, and this
+  // rank's part p of block j starts at j * (global / blocks) + p * l.
+  std::vector<int64_t> out{0};
+  for (size_t d = 0; d < b.shape.size(); ++d) {
+    const ShardDim s = b.sharding.empty() ? ShardDim{} : b.sharding[d];
+    int64_t part = 0;
+    for (const std::string& axis : s.axes) {
+      const int a = mesh.axisIndex(axis);
+      part = part * mesh.axes()[static_cast<size_t>(a)].size + coordinates.at(static_cast<size_t>(a));
+    }
+    const int64_t local = b.shape[d], global = b.globalShape.empty() ? local : b.globalShape[d];
+    const int64_t l = local / s.blocks, g = global / s.blocks;
+    std::vector<int64_t> next;
+    next.reserve(out.size() * static_cast<size_t>(local));
+    for (int64_t base : out)
+      for (int64_t i = 0; i < local; ++i) next.push_back(base * global + (i / l) * g + part * l + i % l);
+    out = std::move(next);
+  }
+  return out;
+}
+
+int32_t coordinateValue(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates) {
+  if (!mesh) return 0;
+  int64_t index = 0;
+  for (const std::string& axis : b.coordinateAxes) {
+    int a = mesh->axisIndex(axis);
+    index = index * mesh->axes()[static_cast<size_t>(a)].size + coordinates[static_cast<size_t>(a)];
+  }
+  return static_cast<int32_t>(index * b.coordinateStride);
+}
+
+void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
+                        uint64_t seed, float* out) {
+  const InitKind kind = b.init == "normal" ? InitKind::Normal : b.init == "zeros" ? InitKind::Zeros : InitKind::Ones;
+  if (!b.sharded()) {
+    initParameter(out, b.numel(), kind, b.stddev, seed, b.name);
+    return;
+  }
+  if (!mesh)
+    throw std::runtime_error(fmt::format("parameter '{}' is sharded, but no device mesh was given to place this "
+                                         "rank's shard", b.name));
+  std::vector<float> global = initParameter(b.globalNumel(), kind, b.stddev, seed, b.name);
+  std::vector<int64_t> index = globalIndices(b, *mesh, coordinates);
+  for (size_t i = 0; i < index.size(); ++i) out[i] = global[static_cast<size_t>(index[i])];
+}
+
+std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis>& mesh) {
+  std::vector<std::string> out;
+  for (const MeshAxis& a : mesh) {
+    bool splits = false;
+    for (const ShardDim& d : b.sharding)
+      for (const std::string& x : d.axes) splits = splits || x == a.name;
+    if (!splits) out.push_back(a.name);
+  }
+  return out;
+}
+
+std::string explainShardings(const Program& program) {
+  if (program.mesh.empty() || std::none_of(program.buffers.begin(), program.buffers.end(),
+                   [](const Buffer& b) { return b.kind == BufferKind::Parameter && b.sharded(); }))
+    return "";
+  const MeshLayout layout(program.mesh);
+  size_t width = 0;
+  for (const Buffer& b : program.buffers)
+    if (b.kind == BufferKind::Parameter) width = std::max(width, b.name.size());
+  std::string out = fmt::format("parameters on the mesh {}:\n", layout.describe());
+  for (const Buffer& b : program.buffers) {
+    if (b.kind != BufferKind::Parameter) continue;
+    std::string where = "replicated";
+    if (b.sharded()) {
+      std::vector<std::string> dims;
+      for (size_t d = 0; d < b.sharding.size(); ++d)
+        if (!b.sharding[d].axes.empty())
+          dims.push_back(fmt::format("dim {} over [{}]{}", d, fmt::join(b.sharding[d].axes, ", "),
+                                     b.sharding[d].blocks > 1 ? fmt::format(" in {} blocks", b.sharding[d].blocks)
+                                                              : std::string()));
+      where = fmt::format("of [{}], {}", fmt::join(b.globalShape, ", "), fmt::join(dims, ", "));
+    }
+    out += fmt::format("  {:<{}}  local [{}] {}; replicas over [{}]\n", b.name, width, fmt::join(b.shape, ", "), where,
+                       fmt::join(replicaAxes(b, program.mesh), ", "));
+  }
+  return out;
+}
+
+MeshLayout meshLayoutOf(const Program& program) {
+  if (program.mesh.empty()) throw std::runtime_error("the program has no device mesh");
+  return MeshLayout(program.mesh);
+}
+
+std::unique_ptr<DeviceMesh> deviceMeshFor(const Program& program, Communicator& world) {
+  if (program.mesh.empty()) return nullptr;
+  return std::make_unique<DeviceMesh>(MeshLayout(program.mesh), world);
+}
+
+}  // namespace tessel::rt
