@@ -6,12 +6,15 @@
 #     (bench/torch_tp_step.py), tp=N processes, and the same code on one process.
 # Every rank of a tp run trains on the whole global batch; heads and MLP channels are split.
 # A tp rank gets nproc/N threads; a single rank gets all nproc, so both use the same cores.
-#   comm = time per step in the tp all-reduces (forward after the attention and MLP
-#          projections, backward at the inputs of qkv and fc, and the clipping norm's). They
-#          are synchronous: the step waits for each one, so all of it is exposed.
+#   comm = time per step in the tp collectives: Megatron's all-reduces (forward after the
+#          attention and MLP projections, backward at the inputs of qkv and fc), the clipping
+#          norm's, and in Tessel those of its vocab-parallel embedding and cross-entropy (the
+#          PyTorch peer replicates the LM head). They are synchronous: the step waits for
+#          each one, so all of it is exposed.
 #          Tessel: rank 0's collective counters, starts + waits (they also count the final
 #          evaluation's forward, one batch, a few percent of the total); PyTorch: wall time
-#          around each all_reduce on rank 0. Both report their all-reduces and payload bytes.
+#          around each all_reduce on rank 0. Both report their all-reduces per step and the
+#          payload bytes of all their collectives per step.
 # The PyTorch peer is current torch from PyPI, installed on first use in bench/.venv (delete
 # it to update). PyPI serves torch for Linux x86-64 only as its CUDA build (the CPU-only
 # wheels live on download.pytorch.org), so that wheel is installed (about 4 GiB) and runs on
