@@ -147,6 +147,13 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       if (!mlir::isa<GeluOp, ReluOp>(act)) continue;
       auto row = linearConsuming(act->getResult(0));
       if (!row) continue;
+      // A layer already in a pair (the row half of the previous one, in a deeper MLP) or
+      // sharded by the plan starts no pair: the next pair begins after it, as Megatron-LM
+      // pairs a stack of linear layers two by two.
+      auto seeded = [&](const Linear& l) {
+        return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
+      };
+      if (seeded(*col) || seeded(*row)) continue;
       if (mlir::failed(split(*col, col->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
         return mlir::failure();
       ++pairs;

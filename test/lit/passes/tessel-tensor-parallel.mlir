@@ -11,8 +11,9 @@
 // CHECK: tessel.param "qkv.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []], blocks = [3, 1]>]} : tensor<24x8xf32>
 // CHECK: tessel.param "qkv.b" {std = 2.000000e-02 : f64} : tensor<24xf32>
 // CHECK: tessel.param "proj.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}], [1]]>]} : tensor<8x8xf32>
-// CHECK: tessel.param "fc.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []]>]} : tensor<32x8xf32>
-// The plan's own entry (split over dp instead) is kept.
+// The plan's own entry for fc2.w (split over dp instead) is kept, and its pair is left to the
+// plan: fc.w is not split either.
+// CHECK: tessel.param "fc.w" {std = 2.000000e-02 : f64} : tensor<32x8xf32>
 // CHECK: tessel.param "fc2.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]} : tensor<8x32xf32>
 shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "tp"]}
 func.func @forward(%t: tensor<2x4xi32> {tessel.input = "tokens"}) -> (tensor<2x4x32xf32> {tessel.output = "logits"}) {
