@@ -54,6 +54,11 @@ llvm::SmallVector<llvm::StringRef> AllReduceOp::getAxisNames() {
   return gridAxisNames(*this, getGridAttr(), getGridAxes());
 }
 
+std::span<const int64_t> tensorShape(Value v) {
+  auto s = cast<RankedTensorType>(v.getType()).getShape();
+  return {s.data(), s.size()};
+}
+
 LogicalResult verifyGridAxes(Operation* op, FlatSymbolRefAttr gridRef, ArrayRef<int16_t> axes) {
   Operation* target = SymbolTable::lookupNearestSymbolFrom(op, gridRef);
   if (!target)

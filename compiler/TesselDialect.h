@@ -14,6 +14,8 @@
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 
+#include <span>
+
 #include "compiler/TesselDialect.h.inc"
 
 #include "compiler/TesselEnums.h.inc"
@@ -39,6 +41,10 @@ void registerTesselDialects(mlir::DialectRegistry& registry);
 /// static sizes >= 1 and `tessel.axis_names`, and that `axes` is a non-empty list of
 /// distinct axes of it; emits the op's error naming the first violation otherwise. Every
 /// collective op's verifier calls it (compiler/TesselCommOps.cpp).
+/// The static shape of `v`, a ranked tensor, as the span the shape rules (compiler/Shapes.h)
+/// take. Used by the ops' verifiers.
+std::span<const int64_t> tensorShape(mlir::Value v);
+
 mlir::LogicalResult verifyGridAxes(mlir::Operation* op, mlir::FlatSymbolRefAttr grid,
                                    llvm::ArrayRef<int16_t> axes);
 

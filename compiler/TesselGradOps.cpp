@@ -11,10 +11,7 @@ using namespace mlir;
 namespace tessel {
 namespace {
 
-std::span<const int64_t> shapeOf(Value v) {
-  auto s = cast<RankedTensorType>(v.getType()).getShape();
-  return {s.data(), s.size()};
-}
+std::span<const int64_t> shapeOf(Value v) { return tensorShape(v); }
 
 bool sameShape(Value a, Value b) {
   auto x = shapeOf(a), y = shapeOf(b);

@@ -9,10 +9,7 @@ using namespace mlir;
 namespace tessel {
 namespace {
 
-std::span<const int64_t> shapeOf(Value v) {
-  auto s = cast<RankedTensorType>(v.getType()).getShape();
-  return {s.data(), s.size()};
-}
+std::span<const int64_t> shapeOf(Value v) { return tensorShape(v); }
 
 /// Whether `v` has exactly `shape`.
 bool hasShape(Value v, const shapes::Shape& shape) {

@@ -13,7 +13,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 
 #include <map>
 #include <optional>
@@ -33,20 +32,14 @@ struct InsertReshardsPass : impl::InsertReshardsBase<InsertReshardsPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
-    if (!f) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, forwardName)
-                         .require(DEBUG_TYPE, f, {StageFact::ShardingsPropagated},
-                                  {StageFact::ReshardsPending, StageFact::Partitioned,
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {StageFact::ShardingsPropagated},
+                                 {StageFact::ReshardsPending, StageFact::Partitioned,
                                    StageFact::TrainStep},
-                                  "once, after tessel-propagate-sharding and before "
-                                  "tessel-reshard-to-collectives")))
-      return signalPassFailure();
-    auto grid = findGrid(module, DEBUG_TYPE);
-    if (mlir::failed(grid)) return signalPassFailure();
+                                 "once, after tessel-propagate-sharding and before "
+                                  "tessel-reshard-to-collectives");
+    if (mlir::failed(target)) return signalPassFailure();
+    mlir::func::FuncOp f = target->function;
+    const GridInfo* grid = &target->grid;
 
     std::map<std::pair<const void*, const void*>, Value> made;  // (value, target attr) -> reshard
     for (mlir::Operation& op : llvm::make_early_inc_range(f.getBody().front())) {
@@ -60,12 +53,12 @@ struct InsertReshardsPass : impl::InsertReshardsBase<InsertReshardsPass> {
       OpSharding rule = shardOp(&op, in, hint ? &*hint : nullptr);
       for (auto [i, v] : llvm::enumerate(op.getOperands())) {
         if (rule.operands[i] == in[i]) continue;
-        ShardingAttr target = rule.operands[i].toAttr(&getContext(), grid->ref);
-        Value& r = made[{v.getAsOpaquePointer(), target.getAsOpaquePointer()}];
+        ShardingAttr want = rule.operands[i].toAttr(&getContext(), grid->ref);
+        Value& r = made[{v.getAsOpaquePointer(), want.getAsOpaquePointer()}];
         if (!r) {
           mlir::OpBuilder b(&op);
           auto reshard = ReshardOp::create(b, op.getLoc(), v.getType(), v,
-                                           in[i].toAttr(&getContext(), grid->ref), target);
+                                           in[i].toAttr(&getContext(), grid->ref), want);
           setShardings(reshard, {rule.operands[i]}, grid->ref);
           r = reshard.getResult();
         }

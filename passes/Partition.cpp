@@ -20,7 +20,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 #include "mlir/IR/Verifier.h"
 
 #include <map>
@@ -47,19 +46,13 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
-    if (!f) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, forwardName)
-                         .require(DEBUG_TYPE, f, {StageFact::ShardingsPropagated},
-                                  {StageFact::Partitioned, StageFact::TrainStep},
-                                  "once, after tessel-insert-reshards and before "
-                                  "tessel-reshard-to-collectives")))
-      return signalPassFailure();
-    auto grid = findGrid(module, DEBUG_TYPE);
-    if (mlir::failed(grid)) return signalPassFailure();
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {StageFact::ShardingsPropagated},
+                                 {StageFact::Partitioned, StageFact::TrainStep},
+                                 "once, after tessel-insert-reshards and before "
+                                  "tessel-reshard-to-collectives");
+    if (mlir::failed(target)) return signalPassFailure();
+    mlir::func::FuncOp f = target->function;
+    const GridInfo* grid = &target->grid;
     grid_ = *grid;
     mlir::Block& body = f.getBody().front();
     // Read every sharding before any type changes.

@@ -139,4 +139,21 @@ mlir::LogicalResult PipelineStage::require(llvm::StringRef pass, mlir::Operation
   return mlir::success();
 }
 
+mlir::FailureOr<ShardingTarget> shardingTarget(mlir::ModuleOp module, llvm::StringRef function,
+                                               llvm::StringRef pass,
+                                               std::initializer_list<StageFact> required,
+                                               std::initializer_list<StageFact> forbidden,
+                                               llvm::StringRef order) {
+  auto f = module.lookupSymbol<mlir::func::FuncOp>(function);
+  if (!f) {
+    module.emitError() << pass << ": no function @" << function;
+    return mlir::failure();
+  }
+  if (mlir::failed(PipelineStage(module, function).require(pass, f, required, forbidden, order)))
+    return mlir::failure();
+  auto grid = findGrid(module, pass);
+  if (mlir::failed(grid)) return mlir::failure();
+  return ShardingTarget{f, *grid};
+}
+
 }  // namespace tessel

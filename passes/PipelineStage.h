@@ -22,6 +22,7 @@
 #pragma once
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "compiler/ShardingRules.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include <cstdint>
@@ -101,5 +102,22 @@ class PipelineStage {
   std::string function_;   // the function the facts are about
   std::string trainStep_;  // the module's train step name
 };
+
+/// What a sharding pass works on: the forward function and the plan's mesh.
+struct ShardingTarget {
+  mlir::func::FuncOp function;
+  GridInfo grid;
+};
+
+/// The common start of the sharding passes (tensor-parallel, propagate-sharding,
+/// insert-reshards, partition, reshard-to-collectives): @`function` of `module` (else
+/// "<pass>: no function @<function>" at the module), its stage checked as
+/// PipelineStage::require does, and the module's `shard.grid @mesh` (findGrid). Fails after
+/// emitting the error.
+mlir::FailureOr<ShardingTarget> shardingTarget(mlir::ModuleOp module, llvm::StringRef function,
+                                               llvm::StringRef pass,
+                                               std::initializer_list<StageFact> required,
+                                               std::initializer_list<StageFact> forbidden,
+                                               llvm::StringRef order);
 
 }  // namespace tessel

@@ -17,7 +17,6 @@
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 
 #define DEBUG_TYPE "tessel-propagate-sharding"
 
@@ -34,20 +33,14 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
-    if (!f) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, forwardName)
-                         .require(DEBUG_TYPE, f, {},
-                                  {StageFact::TrainStep, StageFact::ShardingsPropagated,
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {},
+                                 {StageFact::TrainStep, StageFact::ShardingsPropagated,
                                    StageFact::Partitioned},
-                                  "once, after the plan's seeds and before "
-                                  "tessel-insert-reshards")))
-      return signalPassFailure();
-    auto grid = findGrid(module, DEBUG_TYPE);
-    if (mlir::failed(grid)) return signalPassFailure();
+                                 "once, after the plan's seeds and before "
+                                  "tessel-insert-reshards");
+    if (mlir::failed(target)) return signalPassFailure();
+    mlir::func::FuncOp f = target->function;
+    const GridInfo* grid = &target->grid;
     int16_t sequence = -1;
     if (!sequenceAxis.empty()) {
       sequence = grid->axis(sequenceAxis);
@@ -142,7 +135,7 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
   }
 
   void propagate(mlir::func::FuncOp f, mlir::FlatSymbolRefAttr grid, int16_t sequenceAxis) {
-    Shardings current = walk(f, {});
+    Shardings current = walk(f, Shardings());
     Shardings hints = hintsFrom(f, current, sequenceAxis);
     if (!hints.empty()) current = walk(f, hints);
     for (mlir::Operation& op : f.getBody().front()) {

@@ -14,7 +14,6 @@
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 
 #define DEBUG_TYPE "tessel-reshard-to-collectives"
 
@@ -29,18 +28,12 @@ struct ReshardToCollectivesPass : impl::ReshardToCollectivesBase<ReshardToCollec
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
-    if (!f) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, forwardName)
-                         .require(DEBUG_TYPE, f, {StageFact::Partitioned},
-                                  {StageFact::TrainStep},
-                                  "after tessel-partition and before tessel-autodiff")))
-      return signalPassFailure();
-    auto grid = findGrid(module, DEBUG_TYPE);
-    if (mlir::failed(grid)) return signalPassFailure();
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {StageFact::Partitioned},
+                                 {StageFact::TrainStep},
+                                 "after tessel-partition and before tessel-autodiff");
+    if (mlir::failed(target)) return signalPassFailure();
+    mlir::func::FuncOp f = target->function;
+    const GridInfo* grid = &target->grid;
     for (auto r : llvm::make_early_inc_range(f.getBody().getOps<ReshardOp>()))
       if (mlir::failed(lower(r, *grid))) return signalPassFailure();
   }

@@ -22,7 +22,6 @@
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/SymbolTable.h"
 
 #define DEBUG_TYPE "tessel-tensor-parallel"
 
@@ -93,20 +92,14 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto f = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(forwardName);
-    if (!f) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << forwardName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, forwardName)
-                         .require(DEBUG_TYPE, f, {},
-                                  {StageFact::TrainStep, StageFact::ShardingsPropagated,
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {},
+                                 {StageFact::TrainStep, StageFact::ShardingsPropagated,
                                    StageFact::Partitioned, StageFact::Fused},
-                                  "once, on the forward function before "
-                                  "tessel-propagate-sharding")))
-      return signalPassFailure();
-    auto grid = findGrid(module, DEBUG_TYPE);
-    if (mlir::failed(grid)) return signalPassFailure();
+                                 "once, on the forward function before "
+                                  "tessel-propagate-sharding");
+    if (mlir::failed(target)) return signalPassFailure();
+    mlir::func::FuncOp f = target->function;
+    const GridInfo* grid = &target->grid;
     site_ = siteLocation(&getContext(), tensorParallelSite);
     axis_ = grid->axis(axisName);
     if (axis_ < 0) {
