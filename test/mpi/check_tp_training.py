@@ -16,7 +16,18 @@ ulp-level difference can move an element by up to a fraction of lr = 1e-3 per st
 worst 2e-6). A wrong plan (a missing all-reduce, a shard in the wrong place, a norm counted
 twice) moves the loss by 1e-2 or more at the first step.
 
+Volume: the runtime counts the payload bytes of each collective kind (the "communication by
+kind" line). For tp=2 and tp=4 the test derives them in closed form and requires the ratio
+counted / closed form to be 1.00 (exactly, up to the integer division per step): per
+training step the all-reduces carry ((4 L + 2) B T C + 3 B T) f32 (4 per block: two forward
+after the row-parallel projections, two backward for the qkv and fc input gradients; the
+vocab-parallel embedding's forward and the LM head's input gradient; the cross-entropy's
+max, sum and sum of [B, T]), and the all-gathers tp f32 (global-norm clipping's per-rank
+norms); the final evaluation's forward pass adds ((2 L + 1) B T C + 3 B T) f32 of
+all-reduces.
+
 Usage: check_tp_training.py MPIEXEC TESSEL_GPT DATA_FILE"""
+import re
 import json
 import struct
 import subprocess
@@ -59,11 +70,29 @@ def run(mpiexec, exe, data, tmp, name, ranks, extra):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"{name} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return [json.loads(line) for line in log.read_text().splitlines()], load_safetensors(params)
+    return [json.loads(line) for line in log.read_text().splitlines()], load_safetensors(params), p.stdout
+
+
+def volume(name, out, tp, layers=2, batch=8, seq=32, channels=64, steps=5, evals=1):
+    """Checks the counted bytes per step of each kind against the closed form (docstring)."""
+    m = re.search(r"communication by kind: all_reduce [0-9.]+/step ([0-9]+) bytes/step, "
+                  r"all_gather [0-9.]+/step ([0-9]+) bytes/step", out)
+    if not m:
+        print(f"  {name}: no 'communication by kind' line with all_reduce and all_gather")
+        return 1
+    btc, bt = batch * seq * channels, batch * seq
+    train = ((4 * layers + 2) * btc + 3 * bt) * 4
+    forward = ((2 * layers + 1) * btc + 3 * bt) * 4
+    want_ar = (steps * train + evals * forward) // steps
+    want_ag = tp * 4
+    got_ar, got_ag = int(m.group(1)), int(m.group(2))
+    print(f"  {name}: all_reduce {got_ar} bytes/step, closed form {want_ar} (ratio {got_ar / want_ar:.2f}); "
+          f"all_gather {got_ag}, closed form {want_ag} (ratio {got_ag / want_ag:.2f})")
+    return (got_ar != want_ar) + (got_ag != want_ag)
 
 
 def compare(name, got, want):
-    (steps, params), (steps1, params1) = got, want
+    (steps, params, _), (steps1, params1, _) = got, want
     bad = 0
     for g, w in zip(steps, steps1, strict=True):
         dl = abs(g["loss"] - w["loss"])
@@ -111,6 +140,7 @@ def main():
         print("FAIL: the clipping threshold does not clip (a norm is below it)")
         return 1
     failures = sum(compare(name, got, want) for name, got, want in cases)
+    failures += volume("tp2", cases[0][1][2], 2) + volume("tp4", cases[1][1][2], 4)
     if failures:
         print(f"FAIL: {failures} check(s) outside the tolerances (loss {LOSS_TOL}, norm {NORM_REL_TOL}, "
               f"parameters {PARAM_TOL})")
