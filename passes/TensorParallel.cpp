@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/PlanSite.h"
 #include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
 
@@ -32,16 +33,6 @@ namespace tessel {
 namespace {
 
 using mlir::Value;
-
-/// "file:line:col" (the plan's call) as a location; unknown when empty or malformed.
-mlir::Location siteLocation(mlir::MLIRContext* ctx, llvm::StringRef site) {
-  auto [rest, col] = site.rsplit(':');
-  auto [file, line] = rest.rsplit(':');
-  unsigned l = 0, c = 0;
-  if (file.empty() || line.getAsInteger(10, l) || col.getAsInteger(10, c))
-    return mlir::UnknownLoc::get(ctx);
-  return mlir::FileLineColLoc::get(ctx, file, l, c);
-}
 
 /// A linear layer: y = x W^T (+ b), as tessel::Linear builds it.
 struct Linear {
@@ -100,7 +91,7 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
     if (mlir::failed(target)) return signalPassFailure();
     mlir::func::FuncOp f = target->function;
     const GridInfo* grid = &target->grid;
-    site_ = siteLocation(&getContext(), tensorParallelSite);
+    site_ = planSiteLocation(&getContext(), tensorParallelSite, mlir::UnknownLoc::get(&getContext()));
     axis_ = grid->axis(axisName);
     if (axis_ < 0) {
       mlir::emitError(mlir::Location(site_)) << "tensor_parallel(\"" << axisName << "\"): the mesh has no axis '"
