@@ -355,9 +355,13 @@ LogicalResult ReplicateOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
                                     llvm::SmallVectorImpl<Value>& d) {
   d.assign(1, nullptr);
   if (!dy[0]) return success();
-  d[0] = AllReduceOp::create(b, getLoc(), dy[0],
-                             ReduceKindAttr::get(b.getContext(), ReduceKind::sum), getGridAttr(),
-                             getGridAxesAttr());
+  // A bf16 gradient (mixed precision) is summed in f32, as the forward all-reduces are.
+  Value g = dy[0];
+  auto type = mlir::cast<RankedTensorType>(g.getType());
+  if (type.getElementType().isBF16()) g = CastOp::create(b, getLoc(), type.clone(b.getF32Type()), g);
+  Value sum = AllReduceOp::create(b, getLoc(), g, ReduceKindAttr::get(b.getContext(), ReduceKind::sum),
+                                  getGridAttr(), getGridAxesAttr());
+  d[0] = sum.getType() == type ? sum : CastOp::create(b, getLoc(), type, sum).getResult();
   return success();
 }
 

@@ -8,8 +8,9 @@
 //      (a scatter-add over many tokens) in f32.
 //   2. In program order, an op with at least one bf16 float operand computes in bf16: its
 //      remaining f32 float operands are cast to bf16 and its float results become bf16,
-//      except the f32 scalar results the dialect fixes (cross_entropy's loss). Ops that see
-//      only f32 (the loss and what follows it) stay f32.
+//      except the f32 scalar results the dialect fixes (cross_entropy's loss, the
+//      vocab-parallel cross-entropy's row statistics). Ops that see only f32 (the loss and
+//      what follows it) stay f32.
 //   3. A returned value whose type changed is cast back to the function's declared result
 //      type, so the function's signature (and the runtime's view of it) is unchanged.
 // Autodiff then differentiates the casts (VJP: cast back), so every parameter gradient
@@ -53,8 +54,16 @@ bool isBF16Tensor(Value v) {
 /// An embedding gathers from its f32 table; the gathered rows are cast instead (the same
 /// values: rounding commutes with a gather), so the table's gradient is summed in f32.
 bool isEmbeddingTable(mlir::OpOperand& use) {
-  auto e = mlir::dyn_cast<EmbeddingOp>(use.getOwner());
-  return e && use.get() == e.getTable();
+  if (auto e = mlir::dyn_cast<EmbeddingOp>(use.getOwner())) return use.get() == e.getTable();
+  if (auto e = mlir::dyn_cast<EmbeddingShardOp>(use.getOwner())) return use.get() == e.getTable();
+  return false;
+}
+
+/// The vocab-parallel cross-entropy's row statistics are f32 by definition (its ops read bf16
+/// logits and give f32 maxima, sums and target logits, and the loss): such an op keeps its
+/// f32 operands and results, as the loss of cross_entropy does.
+bool keepsF32Statistics(mlir::Operation& op) {
+  return mlir::isa<RowMaxOp, SumExpOp, TargetLogitOp, CrossEntropyFromStatsOp>(op);
 }
 
 /// Casts `v` to bf16 right after its definition and makes its uses read the cast (all but
@@ -102,8 +111,16 @@ struct MixedPrecisionPass : impl::MixedPrecisionBase<MixedPrecisionPass> {
     // 2. Ops that read bf16 compute in bf16.
     for (mlir::Operation& op : llvm::make_early_inc_range(body)) {
       if (mlir::isa<CastOp, ParamOp, mlir::func::ReturnOp>(op)) continue;
-      if (llvm::none_of(op.getOperands(), isBF16Tensor)) continue;
+      if (llvm::none_of(op.getOperands(), isBF16Tensor) || keepsF32Statistics(op)) continue;
       b.setInsertionPoint(&op);
+      if (auto sum = mlir::dyn_cast<AllReduceOp>(op)) {
+        // Partial sums add up in f32 (the runtime's all-reduces are f32, and the sum of bf16
+        // parts rounds once instead of once per rank); the users cast the f32 result.
+        auto type = mlir::cast<RankedTensorType>(sum.getInput().getType());
+        sum.getInputMutable().assign(CastOp::create(b, op.getLoc(), type.clone(b.getF32Type()), sum.getInput()));
+        sum.getResult().setType(type.clone(b.getF32Type()));
+        continue;
+      }
       for (mlir::OpOperand& operand : op.getOpOperands()) {
         if (!isF32Tensor(operand.get())) continue;
         auto type = mlir::cast<RankedTensorType>(operand.get().getType());

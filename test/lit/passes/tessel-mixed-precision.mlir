@@ -64,6 +64,49 @@ func.func @forward(%tok: tensor<2x4xi32>) -> (tensor<f32> {tessel.output = "loss
 
 // -----
 
+// A partitioned model (tp = 2): the row-parallel product's pending sum is all-reduced in f32
+// (cast up before, the users cast the f32 sum down); the vocab-parallel cross-entropy reads
+// bf16 logits and keeps its row statistics and loss in f32; the vocab-split table is read in
+// f32 by embedding_shard, as by embedding.
+// CHECK-LABEL: func.func @forward
+// CHECK: tessel.embedding_shard %[[T:[^,]*]], {{.*}} : (tensor<16x8xf32>,
+// CHECK: %[[P:.*]] = tessel.matmul {{.*}} -> tensor<2x4x8xbf16>
+// CHECK-NEXT: %[[P32:.*]] = tessel.cast %[[P]] : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+// CHECK-NEXT: tessel.all_reduce %[[P32]] reduce sum on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+// CHECK: tessel.row_max %{{.*}} : tensor<2x4x16xbf16> -> tensor<2x4xf32>
+// CHECK: tessel.sum_exp %{{.*}}, %{{.*}} : (tensor<2x4x16xbf16>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: tessel.cross_entropy_from_stats %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<f32>
+// The backward all-reduce of the replicated product input's gradient is in f32 too.
+// GRAD-LABEL: func.func @train_step
+// GRAD: tessel.cross_entropy_from_stats_grad
+// GRAD: tessel.cast %{{.*}} : tensor<2x4x8xbf16> -> tensor<2x4x8xf32>
+// GRAD-NEXT: tessel.all_reduce %{{.*}} reduce sum on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
+func.func @forward(%tok: tensor<2x4xi32>) -> (tensor<f32> {tessel.output = "loss"}) attributes {tessel.partitioned} {
+  %wte = tessel.param "wte.weight" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x8xf32>
+  %w = tessel.param "w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[], [0]]>]} : tensor<8x4xf32>
+  %off = tessel.mesh_coordinate on @mesh grid_axes = [0] stride 16 : tensor<i32>
+  %e = tessel.embedding_shard %wte, %tok, %off vocab 32 : (tensor<16x8xf32>, tensor<2x4xi32>, tensor<i32>) -> tensor<2x4x8xf32>
+  %es = tessel.all_reduce %e reduce sum on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+  %ep = tessel.replicate %es on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+  %h = tessel.matmul %ep, %w : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+  %w2 = tessel.param "w2" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[], [0]]>]} : tensor<8x4xf32>
+  %p = tessel.matmul %h, %w2 transpose_rhs : (tensor<2x4x4xf32>, tensor<8x4xf32>) -> tensor<2x4x8xf32>
+  %ps = tessel.all_reduce %p reduce sum on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+  %pr = tessel.replicate %ps on @mesh grid_axes = [0] : tensor<2x4x8xf32>
+  %lg = tessel.matmul %pr, %wte transpose_rhs : (tensor<2x4x8xf32>, tensor<16x8xf32>) -> tensor<2x4x16xf32>
+  %m = tessel.row_max %lg : tensor<2x4x16xf32> -> tensor<2x4xf32>
+  %mm = tessel.all_reduce %m reduce max on @mesh grid_axes = [0] : tensor<2x4xf32>
+  %s = tessel.sum_exp %lg, %mm : (tensor<2x4x16xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %ss = tessel.all_reduce %s reduce sum on @mesh grid_axes = [0] : tensor<2x4xf32>
+  %zt = tessel.target_logit %lg, %tok, %off vocab 32 : (tensor<2x4x16xf32>, tensor<2x4xi32>, tensor<i32>) -> tensor<2x4xf32>
+  %zs = tessel.all_reduce %zt reduce sum on @mesh grid_axes = [0] : tensor<2x4xf32>
+  %l = tessel.cross_entropy_from_stats %mm, %ss, %zs : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+// -----
+
 // Wrong stage: after autodiff. Rewriting @forward alone would leave @train_step in f32.
 // expected-error @+1 {{tessel-mixed-precision: @train_step already exists (tessel-autodiff has run); it runs once, before tessel-autodiff}}
 func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
