@@ -5,8 +5,11 @@
 #include "codegen/Lowering.h"
 #include "dsl/ProgramImpl.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
+#include "runtime/io/SafeTensors.h"
 
 #include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
 
 namespace tessel {
 
@@ -36,8 +39,31 @@ int NativeProgram::copy_parameters_from(rt::ProgramExecutor& other) {
     const rt::Buffer& b = mine.buffers[i];
     if (b.kind != rt::BufferKind::Parameter) continue;
     int j = other.program().findBuffer(b.name);
-    if (j < 0 || other.program().buffers[static_cast<size_t>(j)].bytes() != b.bytes()) continue;
+    if (j < 0) continue;
+    const rt::Buffer& theirs = other.program().buffers[static_cast<size_t>(j)];
+    if (theirs.bytes() != b.bytes())
+      throw std::runtime_error(fmt::format(
+          "copying parameters: '{}' holds {} bytes here but {} in the source program{}", b.name, b.bytes(),
+          theirs.bytes(), theirs.sharded() ? " (its shard of a sharded program: copy from the gathered parameters)" : ""));
     other.readBuffer(j, executor().raw(static_cast<int>(i)));  // host or device memory alike
+    ++copied;
+  }
+  return copied;
+}
+
+int NativeProgram::copy_parameters_from(const SafeTensorsFile& full) {
+  int copied = 0;
+  const rt::Program& mine = program();
+  for (size_t i = 0; i < mine.buffers.size(); ++i) {
+    const rt::Buffer& b = mine.buffers[i];
+    if (b.kind != rt::BufferKind::Parameter) continue;
+    auto it = full.tensors.find(b.name);
+    if (it == full.tensors.end()) continue;
+    const StTensor& t = it->second;
+    if (t.dtype != StDType::F32 || t.numel() != b.numel() || b.dtype != rt::DType::F32)
+      throw std::runtime_error(fmt::format("copying parameters: '{}' has {} {} elements in the source, {} here",
+                                           b.name, t.numel(), dtypeName(t.dtype), b.numel()));
+    std::memcpy(executor().raw(static_cast<int>(i)), t.bytes.data(), t.bytes.size());
     ++copied;
   }
   return copied;

@@ -35,6 +35,9 @@
 
 namespace tessel {
 
+struct SafeTensorsFile;  // runtime/io/SafeTensors.h: named tensors, e.g. gathered parameters
+
+
 class Graph;  // the IR under construction (dsl/Graph.h); opaque to model code
 class Model;
 
@@ -306,9 +309,15 @@ class NativeProgram {
   const std::string& kernel_library_path() const;
 
   /// Copies every parameter (not optimizer state) from `other` (a CPU or GPU executor, e.g.
-  /// another NativeProgram's executor()) where names and sizes match; returns how many were
-  /// copied.
+  /// another NativeProgram's executor()) that has one of the same name; returns how many were
+  /// copied. Throws std::runtime_error when a parameter of that name has another size there
+  /// (a shard of a sharded program: copy from its gathered parameters instead).
   int copy_parameters_from(rt::ProgramExecutor& other);
+  /// Copies every parameter from `full`, tensors in their global shapes under their names
+  /// (runtime/exec/ExportParams.h gatherParameters, or a --export-params file); returns how
+  /// many were copied. Throws std::runtime_error for a tensor of another size or dtype than
+  /// f32.
+  int copy_parameters_from(const SafeTensorsFile& full);
 
  private:
   friend class Program;

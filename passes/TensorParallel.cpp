@@ -151,7 +151,14 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
       if (!table || helper.isAttrPresent(table)) continue;
       auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
-      if (type.getShape()[0] % size_ != 0) continue;
+      if (type.getShape()[0] % size_ != 0) {
+        mlir::emitRemark(table.getLoc())
+            << "tensor_parallel(\"" << axisName << "\"): the " << type.getShape()[0] << " rows of '"
+            << table.getName() << "' are not divisible by " << axisName << "=" << size_
+            << ", so the table (and a tied LM head) stays replicated: each rank holds the whole "
+               "vocabulary and computes the full logits (uneven splits are not supported yet)";
+        continue;
+      }
       TensorSharding s = TensorSharding::replicated(2);
       s.dims[0].axes = {axis_};
       setShardings(table, {s}, grid_.ref);

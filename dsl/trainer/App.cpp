@@ -9,6 +9,7 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
 
@@ -222,6 +223,12 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     trainer::train(*cpu, program, train_, data.train, data.val);
   else
     trainer::train(ex, train_, data.train, data.val);
+  // A sharded program's parameters are gathered (by every rank) for the report, which runs
+  // on rank 0 alone: it cannot use the executor's shards.
+  std::optional<SafeTensorsFile> gathered;
+  const auto& buffers = ex.program().buffers;
+  if (recipe.report && std::any_of(buffers.begin(), buffers.end(), [](const rt::Buffer& b) { return b.sharded(); }))
+    gathered = rt::gatherParameters(ex, comm);
   if (rank != 0) return 0;  // rank 0 reports communication, memory and the model's report
   fmt::print("{}", rt::communicationSummary(ex.program(), gpu ? gpu->collectiveCounters()
                                                                : cpu->executor().collectiveCounters(),
@@ -229,7 +236,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (run_.profile && cpu) printProfile(*cpu, "train_step", train_.steps);
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));
-  if (recipe.report) recipe.report(Trained{ex, program, native, world});
+  if (recipe.report) recipe.report(Trained{ex, program, native, world, gathered ? &*gathered : nullptr});
   return 0;
 }
 

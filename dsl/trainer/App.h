@@ -82,6 +82,10 @@ struct Trained {
   const Program& program;         // the compiled training program
   NativeOptions native;           // how to compile more programs alike (e.g. a sampler)
   int world = 1;
+  /// Every parameter in its global shape (gathered from all ranks) when the trained program
+  /// shards parameters (tensor parallelism), else null: its executor then holds only this
+  /// rank's shards, and a report runs unsharded programs from these instead.
+  const SafeTensorsFile* parameters = nullptr;
 };
 
 /// What a model gives the trainer. Made after the flags are parsed.

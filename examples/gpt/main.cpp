@@ -63,7 +63,10 @@ int main(int argc, char** argv) {
       gpt::buildSampler(samplerModel);
       tessel::Program samplerProgram = samplerModel.compile({.train = false});
       tessel::NativeProgram sampler = samplerProgram.native(trained.native);
-      sampler.copy_parameters_from(trained.executor);
+      if (trained.parameters)  // a sharded program: its gathered parameters
+        sampler.copy_parameters_from(*trained.parameters);
+      else
+        sampler.copy_parameters_from(trained.executor);
       std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
       tessel::TokenBatch prompt = data->sample(tessel::Split::Val, 1, flags.seq, valRng);
       std::string text = tessel::trainer::sampleBytes(sampler, prompt.tokens, sample, rng);

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+
+#include <optional>
 #include <memory>
 
 int main(int argc, char** argv) {
@@ -55,11 +57,24 @@ int main(int argc, char** argv) {
       return tessel::trainer::imageRankData(o, flags.data);
     };
     // Test accuracy over every whole local batch of the test set, on rank 0 (@forward takes
-    // the rows of one rank and microstep).
+    // the rows of one rank and microstep). A sharded program (tensor parallelism) holds only
+    // this rank's shards: the same rows then run through an unsharded forward program with
+    // the gathered parameters.
     r.report = [&](const tessel::trainer::Trained& trained) {
-      tessel::rt::ProgramExecutor& ex = trained.executor;
-      const tessel::rt::Function* forward = ex.program().function("forward");
-      const int64_t rows = ex.program().buffers.at(static_cast<size_t>(forward->inputs[0])).shape[0];
+      const tessel::rt::Function* trainedForward = trained.executor.program().function("forward");
+      const int64_t rows =
+          trained.executor.program().buffers.at(static_cast<size_t>(trainedForward->inputs[0])).shape[0];
+      std::optional<mlp::Mlp> evalModel;
+      std::optional<tessel::Program> evalProgram;
+      std::optional<tessel::NativeProgram> unsharded;
+      if (trained.parameters) {
+        evalModel.emplace(cfg);
+        mlp::build(*evalModel, rows);
+        evalProgram.emplace(evalModel->compile({.train = false}));
+        unsharded = evalProgram->native(trained.native);
+        unsharded->copy_parameters_from(*trained.parameters);
+      }
+      tessel::rt::ProgramExecutor& ex = unsharded ? unsharded->executor() : trained.executor;
       int64_t correct = 0, seen = 0;
       for (int64_t first = 0; first + rows <= test->count; first += rows) {
         std::vector<int64_t> ids(static_cast<size_t>(rows));

@@ -31,7 +31,11 @@ max, sum and sum of [B, T]), and the all-gathers tp f32 (global-norm clipping's 
 norms); the final evaluation's forward pass adds ((2 L + 1) B T C + 3 B T) f32 of
 all-reduces.
 
-Usage: check_tp_training.py MPIEXEC TESSEL_GPT DATA_FILE"""
+Reports after training run on rank 0 from the gathered parameters: tessel-mlp's test
+accuracy under tp=2 equals the one-rank run's (the logits differ by f32 reorderings only, so
+at most a near tie's argmax can flip: 2 of the 10000 images allowed).
+
+Usage: check_tp_training.py MPIEXEC TESSEL_GPT DATA_FILE TESSEL_MLP"""
 import re
 import json
 import struct
@@ -97,6 +101,19 @@ def volume(name, out, tp, layers=2, batch=8, seq=32, channels=64, steps=5, evals
     return (got_ar != want_ar) + (got_ag != want_ag)
 
 
+def mlp_accuracy(mpiexec, mlp, ranks, extra):
+    cmd = [mlp, "--hidden", "64", "--batch", "16", "--steps", "20", "--threads", "1", "--eval-batches", "1",
+           *extra]
+    if ranks > 1:
+        cmd = [mpiexec, "--oversubscribe", "-np", str(ranks), *cmd]
+    print("running:", " ".join(cmd), flush=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    m = re.search(r"test accuracy: [0-9.]+% \(([0-9]+) of ([0-9]+) images\)", p.stdout)
+    if p.returncode != 0 or not m:
+        raise RuntimeError(f"tessel-mlp {extra} exited with {p.returncode}:\n{p.stdout[-2000:]}\n{p.stderr[-2000:]}")
+    return int(m.group(1))
+
+
 def compare(name, got, want):
     (steps, params, _), (steps1, params1, _) = got, want
     bad = 0
@@ -124,7 +141,7 @@ def compare(name, got, want):
 
 
 def main():
-    mpiexec, exe, data = sys.argv[1:4]
+    mpiexec, exe, data, mlp = sys.argv[1:5]
     c64 = ["--channels", "64", "--heads", "4"]
     c48 = ["--channels", "48", "--heads", "6"]
     with tempfile.TemporaryDirectory() as tmp:
@@ -142,6 +159,8 @@ def main():
             bf = ["--precision", "bf16"]
             one_bf16 = run(mpiexec, exe, data, tmp, "one-bf16", 1, [*c64, *bf])
             bf16 = run(mpiexec, exe, data, tmp, "tp2-bf16", 2, [*c64, *bf, "--plan", "tp=2"])
+            mlp1 = mlp_accuracy(mpiexec, mlp, 1, [])
+            mlp2 = mlp_accuracy(mpiexec, mlp, 2, ["--plan", "tp=2"])
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
             return 1
@@ -154,6 +173,8 @@ def main():
         print(f"  tp2-bf16 step {g['step']}: loss {g['loss']:.7f} vs {w['loss']:.7f} (rel {rel:.2e})")
         failures += rel > BF16_LOSS_REL_TOL
     failures += volume("tp2", cases[0][1][2], 2) + volume("tp4", cases[1][1][2], 4)
+    print(f"  mlp tp2: {mlp2} correct test images, one rank {mlp1}")
+    failures += abs(mlp2 - mlp1) > 2
     if failures:
         print(f"FAIL: {failures} check(s) outside the tolerances (loss {LOSS_TOL}, norm {NORM_REL_TOL}, "
               f"parameters {PARAM_TOL})")

@@ -3,6 +3,7 @@
 // loss, every gradient, and one AdamW update.
 #include "dsl/trainer/Flags.h"
 #include "examples/gpt/model.h"
+#include "runtime/io/SafeTensors.h"
 
 #include <gtest/gtest.h>
 
@@ -217,6 +218,48 @@ TEST(Native, UnusedParameterTrainsWithZeroGradientAndARemark) {
       EXPECT_NE(std::vector<float>(u, u + 16), usedBefore) << "used.weight did not train";
     }
   }
+}
+
+/// One linear layer of width `n` named "fc" (so two widths share parameter names).
+struct OneLinear : tessel::Model {
+  int64_t n;
+  tessel::Linear fc;
+  explicit OneLinear(int64_t width) : n(width), fc(this, "fc", 4, width) {}
+};
+
+tessel::NativeProgram forwardOf(OneLinear& m) {
+  tessel::Tensor x = m.input("x", {2, 4});
+  m.add_output("y", m.fc(x));
+  return m.compile({.train = false}).native(options());
+}
+
+// Copying parameters between programs never skips one silently: a parameter of the same
+// name and another size (a tensor-parallel shard, whose sampler once kept its random initial
+// values) is an error naming it, and the gathered, full-size tensors copy by name.
+TEST(Native, CopyingParametersRefusesOtherSizesAndTakesGatheredTensors) {
+  OneLinear wide(8), narrow(4);
+  tessel::NativeProgram a = forwardOf(wide), b = forwardOf(narrow);
+  try {
+    b.copy_parameters_from(a.executor());
+    FAIL() << "copied a parameter of another size";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'fc.weight' holds 64 bytes here but 128 in the source"), std::string::npos)
+        << e.what();
+  }
+  tessel::SafeTensorsFile full;
+  std::vector<float> w(16), bias(4);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.25f * static_cast<float>(i);
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = -1.0f - static_cast<float>(i);
+  full.tensors["fc.weight"] = tessel::StTensor::fromF32({4, 4}, w);
+  full.tensors["fc.bias"] = tessel::StTensor::fromF32({4}, bias);
+  EXPECT_EQ(b.copy_parameters_from(full), 2);
+  tessel::rt::Executor& ex = b.executor();
+  const float* got = ex.data(ex.bufferId("fc.weight"));
+  EXPECT_EQ(std::vector<float>(got, got + 16), w);
+  const float* gotBias = ex.data(ex.bufferId("fc.bias"));
+  EXPECT_EQ(std::vector<float>(gotBias, gotBias + 4), bias);
+  full.tensors["fc.bias"] = tessel::StTensor::fromF32({5}, std::vector<float>(5, 0.0f));
+  EXPECT_THROW(b.copy_parameters_from(full), std::runtime_error);
 }
 
 }  // namespace
