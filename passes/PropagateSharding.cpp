@@ -50,6 +50,17 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
         return signalPassFailure();
       }
     }
+    if (sequence >= 0)
+      for (auto ln : f.getBody().getOps<LayerNormOp>()) {
+        auto type = mlir::cast<mlir::RankedTensorType>(ln.getInput().getType());
+        int64_t rows = type.getRank() >= 3 ? type.getShape()[1] : 0;
+        if (rows % grid->sizes[sequence] != 0) {
+          ln.emitError() << "sequence parallelism splits the sequence (T = " << rows << ") of this layer "
+                         << "norm's input over " << sequenceAxis << "=" << grid->sizes[sequence]
+                         << ", which does not divide it (uneven splits are not supported yet)";
+          return signalPassFailure();
+        }
+      }
     propagate(f, grid->ref, sequence);
   }
 

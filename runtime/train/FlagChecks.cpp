@@ -1,6 +1,10 @@
 // The checks of numeric command-line flags; see FlagChecks.h.
 #include "runtime/train/FlagChecks.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+
 #include <fmt/format.h>
 
 #include <bit>
@@ -89,6 +93,23 @@ CLI::Validator positiveUpTo(double max) {
 CLI::Validator nonEmpty(const std::string& what) {
   return CLI::Validator(
       [what](std::string& s) { return s.empty() ? "an empty value is not a " + what : std::string(); },
+      "");
+}
+
+CLI::Validator writableFile() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        if (s.empty()) return "an empty value is not a file name";
+        namespace fs = std::filesystem;
+        std::error_code ec;
+        if (fs::is_directory(s, ec)) return "'" + s + "' is a folder, not a file";
+        fs::path folder = fs::path(s).parent_path();
+        if (folder.empty()) folder = ".";
+        if (!fs::is_directory(folder, ec)) return "'" + s + "': the folder '" + folder.string() + "' does not exist";
+        if (::access(folder.c_str(), W_OK) != 0)
+          return "'" + s + "': the folder '" + folder.string() + "' is not writable";
+        return "";
+      },
       "");
 }
 

@@ -36,4 +36,10 @@ CLI::Validator positiveUpTo(double max);
 /// that take a path or a name, where an empty value would silently mean "not given".
 CLI::Validator nonEmpty(const std::string& what);
 
+/// A file the run will write at its end (--export-params): not empty, not an existing
+/// folder, and in an existing folder this process may write to, so that a bad path is refused
+/// before training rather than after it: "'/no/such/x.safetensors': the folder '/no/such'
+/// does not exist".
+CLI::Validator writableFile();
+
 }  // namespace tessel::trainer

@@ -254,7 +254,7 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
   app.add_option("--export-params", o.exportParams,
                  "after training, write every parameter in its global shape, f32, under its name, to FILE "
                  "(safetensors; rank 0 writes, every rank takes part in gathering the shards)")
-      ->type_name("FILE.safetensors")->check(nonEmpty("file name"));
+      ->type_name("FILE.safetensors")->check(writableFile());
 }
 
 }  // namespace tessel::trainer
