@@ -1,6 +1,8 @@
 // The mesh side of lowering; see MeshLowering.h.
 #include "codegen/MeshLowering.h"
 
+#include "compiler/ShardingRules.h"
+
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/SymbolTable.h"
 
@@ -81,7 +83,7 @@ mlir::LogicalResult lowerParamSharding(ParamOp param, rt::Buffer& buffer) {
   if (!sharding.getPartialAxes().empty())
     return param.emitOpError() << "\"" << param.getName()
                                << "\" is partial in its sharding; a parameter holds values, not pending sums";
-  if (sharding.isReplicated()) return mlir::success();
+  if (shardingOf(param.getResult()).isReplicated()) return mlir::success();
   mlir::shard::GridOp grid = gridOf(param, sharding.getGrid());
   if (!grid) return param.emitOpError() << "sharding names " << sharding.getGrid() << ", which is not a shard.grid";
   const std::vector<int64_t> local = buffer.shape;

@@ -53,6 +53,12 @@ bool TensorSharding::usesAxis(int16_t axis) const {
   return llvm::any_of(dims, [&](const DimSharding& d) { return llvm::is_contained(d.axes, axis); });
 }
 
+llvm::SmallVector<int16_t> TensorSharding::axes() const {
+  llvm::SmallVector<int16_t> all(partial);
+  for (const DimSharding& d : dims) all.append(d.axes.begin(), d.axes.end());
+  return all;
+}
+
 TensorSharding TensorSharding::withoutPartial() const {
   TensorSharding s = *this;
   s.partial.clear();

@@ -70,6 +70,8 @@ struct TensorSharding {
   ShardingAttr toAttr(mlir::MLIRContext* ctx, mlir::FlatSymbolRefAttr grid) const;
   bool isReplicated() const;
   bool usesAxis(int16_t axis) const;
+  /// Every axis the tensor is split or partial over (partial first, then by dimension).
+  llvm::SmallVector<int16_t> axes() const;
   /// The same splits with no partial axes.
   TensorSharding withoutPartial() const;
   bool operator==(const TensorSharding& o) const { return dims == o.dims && partial == o.partial; }

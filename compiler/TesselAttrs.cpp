@@ -45,20 +45,6 @@ int64_t ShardingAttr::blocksOf(int64_t dim) const {
   return getBlocks().empty() ? 1 : getBlocks()[dim];
 }
 
-bool ShardingAttr::isReplicated() const {
-  if (!getPartialAxes().empty()) return false;
-  for (shard::GridAxesAttr d : getSplitAxes().getAxes())
-    if (!d.empty()) return false;
-  return true;
-}
-
-bool ShardingAttr::usesAxis(int16_t axis) const {
-  if (llvm::is_contained(getPartialAxes(), axis)) return true;
-  for (shard::GridAxesAttr d : getSplitAxes().getAxes())
-    if (llvm::is_contained(d.asArrayRef(), axis)) return true;
-  return false;
-}
-
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr grid, shard::GridAxesArrayAttr splitAxes,
                                    ArrayRef<int64_t> blocks, ArrayRef<int16_t> partialAxes) {

@@ -174,10 +174,6 @@ def Tessel_ShardingAttr : AttrDef<Tessel_Dialect, "Sharding"> {
     ::llvm::ArrayRef<int16_t> axesOf(int64_t dim) const;
     /// The blocks of dimension `dim` (1 when `blocks` is empty).
     int64_t blocksOf(int64_t dim) const;
-    /// True when no dimension is split and nothing is partial.
-    bool isReplicated() const;
-    /// True when some dimension is split over `axis` or the tensor is partial over it.
-    bool usesAxis(int16_t axis) const;
   }];
 }
 

@@ -68,11 +68,7 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
     std::vector<std::pair<llvm::SmallVector<int16_t>, llvm::SmallVector<Value>>> groups;
     for (auto [param, g] : grads) {
       ParamOp p = param;
-      llvm::SmallVector<int16_t> axes;
-      if (auto list = TesselDialect::ShardingsAttrHelper(b.getContext()).getAttr(p))
-        for (const DimSharding& d :
-             TensorSharding::fromAttr(mlir::cast<ShardingAttr>(list[0]), p.getType().getRank()).dims)
-          axes.append(d.axes.begin(), d.axes.end());
+      llvm::SmallVector<int16_t> axes = shardingOf(p.getResult()).axes();  // params are never partial
       llvm::sort(axes);
       if (axes.empty()) {
         parts.push_back(g);

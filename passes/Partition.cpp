@@ -34,13 +34,6 @@ namespace {
 
 using mlir::Value;
 
-/// The axes `s` splits or is partial over.
-llvm::SmallVector<int16_t> axesOf(const TensorSharding& s) {
-  llvm::SmallVector<int16_t> axes(s.partial);
-  for (const DimSharding& d : s.dims) axes.append(d.axes.begin(), d.axes.end());
-  return axes;
-}
-
 struct PartitionPass : impl::PartitionBase<PartitionPass> {
   using PartitionBase::PartitionBase;
 
@@ -126,11 +119,11 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       if (mlir::isa<ParamOp, ReplicateOp, AllReduceOp, ReshardOp>(op)) continue;
       llvm::SmallVector<int16_t> computation;
       for (Value v : op.getOperands()) {
-        auto axes = axesOf(of(v));
+        auto axes = of(v).axes();
         computation.append(axes.begin(), axes.end());
       }
       for (Value v : op.getResults()) {
-        auto axes = axesOf(of(v));
+        auto axes = of(v).axes();
         computation.append(axes.begin(), axes.end());
       }
       llvm::sort(computation);

@@ -66,16 +66,26 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
 
   using Shardings = llvm::DenseMap<Value, TensorSharding>;
 
+  /// `v`'s sharding in `current`, else its defining op's (replicated for an argument).
+  static TensorSharding lookup(const Shardings& current, Value v) {
+    auto it = current.find(v);
+    return it != current.end() ? it->second : shardingOf(v);
+  }
+
+  /// The users' hint for `op`'s one result, or null.
+  static const TensorSharding* hintFor(const Shardings& hints, mlir::Operation& op) {
+    if (op.getNumResults() != 1) return nullptr;
+    auto it = hints.find(op.getResult(0));
+    return it != hints.end() ? &it->second : nullptr;
+  }
+
   /// One forward walk: every value's sharding given the users' hints. Free parameters adopt
   /// what their first use asks for.
   Shardings walk(mlir::func::FuncOp f, const Shardings& hints) {
     auto shardings = TesselDialect::ShardingsAttrHelper(&getContext());
     Shardings current;
     llvm::DenseSet<Value> free;  // parameters no plan entry and no use has fixed yet
-    auto get = [&](Value v) {
-      auto it = current.find(v);
-      return it != current.end() ? it->second : shardingOf(v);
-    };
+    auto get = [&](Value v) { return lookup(current, v); };
     for (mlir::Operation& op : f.getBody().front()) {
       if (auto p = mlir::dyn_cast<ParamOp>(op)) {
         if (!shardings.isAttrPresent(p)) free.insert(p.getResult());
@@ -83,9 +93,7 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       }
       llvm::SmallVector<TensorSharding> in;
       for (Value v : op.getOperands()) in.push_back(get(v));
-      const TensorSharding* hint = nullptr;
-      if (op.getNumResults() == 1)
-        if (auto it = hints.find(op.getResult(0)); it != hints.end()) hint = &it->second;
+      const TensorSharding* hint = hintFor(hints, op);
       OpSharding rule = shardOp(&op, in, hint);
       // Free parameters adopt what this use asks for; the rule is then re-evaluated (an
       // adoption can only add splits, so this settles in at most one round per operand).
@@ -112,10 +120,7 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
   /// layer norms under sequence parallelism (the seed).
   Shardings hintsFrom(mlir::func::FuncOp f, const Shardings& current, int16_t sequenceAxis) {
     Shardings hints;
-    auto get = [&](Value v) {
-      auto it = current.find(v);
-      return it != current.end() ? it->second : shardingOf(v);
-    };
+    auto get = [&](Value v) { return lookup(current, v); };
     for (mlir::Operation& op : llvm::reverse(f.getBody().front())) {
       if (mlir::isa<ParamOp>(op)) continue;
       if (auto ln = mlir::dyn_cast<LayerNormOp>(op); ln && sequenceAxis >= 0) {
@@ -127,9 +132,7 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       }
       llvm::SmallVector<TensorSharding> in;
       for (Value v : op.getOperands()) in.push_back(get(v));
-      const TensorSharding* hint = nullptr;
-      if (op.getNumResults() == 1)
-        if (auto it = hints.find(op.getResult(0)); it != hints.end()) hint = &it->second;
+      const TensorSharding* hint = hintFor(hints, op);
       OpSharding rule = shardOp(&op, in, hint);
       for (auto [i, v] : llvm::enumerate(op.getOperands())) {
         mlir::Operation* def = v.getDefiningOp();

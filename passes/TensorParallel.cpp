@@ -39,8 +39,9 @@ struct Linear {
   MatmulOp matmul;
   ParamOp weight;
   Value output;  // the bias add's result when there is one, else the matmul's
+  bool transposedWeight = false;  // a PyTorch-layout weight [out, in]: matmul transpose_rhs
   /// The weight dimension of the layer's outputs and of its inputs.
-  int64_t outDim() const { return const_cast<MatmulOp&>(matmul).getTransposeRhs() ? 0 : 1; }
+  int64_t outDim() const { return transposedWeight ? 0 : 1; }
   int64_t inDim() const { return 1 - outDim(); }
 };
 
@@ -51,7 +52,7 @@ std::optional<Linear> linearOf(MatmulOp m) {
   if (!w || mlir::cast<mlir::RankedTensorType>(w.getType()).getRank() != 2) return std::nullopt;
   if (llvm::any_of(w->getUsers(), [](mlir::Operation* u) { return mlir::isa<EmbeddingOp>(u); }))
     return std::nullopt;
-  Linear l{m, w, m.getResult()};
+  Linear l{m, w, m.getResult(), m.getTransposeRhs()};
   if (m->hasOneUse())
     if (auto add = mlir::dyn_cast<AddOp>(*m->getUsers().begin());
         add && add.getLhs() == m.getResult() && add.getRhs().getDefiningOp<ParamOp>())

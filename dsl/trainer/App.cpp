@@ -129,11 +129,6 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
   plan.check_world_size(world);  // unsupported axes; in a plain run, the launch the plan needs
 }
 
-std::pair<int, int> batchShardOf(const Plan& plan, int rank) {
-  if (plan.dp() <= 1) return {0, 1};
-  return batchShard(plan.mesh().axes(), plan.batch_axis(), rank);
-}
-
 int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const std::string name = app_.get_name();
   const Plan plan = planFromFlags(flags_);
@@ -182,7 +177,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
   // The batch is split over the plan's batch axis only: ranks that differ on other axes (the
   // tp ranks of one data-parallel replica) feed the same rows.
-  const auto [batchRank, batchRanks] = batchShardOf(plan, rank);
+  const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axis(), rank);
   RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
 

@@ -62,11 +62,6 @@ struct RunFlags {
   bool graphs = false;          // --cuda-graphs: replay a captured training step
 };
 
-/// The part of the global batch world rank `rank` feeds under `plan`: its coordinate on the
-/// plan's batch axis and the number of ranks along it ({0, 1} without data parallelism).
-/// The ranks of one data-parallel replica (tensor-parallel peers) feed the same rows.
-std::pair<int, int> batchShardOf(const Plan& plan, int rank);
-
 /// Which rows of the data this rank trains on: its rank of `world` data-parallel ranks and
 /// the plan's microsteps, for a global batch of `batch` rows (runtime/train/TextBatches.h
 /// microbatchRows), from `seed`.
