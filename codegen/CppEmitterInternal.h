@@ -133,6 +133,7 @@ void emitRowMax(KernelWriter& w);
 void emitSumExp(KernelWriter& w);
 void emitSumExpGrad(KernelWriter& w);
 void emitTargetLogit(KernelWriter& w);
+void emitMaskVocabPadding(KernelWriter& w);
 void emitTargetLogitGrad(KernelWriter& w);
 void emitCrossEntropyFromStats(KernelWriter& w);
 void emitCrossEntropyFromStatsGrad(KernelWriter& w);

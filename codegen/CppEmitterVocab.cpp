@@ -89,6 +89,23 @@ for (int64_t n = 0; n < N; ++n) {
          {{"PAR", parallelFor(s.rows * 4, s.rows)}});
 }
 
+void emitMaskVocabPadding(KernelWriter& w) {
+  kernelcommon::VocabSizes s = kernelcommon::declareVocab(w);
+  // Columns [valid, V) of every row are padding; valid may be 0 (a shard past the end).
+  w.code(R"cpp(const int64_t left = VOCAB - static_cast<int64_t>(offset[0]);
+const int64_t valid = left < 0 ? 0 : left > V ? V : left;
+$PAR
+for (int64_t r = 0; r < N; ++r) {
+  const auto* x = inp + r * V;
+  auto* o = out + r * V;
+  for (int64_t i = 0; i < valid; ++i) o[i] = x[i];
+  for (int64_t i = valid; i < V; ++i) o[i] = $FILL;
+}
+)cpp",
+         {{"PAR", parallelFor(s.rows * s.len, s.rows)},
+          {"FILL", floatLit(mlir::cast<MaskVocabPaddingOp>(w.op()).getFill().convertToDouble())}});
+}
+
 void emitTargetLogitGrad(KernelWriter& w) {
   kernelcommon::VocabSizes s = kernelcommon::declareVocab(w);
   w.code(R"cpp(const int64_t first = offset[0];

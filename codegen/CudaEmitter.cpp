@@ -362,6 +362,8 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitSumExpGrad;
     case KernelKind::TargetLogit:
       return &emitTargetLogit;
+    case KernelKind::MaskVocabPadding:
+      return &emitMaskVocabPadding;
     case KernelKind::TargetLogitGrad:
       return &emitTargetLogitGrad;
     case KernelKind::CrossEntropyFromStats:

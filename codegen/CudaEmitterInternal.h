@@ -187,6 +187,7 @@ void emitRowMax(CudaWriter& w);
 void emitSumExp(CudaWriter& w);
 void emitSumExpGrad(CudaWriter& w);
 void emitTargetLogit(CudaWriter& w);
+void emitMaskVocabPadding(CudaWriter& w);
 void emitTargetLogitGrad(CudaWriter& w);
 void emitCrossEntropyFromStats(CudaWriter& w);
 void emitCrossEntropyFromStatsGrad(CudaWriter& w);

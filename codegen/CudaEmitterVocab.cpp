@@ -77,6 +77,16 @@ void emitTargetLogit(CudaWriter& w) {
            "one thread per row");
 }
 
+void emitMaskVocabPadding(CudaWriter& w) {
+  kernelcommon::VocabSizes s = kernelcommon::declareVocab(w);
+  w.kind(CudaKernelKind::Elementwise);
+  const double fill = mlir::cast<MaskVocabPaddingOp>(w.op()).getFill().convertToDouble();
+  flatLoop(w, s.rows * s.len,
+           "out[j] = offset[0] + static_cast<int64_t>(j % V) >= VOCAB ? " + cppgen::floatLit(fill) +
+               " : static_cast<float>(inp[j]);\n",
+           "one thread per element");
+}
+
 void emitTargetLogitGrad(CudaWriter& w) {
   kernelcommon::VocabSizes s = kernelcommon::declareVocab(w);
   w.kind(CudaKernelKind::Layout);

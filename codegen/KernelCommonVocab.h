@@ -91,6 +91,17 @@ VocabSizes declareVocab(Writer& w) {
         s = {rowsOf(o.getResult()), last(o.getLogits())};
         w.constant("VOCAB", static_cast<int64_t>(o.getVocab()), "the whole vocabulary");
       })
+      .Case([&](MaskVocabPaddingOp o) {
+        w.describe("out[n, j] = FILL where offset + j >= VOCAB (the padding past the");
+        w.describe("vocabulary's end), else inp[n, j]");
+        w.output("out", o.getResult(), withV(o.getResult()));
+        w.input("inp", o.getInput(), withV(o.getResult()));
+        w.input("offset", o.getOffset(), {});
+        auto shape = cppgen::shapeOf(o.getInput());
+        s = {cppgen::numel(shape) / shape.back(), shape.back()};
+        w.constant("VOCAB", static_cast<int64_t>(o.getVocab()), "the whole vocabulary");
+        // FILL is written into the code as a literal (NVRTC takes no constexpr INFINITY).
+      })
       .Case([&](TargetLogitGradOp o) {
         w.describe("dlogits[n, j] = dout[n] where j == targets[n] - offset, else 0");
         w.output("dlogits", o.getResult(), withV(o.getTargets()));

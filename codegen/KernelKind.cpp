@@ -38,6 +38,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](SumExpOp) { return KernelKind::SumExp; })
       .Case([](SumExpGradOp) { return KernelKind::SumExpGrad; })
       .Case([](TargetLogitOp) { return KernelKind::TargetLogit; })
+      .Case([](MaskVocabPaddingOp) { return KernelKind::MaskVocabPadding; })
       .Case([](TargetLogitGradOp) { return KernelKind::TargetLogitGrad; })
       .Case([](CrossEntropyFromStatsOp) { return KernelKind::CrossEntropyFromStats; })
       .Case([](CrossEntropyFromStatsGradOp) { return KernelKind::CrossEntropyFromStatsGrad; })

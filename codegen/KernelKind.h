@@ -41,6 +41,7 @@ enum class KernelKind {
   SumExpGrad,
   TargetLogit,
   TargetLogitGrad,
+  MaskVocabPadding,
   CrossEntropyFromStats,
   CrossEntropyFromStatsGrad,
   Fused,             // tessel.fused (CUDA emitter only)

@@ -99,7 +99,11 @@ mlir::LogicalResult lowerParamSharding(ParamOp param, rt::Buffer& buffer) {
                                  << " is not " << dim.blocks << " equal blocks";
     int64_t parts = 1;
     for (int16_t a : sharding.axesOf(static_cast<int64_t>(d))) parts *= grid.getShape()[a];
-    buffer.globalShape.push_back(local[d] * parts);
+    dim.padding = sharding.paddingOf(static_cast<int64_t>(d));
+    if (dim.padding >= parts && dim.padding > 0)
+      return param.emitOpError() << "\"" << param.getName() << "\" dimension " << d << " is padded by "
+                                 << dim.padding << " over " << parts << " ranks (at most " << parts - 1 << ")";
+    buffer.globalShape.push_back(local[d] * parts - dim.padding);
     buffer.sharding.push_back(std::move(dim));
   }
   return mlir::success();

@@ -107,6 +107,10 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](TargetLogitOp o) {
         return one(ref::targetLogit(*in[0], *in[1], *in[2], o.getVocab()));
       })
+      .Case([&](MaskVocabPaddingOp o) {
+        return one(ref::maskVocabPadding(*in[0], *in[1], o.getVocab(),
+                                         o.getFill().convertToDouble()));
+      })
       .Case([&](CrossEntropyFromStatsOp) {
         return one(ref::crossEntropyFromStats(*in[0], *in[1], *in[2]));
       })

@@ -23,6 +23,7 @@ TensorSharding TensorSharding::fromAttr(ShardingAttr attr, int64_t rank) {
     DimSharding dim;
     dim.axes.assign(attr.axesOf(d).begin(), attr.axesOf(d).end());
     dim.blocks = attr.blocksOf(d);
+    dim.padding = attr.paddingOf(d);
     s.dims.push_back(dim);
   }
   s.partial.assign(attr.getPartialAxes().begin(), attr.getPartialAxes().end());
@@ -32,16 +33,19 @@ TensorSharding TensorSharding::fromAttr(ShardingAttr attr, int64_t rank) {
 
 ShardingAttr TensorSharding::toAttr(mlir::MLIRContext* ctx, mlir::FlatSymbolRefAttr grid) const {
   llvm::SmallVector<mlir::shard::GridAxesAttr> split;
-  llvm::SmallVector<int64_t> blocks;
-  bool anyBlocks = false;
+  llvm::SmallVector<int64_t> blocks, padding;
+  bool anyBlocks = false, anyPadding = false;
   for (const DimSharding& d : dims) {
     split.push_back(mlir::DenseI16ArrayAttr::get(ctx, d.axes));
     blocks.push_back(d.split() ? d.blocks : 1);
+    padding.push_back(d.split() ? d.padding : 0);
     anyBlocks |= blocks.back() != 1;
+    anyPadding |= padding.back() != 0;
   }
   if (!anyBlocks) blocks.clear();
+  if (!anyPadding) padding.clear();
   return ShardingAttr::get(ctx, grid, mlir::shard::GridAxesArrayAttr::get(ctx, split), blocks,
-                           partial);
+                           partial, padding);
 }
 
 bool TensorSharding::isReplicated() const {

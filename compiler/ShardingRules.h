@@ -47,11 +47,14 @@
 
 namespace tessel {
 
-/// One tensor dimension's split: the mesh axes (grid axis indices, first outermost) and the
-/// number of blocks the dimension is made of (see #tessel.sharding).
+/// One tensor dimension's split: the mesh axes (grid axis indices, first outermost), the
+/// number of blocks the dimension is made of, and the padding appended to its global size
+/// so that the axes divide it (see #tessel.sharding; set by tessel-partition). Padding is not
+/// part of the layout's identity (equality ignores it): it follows from the global size.
 struct DimSharding {
   llvm::SmallVector<int16_t> axes;
   int64_t blocks = 1;
+  int64_t padding = 0;
   bool split() const { return !axes.empty(); }
   bool operator==(const DimSharding& o) const {
     return axes == o.axes && (axes.empty() || blocks == o.blocks);

@@ -1,10 +1,10 @@
 // The dialect's attributes (TesselDialect.td): the generated definitions of the enum
 // attributes and of #tessel.sharding, and #tessel.sharding's syntax, invariants and queries:
 //
-//   #tessel.sharding<@mesh, [[1], []], blocks = [3, 1], partial = [1]>
+//   #tessel.sharding<@mesh, [[1], []], blocks = [3, 1], partial = [1], padding = [0, 0]>
 //
-// `blocks` and `partial` are printed only when they say something (a block count other
-// than 1, a partial axis).
+// `blocks`, `partial` and `padding` are printed only when they say something (a block count
+// other than 1, a partial axis, a padded dimension).
 #include "compiler/TesselDialect.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
@@ -34,7 +34,7 @@ void TesselDialect::initialize() {
 
 ShardingAttr ShardingAttr::replicated(MLIRContext* ctx, FlatSymbolRefAttr grid, int64_t rank) {
   SmallVector<shard::GridAxesAttr> dims(rank, DenseI16ArrayAttr::get(ctx, {}));
-  return ShardingAttr::get(ctx, grid, shard::GridAxesArrayAttr::get(ctx, dims), {}, {});
+  return ShardingAttr::get(ctx, grid, shard::GridAxesArrayAttr::get(ctx, dims), {}, {}, {});
 }
 
 ArrayRef<int16_t> ShardingAttr::axesOf(int64_t dim) const {
@@ -45,15 +45,32 @@ int64_t ShardingAttr::blocksOf(int64_t dim) const {
   return getBlocks().empty() ? 1 : getBlocks()[dim];
 }
 
+int64_t ShardingAttr::paddingOf(int64_t dim) const {
+  return getPadding().empty() ? 0 : getPadding()[dim];
+}
+
 LogicalResult ShardingAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    FlatSymbolRefAttr grid, shard::GridAxesArrayAttr splitAxes,
-                                   ArrayRef<int64_t> blocks, ArrayRef<int16_t> partialAxes) {
+                                   ArrayRef<int64_t> blocks, ArrayRef<int16_t> partialAxes,
+                                   ArrayRef<int64_t> padding) {
   if (!grid) return emitError() << "a sharding needs a grid";
   if (!blocks.empty() && blocks.size() != splitAxes.size())
     return emitError() << "blocks has " << blocks.size() << " entries for " << splitAxes.size()
                        << " dimensions";
   for (int64_t b : blocks)
     if (b < 1) return emitError() << "blocks must be >= 1, got " << b;
+  if (!padding.empty() && padding.size() != splitAxes.size())
+    return emitError() << "padding has " << padding.size() << " entries for " << splitAxes.size()
+                       << " dimensions";
+  for (auto [d, pad] : llvm::enumerate(padding)) {
+    if (pad < 0) return emitError() << "padding must be >= 0, got " << pad;
+    if (pad == 0) continue;
+    if (splitAxes.getAxes()[d].empty())
+      return emitError() << "dimension " << d << " is padded but not split";
+    if (!blocks.empty() && blocks[d] != 1)
+      return emitError() << "dimension " << d << " is padded and made of " << blocks[d]
+                         << " blocks; only an unblocked dimension is padded";
+  }
   // One axis splits a tensor once: twice (on two dimensions, or partial and split) would
   // leave some ranks with no part of it.
   llvm::SmallDenseSet<int16_t> seen;
@@ -99,6 +116,7 @@ Attribute ShardingAttr::parse(AsmParser& p, Type) {
   SmallVector<shard::GridAxesAttr> dims;
   SmallVector<int64_t> blocks;
   SmallVector<int16_t> partial;
+  SmallVector<int64_t> padding;
   if (p.parseLess() || p.parseAttribute(grid) || p.parseComma() ||
       p.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&]() -> ParseResult {
         SmallVector<int16_t> axes;
@@ -114,15 +132,19 @@ Attribute ShardingAttr::parse(AsmParser& p, Type) {
       if (parseIntList(p, blocks)) return {};
     } else if (key == "partial") {
       if (parseIntList(p, partial)) return {};
+    } else if (key == "padding") {
+      if (parseIntList(p, padding)) return {};
     } else {
-      p.emitError(p.getCurrentLocation(), "expected 'blocks' or 'partial', got '") << key << "'";
+      p.emitError(p.getCurrentLocation(), "expected 'blocks', 'partial' or 'padding', got '")
+          << key << "'";
       return {};
     }
   }
   if (p.parseGreater()) return {};
   if (llvm::all_of(blocks, [](int64_t b) { return b == 1; })) blocks.clear();
+  if (llvm::all_of(padding, [](int64_t n) { return n == 0; })) padding.clear();
   return getChecked([&] { return p.emitError(p.getNameLoc()); }, ctx, grid,
-                    shard::GridAxesArrayAttr::get(ctx, dims), blocks, partial);
+                    shard::GridAxesArrayAttr::get(ctx, dims), blocks, partial, padding);
 }
 
 void ShardingAttr::print(AsmPrinter& p) const {
@@ -137,6 +159,10 @@ void ShardingAttr::print(AsmPrinter& p) const {
   if (!getPartialAxes().empty()) {
     p << ", partial = ";
     printIntList(p, getPartialAxes());
+  }
+  if (llvm::any_of(getPadding(), [](int64_t n) { return n != 0; })) {
+    p << ", padding = ";
+    printIntList(p, getPadding());
   }
   p << '>';
 }

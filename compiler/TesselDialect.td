@@ -152,6 +152,15 @@ def Tessel_ShardingAttr : AttrDef<Tessel_Dialect, "Sharding"> {
     `[B, T, 3C]` split over tp by heads is `blocks = [1, 1, 3]`: each rank holds its heads'
     queries, keys and values.
 
+    `padding` (one entry per dimension, default 0; also beyond upstream, whose
+    `sharded_dims_offsets` describes uneven shards by explicit offsets) is set by
+    tessel-partition on a parameter whose split axes do not divide a dimension: the global
+    dimension G is padded at its end by `padding` elements to P x L, P the product of the
+    axis sizes and L = ceil(G / P) the local size, so every rank holds L elements and those
+    past G are padding (zero in a parameter; never part of the logical tensor). Only an
+    unblocked dimension (blocks = 1) is padded: a block is a head's q, k or v, which one
+    rank must hold whole.
+
     Example: a column-parallel qkv weight `[3C, C]` over tp (axis 1 of `@mesh`), and a
     row-parallel output that is a pending sum over tp:
 
@@ -159,11 +168,15 @@ def Tessel_ShardingAttr : AttrDef<Tessel_Dialect, "Sharding"> {
     #tessel.sharding<@mesh, [[1], []], blocks = [3, 1]>
     #tessel.sharding<@mesh, [[], [], []], partial = [1]>
     ```
+
+    and, after partitioning, a 65-row embedding table split over tp = 2 (33 rows each, the
+    last rank's 33rd row padding): `#tessel.sharding<@mesh, [[1], []], padding = [1, 0]>`.
   }];
   let parameters = (ins "::mlir::FlatSymbolRefAttr":$grid,
                         "::mlir::shard::GridAxesArrayAttr":$split_axes,
                         ArrayRefParameter<"int64_t">:$blocks,
-                        ArrayRefParameter<"int16_t">:$partial_axes);
+                        ArrayRefParameter<"int16_t">:$partial_axes,
+                        ArrayRefParameter<"int64_t">:$padding);
   let hasCustomAssemblyFormat = 1;
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
@@ -174,6 +187,8 @@ def Tessel_ShardingAttr : AttrDef<Tessel_Dialect, "Sharding"> {
     ::llvm::ArrayRef<int16_t> axesOf(int64_t dim) const;
     /// The blocks of dimension `dim` (1 when `blocks` is empty).
     int64_t blocksOf(int64_t dim) const;
+    /// The padding of dimension `dim` (0 when `padding` is empty).
+    int64_t paddingOf(int64_t dim) const;
   }];
 }
 

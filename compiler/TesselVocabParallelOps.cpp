@@ -75,6 +75,15 @@ LogicalResult TargetLogitOp::verify() {
   return checkVocab(*this, getLogits(), static_cast<int64_t>(getVocab()));
 }
 
+LogicalResult MaskVocabPaddingOp::verify() {
+  if (getResult().getType() != getInput().getType())
+    return emitOpError() << "result type " << getResult().getType()
+                         << " must equal the input type " << getInput().getType();
+  if (getInput().getType().getRank() < 1)
+    return emitOpError() << "input must have a vocabulary (last) dimension";
+  return checkVocab(*this, getInput(), static_cast<int64_t>(getVocab()));
+}
+
 LogicalResult CrossEntropyFromStatsOp::verify() {
   shapes::Result rule =
       shapes::crossEntropyFromStats(shapeOf(getMax()), shapeOf(getSum()), shapeOf(getTarget()));

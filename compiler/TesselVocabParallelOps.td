@@ -175,6 +175,38 @@ def Tessel_TargetLogitOp : Tessel_Op<"target_logit",
   let hasVerifier = 1;
 }
 
+def Tessel_MaskVocabPaddingOp : Tessel_Op<"mask_vocab_padding",
+    [Pure, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "sets the columns past the vocabulary to a constant";
+  let description = [{
+    `result[i..., j] = fill` where `offset + j >= vocab`, else `input[i..., j]`. `input`:
+    `[..., Vl]` (f32 or bf16), columns `[offset, offset + Vl)` of the global
+    `[..., vocab]` logits padded at their end to a multiple of the ranks (a vocabulary
+    that its axes do not divide: see `padding` in #tessel.sharding); `offset`: an i32
+    scalar; result: the input's type.
+
+    The vocab-parallel cross-entropy reads the logits through it with `fill` = -inf, so
+    the padding columns (zero logits of the table's zero padding rows) take no part in the
+    row maximum and add exp(-inf) = 0 to the softmax denominator: the loss is the
+    unpadded vocabulary's. VJP: the same op on the gradient with `fill` = 0, so the padding
+    columns get no gradient and the padding rows of the table stay zero.
+
+    Example (a 65-entry vocabulary over 2 ranks, 33 columns each):
+
+    ```mlir
+    %zm = tessel.mask_vocab_padding %z, %offset vocab 65 fill 0xFFF0000000000000
+        : (tensor<4x32x33xf32>, tensor<i32>) -> tensor<4x32x33xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input, Tessel_ScalarI32:$offset,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$vocab, F64Attr:$fill);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $offset `vocab` $vocab `fill` $fill attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
 def Tessel_CrossEntropyFromStatsOp : Tessel_Op<"cross_entropy_from_stats",
     [Pure, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "mean cross-entropy from the rows' max, sum of exponentials and target logit";

@@ -47,6 +47,15 @@ LogicalResult TargetLogitOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult MaskVocabPaddingOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
+                                           llvm::SmallVectorImpl<Value>& d) {
+  d.assign(2, nullptr);  // the offset is an integer: no gradient
+  if (dy[0])  // a constant where the padding is: no gradient there
+    d[0] = MaskVocabPaddingOp::create(b, getLoc(), dy[0].getType(), dy[0], getOffset(),
+                                      getVocabAttr(), b.getF64FloatAttr(0.0));
+  return success();
+}
+
 LogicalResult CrossEntropyFromStatsOp::buildVJP(OpBuilder& b, llvm::ArrayRef<Value> dy,
                                                 llvm::SmallVectorImpl<Value>& d) {
   d.assign(3, nullptr);  // none to the shift (see the top of this file)

@@ -241,7 +241,8 @@ std::vector<ParameterSharding> Plan::resolve_shardings(
         }
         if (shape[d] % parts != 0)
           fail(e.site, fmt::format("shard(\"{}\"): dimension {} of parameter '{}' (shape {}) has size {}, which "
-                                   "{} ({} part{}) does not divide; uneven shards are not supported yet",
+                                   "{} ({} part{}) does not divide; shard() needs sizes its axes divide "
+                                   "(tensor_parallel pads the vocabulary and MLP widths it splits)",
                                    e.glob, d, name, shapeString(shape), shape[d], fmt::join(factors, " x "), parts,
                                    parts == 1 ? "" : "s"));
       }

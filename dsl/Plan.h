@@ -194,7 +194,7 @@ class Plan {
   /// declaration order) and returns the sharding of every matched parameter, in that order.
   /// Throws ModelError at the entry's line for a glob that matches no parameter, a parameter
   /// whose rank is not the entry's number of dimensions, a dimension that its axes' product
-  /// does not divide (uneven shards are not supported yet), and two entries that give one
+  /// does not divide (tensor_parallel pads what it splits; shard() does not), and two entries that give one
   /// parameter different shardings (at the later entry, with a note at the earlier one).
   /// Also runs the checks of check_world_size that do not need the world size.
   std::vector<ParameterSharding> resolve_shardings(

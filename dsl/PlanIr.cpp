@@ -38,7 +38,7 @@ void writePlanToModule(Graph& graph, const Plan& plan, const std::vector<Paramet
       llvm::SmallVector<int16_t> indices(axes.begin(), axes.end());
       dims.push_back(mlir::DenseI16ArrayAttr::get(ctx, indices));
     }
-    auto sharding = ShardingAttr::get(ctx, gridRef, mlir::shard::GridAxesArrayAttr::get(ctx, dims), {}, {});
+    auto sharding = ShardingAttr::get(ctx, gridRef, mlir::shard::GridAxesArrayAttr::get(ctx, dims), {}, {}, {});
     shardingsAttr.setAttr(param, b.getArrayAttr({sharding}));
   });
   if (mlir::failed(mlir::verify(module))) graph.throwCaptured(grid.getLoc(), "the plan's mesh failed to verify");

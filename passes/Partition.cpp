@@ -1,8 +1,17 @@
 //===- Partition.cpp - global shapes become per-rank local shapes --------------===//
 //
 // Algorithm (see passes/Passes.td):
-//   1. Local types: each result's split dimensions are divided by the size of their axes
-//      (divisibility checked, blocks included); attention keeps its share of the heads.
+//   1. Local types: each result's split dimensions are divided by the size of their axes;
+//      attention keeps its share of the heads. A dimension G that its axes (P ranks) do not
+//      divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
+//      padding is recorded in a parameter's #tessel.sharding, and the runtime starts it at
+//      zero). Padding is accepted only where it provably stays zero and out of the math:
+//      every op that reads or makes a padded dimension must keep zeros zero (matmul, add,
+//      sub, mul, scale, gelu, relu, cast, reduce_sum, the collectives), so padded activations
+//      are zero, their gradients are zero, and the padding of a parameter is never updated;
+//      the vocabulary's cross-entropy masks its padded logits to -inf
+//      (tessel.mask_vocab_padding). Anything else (a layer norm or softmax over a padded
+//      dimension, a gather of one, a blocked dimension) is an error at the op that says why.
 //   2. Megatron's f: an operand replicated over an axis that the op's computation is split
 //      or partial over is read through one tessel.replicate per (value, axes), placed
 //      after the value's definition.
@@ -22,6 +31,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Verifier.h"
 
+#include <limits>
 #include <map>
 
 #define DEBUG_TYPE "tessel-partition"
@@ -56,13 +66,25 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       auto it = sharding.find(v);
       return it != sharding.end() ? it->second : shardingOf(v);
     };
+    // The global sizes, before localTypes replaces them.
+    llvm::DenseMap<Value, llvm::SmallVector<int64_t>> global;
+    for (mlir::Operation& op : body)
+      for (Value r : op.getResults())
+        if (auto t = mlir::dyn_cast<mlir::RankedTensorType>(r.getType()))
+          global[r].assign(t.getShape().begin(), t.getShape().end());
+    auto globalOf = [&](Value v) { return global.lookup(v); };
     if (mlir::failed(checkGatheredUses(body)) || mlir::failed(localTypes(body, of)) ||
-        mlir::failed(replicateInputs(body, of)))
+        mlir::failed(checkPaddingStaysZero(body)) || mlir::failed(replicateInputs(body, of)))
       return signalPassFailure();
-    vocabParallel(body, of);
+    vocabParallel(body, of, globalOf);
     auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
     for (mlir::Operation& op : body) {
-      if (mlir::isa<ParamOp>(op) && !of(op.getResult(0)).isReplicated()) continue;
+      if (auto p = mlir::dyn_cast<ParamOp>(op); p && !of(p.getResult()).isReplicated()) {
+        TensorSharding s = of(p.getResult());
+        for (size_t d = 0; d < s.dims.size(); ++d) s.dims[d].padding = paddingOf(p.getResult(), d);
+        setShardings(p, {s}, grid_.ref);
+        continue;
+      }
       helper.removeAttr(&op);
     }
     for (mlir::Operation& op : body.without_terminator())
@@ -89,16 +111,22 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
           if (!dim.split()) continue;
           int64_t n = grid_.groupSize(dim.axes);
           if (shape[d] % (n * dim.blocks) != 0) {
-            auto diag = op.emitError();
-            if (auto p = mlir::dyn_cast<ParamOp>(op))
-              diag << "parameter '" << p.getName() << "': dimension " << d << " has ";
-            else
-              diag << "dimension " << d << " of this result has ";
-            diag << shape[d] << " elements";
-            if (dim.blocks > 1) diag << " in " << dim.blocks << " blocks";
-            return diag << ", not divisible by the " << n << " ranks it is split over "
-                        << describeSharding(s, grid_.names)
-                        << " (uneven sizes are not supported yet)";
+            if (dim.blocks > 1) {
+              auto diag = op.emitError();
+              if (auto p = mlir::dyn_cast<ParamOp>(op))
+                diag << "parameter '" << p.getName() << "': dimension " << d << " has ";
+              else
+                diag << "dimension " << d << " of this result has ";
+              return diag << shape[d] << " elements in " << dim.blocks
+                          << " blocks, not divisible by the " << n << " ranks it is split over "
+                          << describeSharding(s, grid_.names)
+                          << "; a block (a head's queries, keys or values) cannot be padded, "
+                             "since one rank must hold each head whole";
+            }
+            int64_t local = (shape[d] + n - 1) / n;
+            padded_[r].push_back({static_cast<int64_t>(d), local * n - shape[d]});
+            shape[d] = local;
+            continue;
           }
           shape[d] /= n;
         }
@@ -108,6 +136,59 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
         int64_t n = grid_.groupSize(of(attn.getQkv()).dims[2].axes);
         attn.setNumHeads(attn.getNumHeads() / n);
       }
+    }
+    return mlir::success();
+  }
+
+  /// The padding of dimension `d` of `v` (0 when it is not padded).
+  int64_t paddingOf(Value v, size_t d) const {
+    auto it = padded_.find(v);
+    if (it == padded_.end()) return 0;
+    for (auto [dim, pad] : it->second)
+      if (dim == static_cast<int64_t>(d)) return pad;
+    return 0;
+  }
+
+  /// Every op that reads or makes a padded value must keep zeros zero, so the padding never
+  /// enters the math (see the top of this file).
+  mlir::LogicalResult checkPaddingStaysZero(mlir::Block& body) {
+    for (mlir::Operation& op : body) {
+      Value padded;
+      for (Value v : op.getOperands())
+        if (padded_.count(v)) padded = v;
+      for (Value v : op.getResults())
+        if (padded_.count(v)) padded = v;
+      if (!padded) continue;
+      // The vocabulary's own ops: the embedding reads only the rows ids select, and the
+      // cross-entropy masks its padded logits (vocabParallel).
+      auto onlyDim = [&](Value v, int64_t dim) {
+        return v == padded && padded_.lookup(v).size() == 1 && padded_.lookup(v)[0].first == dim;
+      };
+      bool vocabulary =
+          (mlir::isa<EmbeddingOp>(op) && onlyDim(op.getOperand(0), 0) && !padded_.count(op.getResult(0))) ||
+          (mlir::isa<CrossEntropyOp>(op) &&
+           onlyDim(op.getOperand(0), mlir::cast<mlir::RankedTensorType>(op.getOperand(0).getType()).getRank() - 1));
+      if (vocabulary ||
+          mlir::isa<ParamOp, MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp,
+                    ReduceSumOp, ReplicateOp, AllReduceOp>(op))
+        continue;
+      auto [dim, pad] = padded_.lookup(padded).front();
+      auto type = mlir::cast<mlir::RankedTensorType>(padded.getType());
+      int64_t local = type.getShape()[dim];
+      int64_t n = grid_.groupSize(shardingOf(padded).dims[dim].axes);
+      auto diag = op.emitError()
+                  << op.getName() << " reads or makes dimension " << dim << " of "
+                  << (local * n - pad) << " elements split over " << n
+                  << " ranks, which do not divide it; padding it to " << local * n
+                  << " would put the padding into this op's result";
+      if (mlir::isa<mlir::func::ReturnOp>(op))
+        return diag << " (a padded tensor cannot be a result of the step)";
+      if (mlir::isa<ReshardOp>(op))
+        return diag << " (gathering a padded dimension would mix the padding into the "
+                       "middle of the tensor)";
+      return diag << " (only ops that keep zeros zero accept padding: matmul, add, sub, mul, "
+                     "scale, gelu, relu, cast, reduce_sum); choose a degree that divides "
+                  << (local * n - pad);
     }
     return mlir::success();
   }
@@ -156,8 +237,8 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
   /// forms (compiler/VocabParallel.h): each rank looks up the rows it holds, and the loss
   /// comes from row statistics all-reduced over the vocabulary's axes. `of` still holds the
   /// global layouts; types are local already.
-  template <typename Of>
-  void vocabParallel(mlir::Block& body, Of of) {
+  template <typename Of, typename GlobalOf>
+  void vocabParallel(mlir::Block& body, Of of, GlobalOf globalOf) {
     for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
       auto embedding = mlir::dyn_cast<EmbeddingOp>(op);
       auto ce = mlir::dyn_cast<CrossEntropyOp>(op);
@@ -168,9 +249,13 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       if (!v.split()) continue;
       auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
       int64_t local = embedding ? type.getShape()[0] : type.getShape().back();
-      int64_t vocab = local * grid_.groupSize(v.axes);
+      int64_t vocab = embedding ? globalOf(table)[0] : globalOf(table).back();
       mlir::OpBuilder b(&op);
       auto offset = MeshCoordinateOp::create(b, op.getLoc(), grid_.ref.getValue(), v.axes, local);
+      if (ce && local * grid_.groupSize(v.axes) != vocab)  // padded logits take no part
+        table = MaskVocabPaddingOp::create(
+            b, op.getLoc(), table.getType(), table, offset, b.getI64IntegerAttr(vocab),
+            b.getF64FloatAttr(-std::numeric_limits<double>::infinity()));
       if (embedding) {
         auto shard = EmbeddingShardOp::create(b, op.getLoc(), embedding.getType(), table,
                                               embedding.getIndices(), offset, vocab);
@@ -225,6 +310,8 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
   }
 
   GridInfo grid_;
+  /// The padded values: per value, its padded dimensions and their padding.
+  llvm::DenseMap<Value, llvm::SmallVector<std::pair<int64_t, int64_t>>> padded_;
 };
 
 }  // namespace

@@ -57,7 +57,8 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
         if (rows % grid->sizes[sequence] != 0) {
           ln.emitError() << "sequence parallelism splits the sequence (T = " << rows << ") of this layer "
                          << "norm's input over " << sequenceAxis << "=" << grid->sizes[sequence]
-                         << ", which does not divide it (uneven splits are not supported yet)";
+                         << ", which does not divide it (padding the sequence would put padded rows into "
+                            "attention and into the loss's mean)";
           return signalPassFailure();
         }
       }

@@ -143,23 +143,15 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
         return mlir::failure();
       ++pairs;
     }
-    // 3. Vocab-parallel embeddings: a table whose rows the axis divides is split on them
-    //    (each rank looks up the ids it holds; a tied LM head then produces logits split on
-    //    the vocabulary, and the loss is the vocab-parallel cross-entropy). A vocabulary the
-    //    axis does not divide stays replicated (uneven splits are not supported yet).
+    // 3. Vocab-parallel embeddings: the table is split on its rows (each rank looks up the
+    //    ids it holds; a tied LM head then produces logits split on the vocabulary, and the
+    //    loss is the vocab-parallel cross-entropy). A vocabulary the axis does not divide is
+    //    padded by tessel-partition (its padded logits masked to -inf), as Megatron-LM pads
+    //    its vocabulary to a multiple of tp.
     for (auto e : f.getBody().getOps<EmbeddingOp>()) {
       auto table = e.getTable().getDefiningOp<ParamOp>();
       auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
       if (!table || helper.isAttrPresent(table)) continue;
-      auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
-      if (type.getShape()[0] % size_ != 0) {
-        mlir::emitRemark(table.getLoc())
-            << "tensor_parallel(\"" << axisName << "\"): the " << type.getShape()[0] << " rows of '"
-            << table.getName() << "' are not divisible by " << axisName << "=" << size_
-            << ", so the table (and a tied LM head) stays replicated: each rank holds the whole "
-               "vocabulary and computes the full logits (uneven splits are not supported yet)";
-        continue;
-      }
       TensorSharding s = TensorSharding::replicated(2);
       s.dims[0].axes = {axis_};
       setShardings(table, {s}, grid_.ref);
@@ -179,13 +171,14 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
     ParamOp w = l.weight;
     if (TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(w)) return mlir::success();
     auto type = mlir::cast<mlir::RankedTensorType>(w.getType());
-    if (type.getShape()[dim] % (blocks * size_) != 0) {
+    // An unblocked dimension that the axis does not divide is padded by tessel-partition;
+    // blocks (heads) are not.
+    if (blocks > 1 && type.getShape()[dim] % (blocks * size_) != 0) {
       auto d = mlir::emitError(mlir::Location(site_))
                << "tensor_parallel(\"" << axisName << "\"): '" << w.getName() << "' has "
-               << type.getShape()[dim] << (dim == l.outDim() ? " outputs" : " inputs")
-               << (blocks > 1 ? " in " + std::to_string(blocks) + " blocks" : std::string())
-               << ", not divisible by " << axisName << "=" << size_
-               << " (uneven splits are not supported yet)";
+               << type.getShape()[dim] << (dim == l.outDim() ? " outputs" : " inputs") << " in "
+               << blocks << " blocks, not divisible by " << axisName << "=" << size_
+               << " (a block is a head's queries, keys or values, which one rank holds whole)";
       d.attachNote(w.getLoc()) << "the layer's weight";
       return d;
     }

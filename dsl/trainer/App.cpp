@@ -168,6 +168,14 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     fmt::print("{}", rt::explainShardings(lowered));
     std::string report = rt::explainCollectives(lowered, "train_step");
     fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+    if (auto f = recipe.communication ? recipe.communication(plan) : std::nullopt) {
+      const rt::CollectiveBytes counted = rt::collectiveBytes(lowered, "train_step");
+      auto ratio = [](int64_t got, int64_t want) { return want == 0 ? (got == 0 ? 1.0 : 0.0) : double(got) / want; };
+      fmt::print("closed form per rank per step: all_reduce {} = {} bytes (counted / closed form {:.2f}), "
+                 "all_gather {} = {} bytes ({:.2f})\n",
+                 f->allReduce, f->allReduceBytes, ratio(counted.kindPayloadBytes[0], f->allReduceBytes),
+                 f->allGather, f->allGatherBytes, ratio(counted.kindPayloadBytes[1], f->allGatherBytes));
+    }
     if (compileOnly && !emitting) return 0;
   }
   if (emitting) {

@@ -84,6 +84,13 @@ struct Trained {
 };
 
 /// What a model gives the trainer. Made after the flags are parsed.
+/// A closed form of the collective payload per rank per training step under a plan: the
+/// formula as text and its value in bytes, for the all-reduces and the all-gathers.
+struct CommunicationFormula {
+  std::string allReduce, allGather;            // e.g. "((4 L + 2) B T C + 3 B T) x 4"
+  int64_t allReduceBytes = 0, allGatherBytes = 0;
+};
+
 struct ModelRecipe {
   std::string model;       // bundle.json's "model", e.g. "gpt"
   nlohmann::json config;   // bundle.json's "config" (checked against the program by tessel-run)
@@ -96,6 +103,10 @@ struct ModelRecipe {
   std::function<RankData(const DataShard& shard, TrainOptions& train)> data;
   /// Optional: what rank 0 reports after training (sampling, accuracy).
   std::function<void(const Trained& trained)> report;
+  /// Optional: the closed form of the collective payload under `plan`, which --explain prints
+  /// beside the bytes counted from the compiled program (with their ratio); nullopt for a
+  /// plan the recipe has no closed form for.
+  std::function<std::optional<CommunicationFormula>(const Plan& plan)> communication;
 };
 
 /// The trainer application; see the file comment.

@@ -57,6 +57,22 @@ int main(int argc, char** argv) {
                                                 s.seed};
       return tessel::trainer::textRankData(o);
     };
+    // Tensor parallelism alone (no dp, sequence parallelism or accumulation): per training
+    // step, f32 all-reduces of [B, T, C] four per block (forward after the attention and MLP
+    // projections, backward the qkv and fc input gradients), two more for the vocab-parallel
+    // embedding's pending sum and the LM head's input gradient, and three of [B, T] for the
+    // cross-entropy's max, sum and target logit (a padded vocabulary adds no row); the
+    // all-gather carries global-norm clipping's tp per-rank norms.
+    r.communication = [cfg, &flags](const tessel::Plan& plan) -> std::optional<tessel::trainer::CommunicationFormula> {
+      if (plan.tp() == 1 || plan.dp() != 1 || plan.microsteps() != 1 || plan.sequence_parallel()) return std::nullopt;
+      const int64_t btc = flags.batch * cfg.seq * cfg.channels, bt = flags.batch * cfg.seq;
+      return tessel::trainer::CommunicationFormula{
+          .allReduce = fmt::format("((4 L + 2) B T C + 3 B T) x 4 with L={} B={} T={} C={}", cfg.layers,
+                                   flags.batch, cfg.seq, cfg.channels),
+          .allGather = fmt::format("tp x 4 with tp={}", plan.tp()),
+          .allReduceBytes = ((4 * cfg.layers + 2) * btc + 3 * bt) * 4,
+          .allGatherBytes = plan.tp() * 4};
+    };
     r.report = [&, cfg](const tessel::trainer::Trained& trained) {
       if (sample.bytes == 0) return;
       gpt::GPT samplerModel(cfg);

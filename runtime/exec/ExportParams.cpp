@@ -45,7 +45,8 @@ SafeTensorsFile gatherParameters(const ProgramExecutor& ex, Communicator* world)
       if (!first) continue;
       const std::vector<int64_t> index = globalIndices(b, layout, at);
       const float* shard = all.data() + static_cast<size_t>(r) * static_cast<size_t>(local);
-      for (size_t k = 0; k < index.size(); ++k) global[static_cast<size_t>(index[k])] = shard[k];
+      for (size_t k = 0; k < index.size(); ++k)
+        if (index[k] >= 0) global[static_cast<size_t>(index[k])] = shard[k];  // padding is dropped
     }
     file.tensors[b.name] = StTensor::fromF32(b.globalShape.empty() ? b.shape : b.globalShape, global);
   }

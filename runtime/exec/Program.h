@@ -37,10 +37,15 @@ enum class BufferKind {
 /// split into P = product of the sizes of `axes` equal contiguous parts, and a rank holds part
 /// p of every block, concatenated, where p is the row-major index of the rank's coordinates on
 /// `axes` (listed outermost first). So the local dimension is G / P, and blocks = 1 is a plain
-/// contiguous split; no axes (P = 1) is an unsplit dimension.
+/// contiguous split; no axes (P = 1) is an unsplit dimension. A dimension that P does not
+/// divide (blocks = 1 only) is padded: `padding` elements (0 <= padding < P) are appended to
+/// G so that the local dimension is L = (G + padding) / P; a rank's local elements from
+/// G - p * L on are padding, which belongs to no global element (zero in a parameter, never
+/// exported).
 struct ShardDim {
   std::vector<std::string> axes;  // mesh axes, outermost first; empty: not split
   int64_t blocks = 1;             // >= 1, dividing the local dimension
+  int64_t padding = 0;            // elements appended to the global dimension; 0 unless uneven
   bool operator==(const ShardDim&) const = default;
 };
 

@@ -8,7 +8,8 @@
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
 //                 "init" + "stddev"? 0 (parameter only, init required), "location"? "",
 //                 "sharding"? (parameter and state only): {"global_shape": [..],
-//                   "dims": [{"axes": [names], "blocks"? 1}] (one per dimension)}}],
+//                   "dims": [{"axes": [names], "blocks"? 1, "padding"? 0}] (one per
+//                   dimension)}}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
 //                   "arenaBytes", "batch_shards"? 0, "steps": [
 //       {"op": "kernel", "symbol", "args": [ids], "location"? "",
@@ -140,6 +141,7 @@ ordered_json toJson(const Program& p) {
       for (const ShardDim& d : b.sharding) {
         ordered_json one{{"axes", d.axes}};
         if (d.blocks != 1) one["blocks"] = d.blocks;
+        if (d.padding != 0) one["padding"] = d.padding;
         dims.push_back(std::move(one));
       }
       j["sharding"] = {{"global_shape", b.globalShape}, {"dims", std::move(dims)}};
@@ -333,10 +335,11 @@ Buffer readBuffer(const Reader& r, const json& j, const std::string& field) {
       return r.integer(v, g);
     });
     b.sharding = r.list<ShardDim>(*sh, "dims", f, [&](const json& v, const std::string& g) {
-      r.object(v, g, {"axes", "blocks"});
+      r.object(v, g, {"axes", "blocks", "padding"});
       ShardDim d;
       d.axes = r.list<std::string>(v, "axes", g, [&](const json& x, const std::string& h) { return r.string(x, h); });
       d.blocks = r.integer(v, "blocks", g, 1);
+      d.padding = r.integer(v, "padding", g, 0);
       return d;
     });
   }

@@ -86,10 +86,14 @@ class MeshChecker {
       if (s.blocks < 1 || b.shape[d] % s.blocks != 0)
         fail(fd + ".blocks", fmt::format("{} blocks do not divide dimension {} of '{}' (local size {})", s.blocks,
                                          d, b.name, b.shape[d]));
-      if (b.globalShape[d] != b.shape[d] * parts)
+      if (s.padding < 0 || s.padding >= parts || (s.padding > 0 && s.blocks != 1))
+        fail(fd + ".padding", fmt::format("'{}' dimension {} has padding {}; it must be in [0, {}) and only on an "
+                                          "unblocked dimension", b.name, d, s.padding, parts));
+      if (b.globalShape[d] + s.padding != b.shape[d] * parts)
         fail(fmt::format("{}.global_shape[{}]", f, d),
-             fmt::format("'{}' has global dimension {} but local dimension {} over {} part(s)", b.name,
-                         b.globalShape[d], b.shape[d], parts));
+             fmt::format("'{}' has global dimension {}{} but local dimension {} over {} part(s)", b.name,
+                         b.globalShape[d], s.padding ? fmt::format(" (padded by {})", s.padding) : "", b.shape[d],
+                         parts));
     }
   }
 

@@ -77,15 +77,36 @@ std::string replicaMismatches(const Program& program, const std::vector<std::vec
 void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step) {
   const int n = world.worldSize();
   if (n == 1) return;
-  const std::vector<uint64_t> mine = replicaHashes(ex);
+  std::vector<uint64_t> mine = replicaHashes(ex);
+  // One more word per rank: 1 + the index of the first buffer whose padding is not zero.
+  const Program& p = ex.program();
+  uint64_t badPadding = 0;
+  if (!p.mesh.empty() && MeshLayout(p.mesh).size() == n) {
+    const MeshLayout layout(p.mesh);
+    const std::vector<int> at = layout.coordinates(world.rank());
+    std::vector<unsigned char> bytes;
+    for (size_t i = 0; i < p.buffers.size() && badPadding == 0; ++i) {
+      if (!persistent(p.buffers[i])) continue;
+      bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
+      ex.readBuffer(static_cast<int>(i), bytes.data());
+      if (nonZeroPadding(p.buffers[i], layout, at, bytes.data()) >= 0) badPadding = i + 1;
+    }
+  }
+  mine.push_back(badPadding);
   const int64_t words = 2 * static_cast<int64_t>(mine.size());  // each hash as two i32
   std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
   if (!mine.empty())
     world.allGather(mine.data(), all.data(), words * n, DType::I32, "replica_hash")->wait();
   std::vector<std::vector<uint64_t>> hashes(static_cast<size_t>(n));
-  for (int r = 0; r < n; ++r)
+  for (int r = 0; r < n; ++r) {
     hashes[static_cast<size_t>(r)].assign(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
                                           all.begin() + static_cast<ptrdiff_t>((r + 1) * mine.size()));
+    if (const uint64_t bad = hashes[static_cast<size_t>(r)].back(); bad != 0 && bad <= p.buffers.size())
+      throw std::runtime_error(fmt::format("the padding of '{}' is not zero on rank {} after step {}: a padded "
+                                           "element entered the math",
+                                           p.buffers[bad - 1].name, r, step));
+    hashes[static_cast<size_t>(r)].pop_back();
+  }
   const std::string problems = replicaMismatches(ex.program(), hashes);
   if (!problems.empty())
     throw std::runtime_error(fmt::format("replicas diverged after step {}: {}", step, problems));

@@ -26,7 +26,10 @@ std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex);
 std::string replicaMismatches(const Program& program, const std::vector<std::vector<uint64_t>>& hashes);
 
 /// All-gathers replicaHashes over `world` and throws std::runtime_error "replicas diverged
-/// after step <step>: ..." with replicaMismatches' lines if any; a world of one passes.
+/// after step <step>: ..." with replicaMismatches' lines if any; a world of one passes. Also
+/// checks, on every rank, that the padding of every padded buffer (Sharding.h
+/// nonZeroPadding) is still zero, and throws (on every rank, so none waits for another)
+/// "the padding of '<name>' is not zero on rank <r> after step <step>" if not.
 void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step);
 
 }  // namespace tessel::rt

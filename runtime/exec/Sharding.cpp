@@ -2,6 +2,7 @@
 #include "runtime/exec/Sharding.h"
 
 #include "runtime/Init.h"
+#include "runtime/numeric/BFloat16.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -29,10 +30,29 @@ std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, cons
     std::vector<int64_t> next;
     next.reserve(out.size() * static_cast<size_t>(local));
     for (int64_t base : out)
-      for (int64_t i = 0; i < local; ++i) next.push_back(base * global + (i / l) * g + part * l + i % l);
+      for (int64_t i = 0; i < local; ++i) {
+        // Padding (only in an unblocked dimension: g = global) lies past the global end.
+        const int64_t at = (i / l) * g + part * l + i % l;
+        next.push_back(base < 0 || at >= global ? -1 : base * global + at);
+      }
     out = std::move(next);
   }
   return out;
+}
+
+int64_t nonZeroPadding(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates,
+                       const void* data) {
+  if (b.dtype == DType::I32 ||
+      std::none_of(b.sharding.begin(), b.sharding.end(), [](const ShardDim& d) { return d.padding > 0; }))
+    return -1;
+  const std::vector<int64_t> index = globalIndices(b, mesh, coordinates);
+  for (size_t i = 0; i < index.size(); ++i) {
+    if (index[i] >= 0) continue;
+    const float v = b.dtype == DType::BF16 ? numeric::floatFromBF16(static_cast<const uint16_t*>(data)[i])
+                                           : static_cast<const float*>(data)[i];
+    if (v != 0.0f) return static_cast<int64_t>(i);
+  }
+  return -1;
 }
 
 int32_t coordinateValue(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates) {
@@ -57,7 +77,7 @@ void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vect
                                          "rank's shard", b.name));
   std::vector<float> global = initParameter(b.globalNumel(), kind, b.stddev, seed, b.name);
   std::vector<int64_t> index = globalIndices(b, *mesh, coordinates);
-  for (size_t i = 0; i < index.size(); ++i) out[i] = global[static_cast<size_t>(index[i])];
+  for (size_t i = 0; i < index.size(); ++i) out[i] = index[i] < 0 ? 0.0f : global[static_cast<size_t>(index[i])];
 }
 
 std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis>& mesh) {
@@ -87,9 +107,11 @@ std::string explainShardings(const Program& program) {
       std::vector<std::string> dims;
       for (size_t d = 0; d < b.sharding.size(); ++d)
         if (!b.sharding[d].axes.empty())
-          dims.push_back(fmt::format("dim {} over [{}]{}", d, fmt::join(b.sharding[d].axes, ", "),
-                                     b.sharding[d].blocks > 1 ? fmt::format(" in {} blocks", b.sharding[d].blocks)
-                                                              : std::string()));
+          dims.push_back(fmt::format(
+              "dim {} over [{}]{}{}", d, fmt::join(b.sharding[d].axes, ", "),
+              b.sharding[d].blocks > 1 ? fmt::format(" in {} blocks", b.sharding[d].blocks) : std::string(),
+              b.sharding[d].padding > 0 ? fmt::format(" padded to {}", b.globalShape[d] + b.sharding[d].padding)
+                                        : std::string()));
       where = fmt::format("of [{}], {}", fmt::join(b.globalShape, ", "), fmt::join(dims, ", "));
     }
     out += fmt::format("  {:<{}}  local [{}] {}; replicas over [{}]\n", b.name, width, fmt::join(b.shape, ", "), where,

@@ -19,16 +19,26 @@ namespace tessel::rt {
 
 /// The flat index in `b`'s global tensor (row-major over b.globalShape) of each local element
 /// of the rank at `coordinates` (one per axis of `mesh`, in mesh order), in local row-major
-/// order: b.numel() entries. For an unsharded buffer, 0 .. numel-1. Requires a buffer that
-/// passed checkProgramMesh against `mesh`.
+/// order: b.numel() entries; -1 for an element of a padded dimension's padding (ShardDim).
+/// For an unsharded buffer, 0 .. numel-1. Requires a buffer that passed checkProgramMesh
+/// against `mesh`.
 std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates);
 
 /// Fills `out` (b.numel() floats) with this rank's shard of parameter `b` initialised as a
 /// whole: runtime/Init.h initParameter over the global element count, under b's name and
-/// `seed`, then the elements globalIndices picks. So every plan starts from the same global
+/// `seed`, then the elements globalIndices picks, and 0 for padding (so padding contributes
+/// nothing to any product, whatever b's init). So every plan starts from the same global
 /// weights as one rank. `coordinates` may be empty for an unsharded buffer.
 void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
                         uint64_t seed, float* out);
+
+/// The first padding element of `b` (ShardDim padding) on the rank at `coordinates` whose value
+/// in `data` (b.numel() elements of b.dtype, this rank's shard) is not zero, as a local flat
+/// index; -1 when every padding element is zero (or b has none; I32 buffers are not checked).
+/// Padding starts at zero and only ops that keep zeros zero touch it (tessel-partition), so
+/// anything else means the padding entered the math.
+int64_t nonZeroPadding(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates,
+                       const void* data);
 
 /// The value of coordinate buffer `b` (BufferKind::Coordinate) on the rank at `coordinates`
 /// (one per axis of `mesh`, in mesh order): the row-major index of those coordinates on

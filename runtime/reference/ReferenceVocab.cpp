@@ -53,8 +53,8 @@ Tensor embeddingShard(const Tensor& table, const Tensor& indices, const Tensor& 
                                  "{}, got table {}",
                                  vocab, shapeString(table.shape)));
   int64_t rows = table.shape[0], c = table.shape[1];
-  int64_t first = checkOffset("embeddingShard", offset, vocab - rows,
-                              fmt::format("a shard of {} rows of vocab {}", rows, vocab));
+  int64_t first = checkOffset("embeddingShard", offset, std::numeric_limits<int32_t>::max(),
+                              "an i32");
   std::vector<int64_t> outShape = indices.shape;
   outShape.push_back(c);
   Tensor out(outShape);  // zeros: the rows other shards hold
@@ -123,8 +123,8 @@ Tensor targetLogit(const Tensor& logits, const Tensor& targets, const Tensor& of
   if (l > vocab)
     throw ShapeError(fmt::format("targetLogit: logits {} hold more than vocab = {} columns",
                                  shapeString(logits.shape), vocab));
-  int64_t first = checkOffset("targetLogit", offset, vocab - l,
-                              fmt::format("a shard of {} columns of vocab {}", l, vocab));
+  int64_t first = checkOffset("targetLogit", offset, std::numeric_limits<int32_t>::max(),
+                              "an i32");
   Tensor out(targets.shape);
   std::string boundText = fmt::format("vocab {}", vocab);
   for (int64_t n = 0; n < targets.numel(); ++n) {
@@ -133,6 +133,19 @@ Tensor targetLogit(const Tensor& logits, const Tensor& targets, const Tensor& of
                 first;
     if (j >= 0 && j < l) out.data[n] = logits.data[n * l + j];
   }
+  return out;
+}
+
+Tensor maskVocabPadding(const Tensor& x, const Tensor& offset, int64_t vocab, double fill) {
+  int64_t l = checkRows("maskVocabPadding", "x", x, {});
+  if (l > vocab)
+    throw ShapeError(fmt::format("maskVocabPadding: x {} holds more than vocab = {} columns",
+                                 shapeString(x.shape), vocab));
+  int64_t first = checkOffset("maskVocabPadding", offset, std::numeric_limits<int32_t>::max(),
+                              "an i32");
+  Tensor out = x;
+  for (int64_t n = 0; n < x.numel() / l; ++n)
+    for (int64_t j = std::max<int64_t>(0, vocab - first); j < l; ++j) out.data[n * l + j] = fill;
   return out;
 }
 

@@ -5,7 +5,9 @@
 // sum over shards of embeddingShard is embedding, and crossEntropyFromStats of the shards'
 // statistics combined (max of rowMax, sum of sumExp, sum of targetLogit) is crossEntropy
 // (test/unit/VocabParallelTest.cpp checks both). `offset` is an i32 scalar tensor, as in the
-// IR. Ids and targets outside [0, V) and offsets outside [0, V - Vl] throw ShapeError.
+// IR. A shard may reach past V (a vocabulary padded to a multiple of the ranks: its entries
+// from V on are padding, which no id selects). Ids and targets outside [0, V) and negative
+// offsets throw ShapeError.
 #pragma once
 
 #include "runtime/reference/Reference.h"
@@ -35,6 +37,11 @@ Tensor sumExpBackward(const Tensor& x, const Tensor& shift, const Tensor& dy);
 /// [0, vocab)) -> [...]: logits[..., target - offset] where this shard holds it, else 0.
 Tensor targetLogit(const Tensor& logits, const Tensor& targets, const Tensor& offset,
                    int64_t vocab);
+
+/// x [..., Vl] (columns [offset, offset + Vl) of [..., vocab] padded past vocab) -> x with
+/// every column j where offset + j >= vocab set to `fill` (-inf before the row statistics,
+/// 0 for the gradient).
+Tensor maskVocabPadding(const Tensor& x, const Tensor& offset, int64_t vocab, double fill);
 
 /// Backward of targetLogit: [..., rows], dy[...] at column target - offset where this shard
 /// holds the target, 0 elsewhere.

@@ -97,6 +97,17 @@ inline Case targetLogitGrad(const Shape& rows, int64_t vocab) {
                   {ty(rows)}, {{0, 0}});  // a copy or a zero: exact
 }
 
+/// mask_vocab_padding of `rows` [..., Vl] of `vocab`, `fill` -inf (true) or 0: the offset is
+/// uniform in [vocab - Vl, vocab], from a shard with no padding to one of padding only.
+inline Case maskVocabPadding(const Shape& rows, int64_t vocab, bool minusInfinity) {
+  const int64_t l = rows.back();
+  return makeCase(fmt::format("mask_vocab_padding_{}_{}_{}", nameOf(rows), vocab, minusInfinity ? "inf" : "0"),
+                  {{rows, -5, 5}, {{}, static_cast<double>(vocab - l), static_cast<double>(vocab + 1), true}},
+                  fmt::format("%r = tessel.mask_vocab_padding %a0, %a1 vocab {} fill {} : ({}, tensor<i32>) -> {}",
+                              vocab, minusInfinity ? "0xFFF0000000000000" : "0.0", ty(rows), ty(rows)),
+                  {ty(rows)}, {{0, 0}});  // a copy or the constant: exact
+}
+
 inline Case crossEntropyFromStats(const Shape& stats) {
   // Per row: log(s) errs by u |log s|, (m - zt) and the sum by u each of |m - zt| + |log s|
   // <= 16 here; the mean is taken in double. So 48 u absolute.
@@ -135,6 +146,11 @@ inline std::vector<Case> vocabCases() {
     c.push_back(targetLogitGrad(s, 3 * s.back()));
   }
   c.push_back(targetLogit({2, 7, 33}, 33));  // one shard: every target is held here
+  for (bool inf : {true, false}) {
+    c.push_back(maskVocabPadding({1, 1}, 1, inf));
+    c.push_back(maskVocabPadding({2, 7, 33}, 40, inf));
+    c.push_back(maskVocabPadding({64, 7, 128}, 300, inf));
+  }
   for (Shape s : {Shape{1}, Shape{7}, Shape{2, 7}, Shape{64, 64}}) {
     c.push_back(crossEntropyFromStats(s));
     c.push_back(crossEntropyFromStatsGrad(s));

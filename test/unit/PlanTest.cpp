@@ -254,7 +254,7 @@ TEST(PlanErrors, WrongRankOrUnevenDimensionAtTheEntry) {
   Plan uneven = Plan(Mesh{{"dp", 2}, {"tp", 5}}).shard_batch("dp").shard("blocks.0.attn.proj.weight", {{"dp", "tp"}, {}});
   expectAt(errorOf([&] { again.compile({.train = false, .plan = uneven}); }), line,
            "dimension 0 of parameter 'blocks.0.attn.proj.weight' (shape [12, 12]) has size 12, which dp=2 x tp=5 "
-           "(10 parts) does not divide; uneven shards are not supported yet");
+           "(10 parts) does not divide; shard() needs sizes its axes divide");
 }
 
 TEST(PlanErrors, TensorParallelNotDividingTheHeads) {

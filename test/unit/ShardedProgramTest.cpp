@@ -55,6 +55,11 @@ TEST(ShardedProgram, SaveLoadRoundTripKeepsMeshShardingAndAxes) {
   p.buffers[0].sharding[0].blocks = 2;
   saveProgram(p, dir);
   EXPECT_TRUE(loadProgram(dir) == p);
+  Program padded = meshProgram();  // padding round-trips too
+  padded.buffers[0].globalShape[0] = 3;
+  padded.buffers[0].sharding[0].padding = 1;
+  saveProgram(padded, dir);
+  EXPECT_TRUE(loadProgram(dir) == padded);
   // The previous format is refused with the recompile message.
   nlohmann::json j = nlohmann::json::parse(std::ifstream(fs::path(dir) / "program.json"));
   EXPECT_EQ(j["version"], kProgramFormatVersionCpu);
@@ -108,6 +113,20 @@ TEST(ShardedProgram, ValidationNamesEveryInconsistency) {
   Program wrongGlobal = meshProgram();
   wrongGlobal.buffers[0].globalShape[0] = 6;
   expectInvalid(wrongGlobal, "global dimension 6 but local dimension 2 over 2 part(s)");
+  Program padded = meshProgram();  // 3 rows over 2 ranks: 2 each, one of padding
+  padded.buffers[0].globalShape[0] = 3;
+  padded.buffers[0].sharding[0].padding = 1;
+  EXPECT_NO_THROW(validateProgram(padded, "test"));
+  Program overPadded = padded;
+  overPadded.buffers[0].sharding[0].padding = 2;
+  overPadded.buffers[0].globalShape[0] = 2;
+  expectInvalid(overPadded, "'w' dimension 0 has padding 2; it must be in [0, 2)");
+  Program wrongPadded = padded;
+  wrongPadded.buffers[0].globalShape[0] = 2;
+  expectInvalid(wrongPadded, "global dimension 2 (padded by 1) but local dimension 2 over 2 part(s)");
+  Program blockedPadding = padded;
+  blockedPadding.buffers[0].sharding[0].blocks = 2;
+  expectInvalid(blockedPadding, "only on an unblocked dimension");
   Program blocks = meshProgram();
   blocks.buffers[0].sharding[0].blocks = 3;
   expectInvalid(blocks, "3 blocks do not divide dimension 0 of 'w'");
@@ -194,6 +213,46 @@ TEST(ShardedProgram, ShardIsTheGlobalInitialisationSliced) {
   // A sharded parameter without a mesh to place it is an error, not a wrong shard.
   std::vector<float> out(6);
   EXPECT_THROW(initParameterShard(v, nullptr, {}, 7, out.data()), std::runtime_error);
+}
+
+TEST(ShardedProgram, PaddedShardsTileTheTensorOnceAndStartTheirPaddingAtZero) {
+  // 7 rows over tp = 4: 2 rows each, the global tensor padded to 8, so rank 3 holds row 6 and
+  // one row of padding. "ones" shows that padding is zero whatever the parameter's init.
+  const MeshLayout mesh({{"dp", 2}, {"tp", 4}});
+  for (const std::string init : {"normal", "ones"}) {
+    SCOPED_TRACE(init);
+    Buffer w = buffer("mlp.fc.weight", {2, 3}, BufferKind::Parameter, 0, 0.02);
+    w.init = init;
+    w.globalShape = {7, 3};
+    w.sharding = {ShardDim{{"tp"}, 1, 1}, ShardDim{}};
+    const tessel::InitKind kind = init == "ones" ? tessel::InitKind::Ones : tessel::InitKind::Normal;
+    const std::vector<float> global = tessel::initParameter(21, kind, 0.02, 7, w.name);
+    std::multiset<int64_t> covered;
+    for (int r = 0; r < 8; ++r) {
+      const std::vector<int> at = mesh.coordinates(r);
+      std::vector<float> shard(6);
+      initParameterShard(w, &mesh, at, 7, shard.data());
+      const std::vector<int64_t> index = globalIndices(w, mesh, at);
+      for (size_t i = 0; i < 6; ++i) {
+        const int64_t row = at[1] * 2 + static_cast<int64_t>(i / 3), col = static_cast<int64_t>(i % 3);
+        if (row >= 7) {  // padding: no global element, zero
+          EXPECT_EQ(index[i], -1) << "rank " << r << " local " << i;
+          EXPECT_EQ(shard[i], 0.0f) << "rank " << r << " local " << i;
+          continue;
+        }
+        EXPECT_EQ(index[i], row * 3 + col);
+        EXPECT_EQ(shard[i], global[static_cast<size_t>(row * 3 + col)]);
+        if (at[0] == 0) covered.insert(index[i]);
+      }
+      EXPECT_EQ(nonZeroPadding(w, mesh, at, shard.data()), -1);
+      if (at[1] == 3) {  // the rank that holds padding: a non-zero there is found
+        shard[4] = 1e-30f;
+        EXPECT_EQ(nonZeroPadding(w, mesh, at, shard.data()), 4);
+      }
+    }
+    EXPECT_EQ(covered.size(), 21u);
+    EXPECT_EQ(std::set<int64_t>(covered.begin(), covered.end()).size(), 21u);
+  }
 }
 
 TEST(ShardedProgram, ReplicasAreComparedWithinTheirGroupOnly) {

@@ -24,7 +24,7 @@ shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
 func.func @forward(%x: tensor<2x3x8xf32> {tessel.input = "x"}) -> (tensor<2x3x8xf32> {tessel.output = "y"}) {
   %g = tessel.param "ln.w" init ones : tensor<8xf32>
   %b = tessel.param "ln.b" init zeros : tensor<8xf32>
-  // expected-error @+1 {{sequence parallelism splits the sequence (T = 3) of this layer norm's input over tp=2, which does not divide it (uneven splits are not supported yet)}}
+  // expected-error @+1 {{sequence parallelism splits the sequence (T = 3) of this layer norm's input over tp=2, which does not divide it (padding the sequence would put padded rows into attention and into the loss's mean)}}
   %n = tessel.layer_norm %x, %g, %b : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
   return %n : tensor<2x3x8xf32>
 }

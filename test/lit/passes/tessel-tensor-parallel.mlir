@@ -44,3 +44,23 @@ func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x8xf32>
   %y = tessel.scale %x, 2.0 {tessel.shardings = [#tessel.sharding<@mesh, [[], []]>]} : tensor<2x8xf32>
   return %y : tensor<2x8xf32>
 }
+
+// -----
+
+// Sizes tp does not divide are split all the same (tessel-partition pads them): a vocabulary
+// of 5 rows and an MLP of 5 hidden units over tp = 2.
+// CHECK-LABEL: func.func @forward
+// CHECK: tessel.param "wte" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]} : tensor<5x8xf32>
+// CHECK: tessel.param "fc.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]} : tensor<5x8xf32>
+// CHECK: tessel.param "proj.w" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}], [0]]>]} : tensor<8x5xf32>
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
+func.func @forward(%t: tensor<2x4xi32> {tessel.input = "tokens"}) -> (tensor<2x4x8xf32> {tessel.output = "y"}) {
+  %wte = tessel.param "wte" {std = 0.02 : f64} : tensor<5x8xf32>
+  %w1 = tessel.param "fc.w" {std = 0.02 : f64} : tensor<5x8xf32>
+  %w2 = tessel.param "proj.w" {std = 0.02 : f64} : tensor<8x5xf32>
+  %x = tessel.embedding %wte, %t : (tensor<5x8xf32>, tensor<2x4xi32>) -> tensor<2x4x8xf32>
+  %h = tessel.matmul %x, %w1 transpose_rhs : (tensor<2x4x8xf32>, tensor<5x8xf32>) -> tensor<2x4x5xf32>
+  %g = tessel.relu %h : tensor<2x4x5xf32>
+  %y = tessel.matmul %g, %w2 transpose_rhs : (tensor<2x4x5xf32>, tensor<8x5xf32>) -> tensor<2x4x8xf32>
+  return %y : tensor<2x4x8xf32>
+}
