@@ -1,0 +1,126 @@
+// The GPU executor's real host path (runtime/cuda/CudaExecutor.cpp, CudaGemm.cpp, CUDA-graph
+// capture) trains the small GPT on the stand-in CUDA driver and cuBLASLt (ctest sets
+// TESSEL_CUDA_LIBRARY_PATH to their folder) and matches the CPU executor (--device cpu's
+// path: the program lowered for the CPU, C++ kernels, OpenBLAS) step by step, in f32 and
+// bf16, with and without CUDA graphs.
+#include "examples/gpt/model.h"
+#include "codegen/Nvrtc.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "runtime/cuda/Driver.h"
+#include "runtime/train/Loop.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <ostream>
+#include <random>
+
+namespace tessel {
+namespace {
+
+/// L=2, C=64, NH=4, T=32, B=4: the GPT of the SIMT tests (test/unit/SimtExecutorTest.cpp).
+gpt::Config smallGpt() { return {.layers = 2, .channels = 64, .heads = 4, .seq = 32}; }
+constexpr int64_t kBatch = 4;
+constexpr int64_t kSteps = 5;
+constexpr double kU = 1.0 / (1 << 24);  // the unit roundoff of f32
+
+Program compileGpt(DType precision) {
+  gpt::GPT model(smallGpt());
+  gpt::build(model, kBatch);
+  return model.compile({.precision = precision});
+}
+
+/// Per-step loss and gradient norm of kSteps AdamW steps on fixed random batches, then one
+/// validation loss (the SIMT tests' schedule: lr 1e-3, seed 7 for the parameters).
+std::vector<trainer::StepStats> trainSteps(rt::ProgramExecutor& ex) {
+  ex.initParameters(7);
+  trainer::TrainOptions o;
+  o.steps = kSteps;
+  o.lr = 1e-3;
+  o.evalBatches = 1;
+  o.tokensPerStep = kBatch * smallGpt().seq;
+  std::mt19937_64 rng(99);
+  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn) {
+    std::vector<int32_t> tokens(kBatch * smallGpt().seq), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = static_cast<int32_t>(rng() % 256);
+      targets[i] = static_cast<int32_t>(rng() % 256);
+    }
+    e.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
+    e.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
+  };
+  trainer::ValidationFeeder val = trainer::orderedValidation(
+      kBatch, kBatch, 0, 1, 1, "rows of random bytes",
+      [&](rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) { feed(e, fn); });
+  return trainer::train(ex, o, feed, val);
+}
+
+/// The relative tolerance of the loss and gradient norm (cited from the SIMT tests):
+/// - f32: 11 * 256 u (test/unit/SimtExecutorTest.cpp): the two sides differ only in the order
+///   of the row reductions (SIMT block trees vs the C++ kernels' loops), each within n u of its
+///   sum of magnitudes (test/unit/CudaKernelsTestUtil.h relativeTolerance), and the loss
+///   passes through about 4L + 3 = 11 of length <= V = 256; the AdamW updates that follow are
+///   continuous in the gradients, so the bound carries over the steps. The stand-in's GEMMs are
+///   OpenBLAS sgemm, as the CPU's.
+/// - bf16: plus 2^-7 (CudaKernelsTestUtil.h relativeTolerance for a bf16 result): where the two
+///   f32 values differ they may round to neighbouring bf16 values, one bf16 ulp apart.
+double tolerance(DType precision) { return 11 * 256 * kU + (precision == DType::BF16 ? 1.0 / 128 : 0.0); }
+
+struct Case {
+  DType precision;
+  bool graphs;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << (c.precision == DType::BF16 ? "bf16" : "f32") << (c.graphs ? " with CUDA graphs" : " eager");
+}
+
+class StandinGpt : public ::testing::TestWithParam<Case> {};
+
+TEST_P(StandinGpt, TrainsLikeTheCpu) {
+  const Case c = GetParam();
+  const rt::CudaDriverStatus& driver = rt::probeCudaDriver();
+  ASSERT_TRUE(driver.loaded && driver.devices > 0) << "the stand-in driver did not load: " << driver.why;
+  Program program = compileGpt(c.precision);
+  rt::Program lowered = program.lower(/*cuda_kernels=*/true);
+  CudaCompileOptions co;
+  co.lineInfo = false;
+  CudaModule module = compileCuda(lowered.cudaSource, co);
+  rt::CudaBinary binary{"sm_90", std::string(module.cubin.begin(), module.cubin.end()), module.ptx};
+  rt::CudaExecutor gpu(std::move(lowered), binary, rt::CudaExecutorOptions{-1, c.graphs});
+  EXPECT_EQ(gpu.usingGraphs(), c.graphs);
+  NativeProgram cpu = program.native();
+  auto start = std::chrono::steady_clock::now();
+  std::vector<trainer::StepStats> got = trainSteps(gpu);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<trainer::StepStats> want = trainSteps(cpu.executor());
+  const double tol = tolerance(c.precision);
+  double worst = 0;
+  for (int64_t s = 0; s < kSteps; ++s) {
+    const double dl = std::abs(got[s].loss - want[s].loss) / std::abs(want[s].loss);
+    const double dn = std::abs(got[s].gradNorm - want[s].gradNorm) / std::abs(want[s].gradNorm);
+    worst = std::max({worst, dl, dn});
+    std::printf("[ standin  ] step %lld: loss %.7f cpu %.7f (rel %.2e), grad norm %.6f cpu %.6f (rel %.2e)\n",
+                static_cast<long long>(s + 1), got[s].loss, want[s].loss, dl, got[s].gradNorm, want[s].gradNorm, dn);
+    EXPECT_LE(dl, tol) << "loss at step " << s + 1;
+    EXPECT_LE(dn, tol) << "gradient norm at step " << s + 1;
+  }
+  const double dv = std::abs(got.back().valLoss - want.back().valLoss) / std::abs(want.back().valLoss);
+  EXPECT_LE(dv, tol) << "validation loss";
+  std::printf("[ standin  ] %s%s: max relative difference %.2e (tolerance %.2e), %lld steps on the stand-in in %.1f s\n",
+              c.precision == DType::BF16 ? "bf16" : "f32", c.graphs ? " with CUDA graphs" : "", std::max(worst, dv), tol,
+              static_cast<long long>(kSteps), seconds);
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, StandinGpt,
+                         ::testing::Values(Case{DType::F32, false}, Case{DType::F32, true}, Case{DType::BF16, false},
+                                           Case{DType::BF16, true}),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.precision == DType::BF16 ? "Bf16" : "F32") +
+                                  (i.param.graphs ? "Graphs" : "Eager");
+                         });
+
+}  // namespace
+}  // namespace tessel
