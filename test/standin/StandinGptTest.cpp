@@ -68,6 +68,15 @@ std::vector<trainer::StepStats> trainSteps(rt::ProgramExecutor& ex) {
 ///   f32 values differ they may round to neighbouring bf16 values, one bf16 ulp apart.
 double tolerance(DType precision) { return 11 * 256 * kU + (precision == DType::BF16 ? 1.0 / 128 : 0.0); }
 
+/// The GPT lowered for the GPU and its cubin.
+std::pair<rt::Program, rt::CudaBinary> gpuProgram(const Program& program) {
+  rt::Program lowered = program.lower(/*cuda_kernels=*/true);
+  CudaCompileOptions co;
+  co.lineInfo = false;
+  CudaModule module = compileCuda(lowered.cudaSource, co);
+  return {std::move(lowered), rt::CudaBinary{"sm_90", std::string(module.cubin.begin(), module.cubin.end()), module.ptx}};
+}
+
 struct Case {
   DType precision;
   bool graphs;
@@ -84,11 +93,7 @@ TEST_P(StandinGpt, TrainsLikeTheCpu) {
   const rt::CudaDriverStatus& driver = rt::probeCudaDriver();
   ASSERT_TRUE(driver.loaded && driver.devices > 0) << "the stand-in driver did not load: " << driver.why;
   Program program = compileGpt(c.precision);
-  rt::Program lowered = program.lower(/*cuda_kernels=*/true);
-  CudaCompileOptions co;
-  co.lineInfo = false;
-  CudaModule module = compileCuda(lowered.cudaSource, co);
-  rt::CudaBinary binary{"sm_90", std::string(module.cubin.begin(), module.cubin.end()), module.ptx};
+  auto [lowered, binary] = gpuProgram(program);
   rt::CudaExecutor gpu(std::move(lowered), binary, rt::CudaExecutorOptions{-1, c.graphs});
   EXPECT_EQ(gpu.usingGraphs(), c.graphs);
   NativeProgram cpu = program.native();
@@ -121,6 +126,57 @@ INSTANTIATE_TEST_SUITE_P(Precisions, StandinGpt,
                            return std::string(i.param.precision == DType::BF16 ? "Bf16" : "F32") +
                                   (i.param.graphs ? "Graphs" : "Eager");
                          });
+
+TEST(StandinGptFaults, AWrongLeadingDimensionInOneGemmIsCaught) {
+  // Planted fault (TESSEL_STANDIN_FAULT=gemm-ld, read by the stand-in cuBLASLt): one GEMM
+  // operand's leading dimension is one too large. All buffers share one allocation, so the
+  // reads stay inside it: the wrong result must show as a loss, gradient norm or validation
+  // loss outside the tolerance the correct runs meet. (Which function's GEMM is hit depends
+  // on the order the executor prepares them in; the run covers both training and evaluation.)
+  ::setenv("TESSEL_STANDIN_FAULT", "gemm-ld", 1);
+  Program program = compileGpt(DType::F32);
+  auto [lowered, binary] = gpuProgram(program);
+  rt::CudaExecutor gpu(std::move(lowered), binary);
+  NativeProgram cpu = program.native();
+  std::vector<trainer::StepStats> got = trainSteps(gpu), want = trainSteps(cpu.executor());
+  const double tol = tolerance(DType::F32);
+  auto outside = [&](double g, double w) { return std::abs(g - w) > tol * std::abs(w); };
+  bool caught = outside(got.back().valLoss, want.back().valLoss);
+  for (int64_t s = 0; s < kSteps; ++s)
+    caught |= outside(got[s].loss, want[s].loss) || outside(got[s].gradNorm, want[s].gradNorm);
+  std::printf("[ standin  ] wrong ld: step 1 loss %.7f vs %.7f, validation loss %.7f vs %.7f\n", got[0].loss,
+              want[0].loss, got.back().valLoss, want.back().valLoss);
+  EXPECT_TRUE(caught) << "a wrong leading dimension went unnoticed";
+}
+
+TEST(StandinGptFaults, AKernelStepWithAnArgumentMissingIsRefused) {
+  // Planted fault: a kernel's steps and its entry in the program's kernel table lose their
+  // last argument while the CUDA kernel keeps its parameter, as a lowering whose kernel table
+  // disagrees with the emitted kernel would make them. The program is consistent in itself
+  // (validateProgram accepts it); on a GPU cuLaunchKernel would read past the steps'
+  // arguments. The executor counts the kernel's parameters (cuFuncGetParamInfo) and refuses.
+  Program program = compileGpt(DType::F32);
+  auto [lowered, binary] = gpuProgram(program);
+  std::string symbol;
+  for (auto& [name, args] : lowered.kernels)
+    if (symbol.empty() && args.size() >= 2) {
+      symbol = name;
+      args.pop_back();
+    }
+  ASSERT_FALSE(symbol.empty());
+  for (rt::Function& f : lowered.functions)
+    for (rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s); k && k->symbol == symbol) k->args.pop_back();
+  rt::validateProgram(lowered, "the planted program");  // consistent: only the kernel disagrees
+  try {
+    rt::CudaExecutor gpu(std::move(lowered), binary);
+    ADD_FAILURE() << "a step with an argument missing was accepted";
+  } catch (const std::runtime_error& e) {
+    std::printf("[ standin  ] %s\n", e.what());
+    EXPECT_NE(std::string(e.what()).find("kernel " + symbol), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("arguments but the step passes"), std::string::npos) << e.what();
+  }
+}
 
 }  // namespace
 }  // namespace tessel
