@@ -5,7 +5,9 @@
 // shows as a wrong result), synchronisation waits, graphs replay what was captured, and
 // kernels run their CUDA source on the SIMT harness with names and parameters checked.
 #include "codegen/Nvrtc.h"
+#include "runtime/ToolkitLibrary.h"
 #include "runtime/cuda/CudaApi.h"
+#include "runtime/cuda/Driver.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -303,6 +305,35 @@ TEST(StandinKernels, APointerArgumentOutsideAnyAllocationIsADeviceFault) {
   EXPECT_EQ(d.api.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
   std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("argument 1 of kernel block_sum"), std::string::npos) << err;
+}
+
+TEST(StandinLibraryPath, AFolderWithoutTheLibrariesIsAnErrorNotAFallback) {
+  // The real cuBLASLt of the toolkit may be installed: naming a folder must not fall back to it.
+  ::setenv("TESSEL_CUDA_LIBRARY_PATH", "/nonexistent-standin-folder", 1);
+  const rt::CudaDriverStatus& driver = rt::probeCudaDriver();
+  EXPECT_FALSE(driver.loaded);
+  EXPECT_NE(driver.why.find("/nonexistent-standin-folder/libcuda.so.1 (from $TESSEL_CUDA_LIBRARY_PATH)"),
+            std::string::npos)
+      << driver.why;
+  try {
+    rt::openToolkitLibrary("cuBLASLt", "libcublasLt.so.13", "TESSEL_STANDIN_TEST_UNSET");
+    ADD_FAILURE() << "opened a cuBLASLt outside the named folder";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("/nonexistent-standin-folder/libcublasLt.so.13"), std::string::npos) << what;
+    EXPECT_EQ(what.find("/usr/local/cuda"), std::string::npos) << what;
+  }
+}
+
+TEST(StandinLibraryPath, UnsetTheDriverProbeIsUnchanged) {
+  // Without the variable the probe opens libcuda.so.1 by its soname, as before: on a machine
+  // without a driver it refuses with the same words (tools/device.test checks the CLI's).
+  ::unsetenv("TESSEL_CUDA_LIBRARY_PATH");
+  EXPECT_EQ(rt::cudaLibraryPath("libcuda.so.1"), "libcuda.so.1");
+  const rt::CudaDriverStatus& driver = rt::probeCudaDriver();
+  if (driver.loaded) GTEST_SKIP() << "this machine has a CUDA driver";
+  EXPECT_EQ(driver.why.rfind("the CUDA driver libcuda.so.1 cannot be loaded (", 0), 0u) << driver.why;
+  EXPECT_NE(driver.why.find("); this machine has no NVIDIA driver"), std::string::npos) << driver.why;
 }
 
 }  // namespace
