@@ -4,6 +4,7 @@
 // path: the program lowered for the CPU, C++ kernels, OpenBLAS) step by step, in f32 and
 // bf16, with and without CUDA graphs.
 #include "examples/gpt/model.h"
+#include "test/support/SmallGpt.h"
 #include "codegen/Nvrtc.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/Driver.h"
@@ -15,47 +16,22 @@
 #include <chrono>
 #include <cstdio>
 #include <ostream>
-#include <random>
 
 namespace tessel {
 namespace {
 
-/// L=2, C=64, NH=4, T=32, B=4: the GPT of the SIMT tests (test/unit/SimtExecutorTest.cpp).
-gpt::Config smallGpt() { return {.layers = 2, .channels = 64, .heads = 4, .seq = 32}; }
-constexpr int64_t kBatch = 4;
 constexpr int64_t kSteps = 5;
 constexpr double kU = 1.0 / (1 << 24);  // the unit roundoff of f32
 
+/// The GPT of the SIMT tests (test/support/SmallGpt.h) compiled at `precision`.
 Program compileGpt(DType precision) {
-  gpt::GPT model(smallGpt());
-  gpt::build(model, kBatch);
+  gpt::GPT model(test::smallGpt());
+  gpt::build(model, test::kSmallGptBatch);
   return model.compile({.precision = precision});
 }
 
-/// Per-step loss and gradient norm of kSteps AdamW steps on fixed random batches, then one
-/// validation loss (the SIMT tests' schedule: lr 1e-3, seed 7 for the parameters).
-std::vector<trainer::StepStats> trainSteps(rt::ProgramExecutor& ex) {
-  ex.initParameters(7);
-  trainer::TrainOptions o;
-  o.steps = kSteps;
-  o.lr = 1e-3;
-  o.evalBatches = 1;
-  o.tokensPerStep = kBatch * smallGpt().seq;
-  std::mt19937_64 rng(99);
-  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn) {
-    std::vector<int32_t> tokens(kBatch * smallGpt().seq), targets(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = static_cast<int32_t>(rng() % 256);
-      targets[i] = static_cast<int32_t>(rng() % 256);
-    }
-    e.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
-    e.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
-  };
-  trainer::ValidationFeeder val = trainer::orderedValidation(
-      kBatch, kBatch, 0, 1, 1, "rows of random bytes",
-      [&](rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) { feed(e, fn); });
-  return trainer::train(ex, o, feed, val);
-}
+/// kSteps AdamW steps and a validation pass (test/support/SmallGpt.h trainSmallGpt).
+std::vector<trainer::StepStats> trainSteps(rt::ProgramExecutor& ex) { return test::trainSmallGpt(ex, kSteps); }
 
 /// The relative tolerance of the loss and gradient norm (cited from the SIMT tests):
 /// - f32: 11 * 256 u (test/unit/SimtExecutorTest.cpp): the two sides differ only in the order
