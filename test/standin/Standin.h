@@ -26,9 +26,14 @@ CUresult fail(CUresult rc, const std::string& call, const std::string& reason);
 /// CUDA_ERROR_ILLEGAL_ADDRESS.
 void fault(const std::string& what);
 
-/// CUDA_SUCCESS, or the sticky error of an earlier device fault, or CUDA_ERROR_NOT_INITIALIZED
-/// before cuInit.
+/// CUDA_SUCCESS, or the sticky error of an earlier device fault, CUDA_ERROR_NOT_INITIALIZED
+/// before cuInit, or CUDA_ERROR_NOT_PERMITTED inside a host function (CUDA's rule).
 CUresult status();
+
+/// status(), and then CUDA_ERROR_INVALID_CONTEXT (reported, naming `call`) when the calling
+/// thread has no current context: as in CUDA, memory, stream, event, module and launch calls
+/// need one (cuCtxSetCurrent).
+CUresult contextStatus(const char* call);
 
 // ---- memory (Memory.cpp) -------------------------------------------------------------------
 
