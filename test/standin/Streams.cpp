@@ -409,19 +409,20 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!r.execs.erase(exec)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphExecDestroy", "not an instantiated graph");
-  // Launched copies of its work are already queued; the object itself can go.
-  delete exec;
+namespace {
+/// Deletes `object` if `live` holds it (under the registry's lock); launched copies of a
+/// graph's work are already queued, so the object itself can go.
+template <typename T>
+CUresult destroyIn(std::set<T*>& live, T* object, const char* call, const char* what) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  if (!live.erase(object)) return fail(CUDA_ERROR_INVALID_HANDLE, call, std::string("not ") + what);
+  delete object;
   return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  return destroyIn(registry().execs, exec, "cuGraphExecDestroy", "an instantiated graph");
 }
 
-CUresult cuGraphDestroy(CUgraph graph) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!r.graphs.erase(graph)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphDestroy", "not a graph");
-  delete graph;
-  return CUDA_SUCCESS;
-}
+CUresult cuGraphDestroy(CUgraph graph) { return destroyIn(registry().graphs, graph, "cuGraphDestroy", "a graph"); }
