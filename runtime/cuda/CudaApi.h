@@ -7,7 +7,8 @@
 // against libcuda would make. Nothing links libcuda or libcublasLt: a machine without them
 // gets an error naming the library and why it could not be loaded. Not tested on a GPU here:
 // the unit tests resolve every symbol against the toolkit's stub libcuda.so and the real
-// libcublasLt.so.13, but no call beyond cuInit on the stub is made.
+// libcublasLt.so.13, and the calls run against the tests' stand-in driver and cuBLASLt
+// (test/standin, which execute them on the CPU; docs/gpu.md says what that leaves unchecked).
 #pragma once
 
 #include <cublasLt.h>
@@ -24,6 +25,7 @@ namespace tessel::rt::cuda {
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDeviceTotalMem)                \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)                  \
   X(cuModuleLoadData) X(cuModuleUnload) X(cuModuleGetFunction) X(cuFuncSetAttribute)           \
+  X(cuFuncGetParamInfo)                                                                         \
   X(cuLaunchKernel) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)                \
   X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord) X(cuEventSynchronize) X(cuEventQuery)      \
   X(cuStreamWaitEvent)                                                                          \
@@ -56,12 +58,14 @@ struct BlasLtApi {
 };
 
 /// The driver, opened once per process from $TESSEL_LIBCUDA if set (tests point it at the
-/// toolkit's stub), else libcuda.so.1. Throws std::runtime_error naming the library and
-/// dlerror's reason, or the first missing symbol. Does not call cuInit.
+/// toolkit's stub), else libcuda.so.1 ($TESSEL_CUDA_LIBRARY_PATH/libcuda.so.1 when that is
+/// set: the tests' stand-in driver, runtime/ToolkitLibrary.h). Throws std::runtime_error
+/// naming the library and dlerror's reason, or the first missing symbol. Does not call cuInit.
 const DriverApi& driverApi();
 
 /// cuBLASLt, opened once per process: $TESSEL_CUBLASLT, libcublasLt.so.13 (loader path),
-/// $CUDA_HOME/lib64, /usr/local/cuda/lib64. Throws std::runtime_error listing what was tried.
+/// $CUDA_HOME/lib64, /usr/local/cuda/lib64 (with $TESSEL_CUDA_LIBRARY_PATH set: only
+/// $TESSEL_CUBLASLT and that folder's libcublasLt.so.13). Throws std::runtime_error listing what was tried.
 const BlasLtApi& blasLtApi();
 
 /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" for a driver result.

@@ -1,5 +1,6 @@
 // The GPU executor; see CudaExecutor.h. Written against the CUDA 13 driver API and cuBLASLt
-// documentation; never run on a GPU so far (see the header's promise for what is tested).
+// documentation; never run on a GPU so far, only on the tests' stand-in driver (see the
+// header's promise for what is tested).
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/Init.h"
@@ -40,6 +41,16 @@ uint16_t toBf16(float f) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
+}
+
+/// The number of parameters of `f`: cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past
+/// the last one; any other error is thrown, naming `what`.
+size_t parameterCount(const DriverApi& api, CUfunction f, const std::string& what) {
+  size_t n = 0, offset = 0, size = 0;
+  CUresult rc;
+  while ((rc = api.cuFuncGetParamInfo(f, n, &offset, &size)) == CUDA_SUCCESS) ++n;
+  if (rc != CUDA_ERROR_INVALID_VALUE) check(api, rc, "cuFuncGetParamInfo of " + what);
+  return n;
 }
 
 }  // namespace
@@ -369,6 +380,11 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
           it = resolved.emplace(k->symbol, fnc).first;
         }
         st.function = it->second;
+        // cuLaunchKernel reads as many arguments as the kernel has parameters, whatever the
+        // step holds: a count that differs would read past the step's arguments on a GPU.
+        if (size_t params = parameterCount(api, st.function, st.what); params != k->args.size())
+          throw std::runtime_error(fmt::format("{}: the kernel takes {} arguments but the step passes {}", st.what,
+                                               params, k->args.size()));
         st.launch = *k->launch;
         if (st.launch.sharedBytes > 48 * 1024)  // above the default limit needs an opt-in
           s.ck(api.cuFuncSetAttribute(st.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
