@@ -163,7 +163,7 @@ int run(const BenchFlags& f, Context& context) {
 Action setupBenchComm(CLI::App& sub) {
   auto f = std::make_shared<BenchFlags>();
   sub.footer(
-      "Measures collectives through the communicators the trainer uses (MPI between CPU ranks) over a sweep of "
+      "\nMeasures collectives through the communicators the trainer uses (MPI between CPU ranks) over a sweep of "
       "sizes, and reports per size the time, algbw = S / t and busbw = algbw * factor, with nccl-tests' "
       "definitions: S is the whole tensor's bytes; factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather, "
       "reduce_scatter and all_to_all, 1 for broadcast and send_recv. Every size's result is first checked "

@@ -108,7 +108,7 @@ int runTopology(const TopologyFlags& f, Context& context) {
 Action setupTopology(CLI::App& sub) {
   auto f = std::make_shared<TopologyFlags>();
   sub.footer(
-      "Reports what was detected, and says in words what was not: GPUs (name, memory, SMs, compute capability, "
+      "\nReports what was detected, and says in words what was not: GPUs (name, memory, SMs, compute capability, "
       "PCI address, NUMA node) through the CUDA driver, the peer-access matrix, NVLink links through NVML, "
       "network interfaces and InfiniBand devices from sysfs, CPU sockets, cores, NUMA nodes and SIMD features "
       "(AVX-512, AMX) from /proc/cpuinfo and sysfs, and the MPI and NCCL library versions. Under mpirun every "

@@ -41,6 +41,14 @@ int main(int argc, char** argv) {
     CLI::App* sub = app.add_subcommand(s.name, s.summary);
     actions[s.name] = s.setup(*sub);
   }
+  // An unknown first word is named, with the subcommands there are (CLI11 would only say that
+  // a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-' && !actions.count(argv[1])) {
+    std::string names;
+    for (const Subcommand& s : kSubcommands) names += std::string(names.empty() ? "" : ", ") + s.name;
+    fmt::print(stderr, "tessel: '{}' is not a subcommand; use one of: {} (tessel --help)\n", argv[1], names);
+    return 1;
+  }
   try {
     tessel::trainer::lastValueWins(app);
     app.parse(argc, argv);
