@@ -1,10 +1,14 @@
 // `tessel bench-comm`: a sweep of message sizes through the trainer's communicators (MPI on
-// CPU ranks), every result verified against a local reference, with nccl-tests' time, algbw
+// CPU ranks, NCCL on GPUs with --device cuda), every result verified against a local reference, with nccl-tests' time, algbw
 // and busbw (CommBench.h). Run it under the launcher the trainer uses:
 //   mpirun -np 4 tessel bench-comm --max-bytes 268435456 --ops all_reduce --save comm.json
 // A plain run is a world of one (every collective still runs and is verified; send_recv,
-// which needs a peer, is skipped and says so). --save writes the measured bandwidths for the
+// which needs a peer, is skipped and says so). The NCCL path (device buffers in the GPU's
+// primary context, runtime/tools/tessel/CudaBenchMemory.cpp) has not run on a GPU yet: the
+// machines it was written on have none. --save writes the measured bandwidths for the
 // cost model in the format of docs/tessel.md ("bench-comm results").
+#include "runtime/comm/NcclCommunicator.h"
+#include "runtime/cuda/Driver.h"
 #include "runtime/tools/tessel/CommBench.h"
 #include "runtime/tools/tessel/Subcommand.h"
 #include "runtime/tools/tessel/Table.h"
@@ -29,6 +33,8 @@ struct BenchFlags {
   std::string save;
   double commTimeout = 300.0;
   bool json = false;
+  std::string device = "cpu";
+  int cudaDevice = -1;
 };
 
 /// The operations --ops names ("all", or a comma-separated list of commOpName spellings).
@@ -108,16 +114,27 @@ int run(const BenchFlags& f, Context& context) {
   const int rank = comm.rank(), world = comm.worldSize();
   trainer::checkSameCommandLine(context.argc, context.argv, comm);
   requireMemory(comm, ops, f.maxBytes, context.world->info.localSize);
-  std::unique_ptr<BenchMemory> memory = hostMemory();
+  // On GPUs the operations go through NCCL on device buffers, as the trainer's collectives
+  // do; the MPI (or single-rank) world still synchronises and reduces the results. Ranks
+  // launched onto GPUs learn together, in the NCCL bootstrap, whether every rank can start.
+  const bool gpu = f.device == "cuda";
+  if (gpu && world == 1) rt::resolveDevice("cuda", /*cudaBackendReady=*/true);  // throws with the reason
+  std::unique_ptr<rt::NcclCommunicator> nccl;
+  if (gpu)
+    nccl = std::make_unique<rt::NcclCommunicator>(
+        comm, rt::NcclOptions{.timeoutSeconds = f.commTimeout, .device = f.cudaDevice, .hostWait = true});
+  std::unique_ptr<BenchMemory> memory = gpu ? cudaMemory(nccl->device()) : hostMemory();
+  rt::Communicator& opsComm = gpu ? static_cast<rt::Communicator&>(*nccl) : comm;
 
-  const std::string backend = world == 1 ? "single" : "mpi";
+  const std::string backend = gpu ? "nccl" : world == 1 ? "single" : "mpi";
   Table table({"op", "size", "count", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "check"});
   nlohmann::json results = nlohmann::json::array(), skipped = nlohmann::json::array();
   int wrong = 0;
   if (rank == 0 && !f.json)
-    fmt::print("tessel bench-comm: {} rank(s), {} communicator on the CPU, f32; each time is the slowest rank's "
+    fmt::print("tessel bench-comm: {} rank(s), {} communicator {}, f32; each time is the slowest rank's "
                "mean over {} iterations after {} warmup; GB/s = 1e9 B/s; busbw as nccl-tests\n",
-               world, backend == "mpi" ? "MPI" : "single-rank", f.run.iters, f.run.warmup);
+               world, gpu ? "NCCL" : world > 1 ? "MPI" : "single-rank", gpu ? "on GPUs" : "on the CPU", f.run.iters,
+               f.run.warmup);
   for (CommOp op : ops) {
     if (op == CommOp::SendRecv && world < 2) {
       skipped.push_back({{"op", commOpName(op)}, {"reason", "send_recv needs at least 2 ranks"}});
@@ -128,7 +145,7 @@ int run(const BenchFlags& f, Context& context) {
     for (int64_t bytes : sizes) {
       if (commSize(op, bytes, world).bytes == previous) continue;
       previous = commSize(op, bytes, world).bytes;
-      BenchResult r = measure(comm, comm, *memory, op, bytes, f.run);
+      BenchResult r = measure(opsComm, comm, *memory, op, bytes, f.run);
       if (!r.firstError.empty()) trainer::reportError("tessel bench-comm: wrong result: " + r.firstError);
       wrong += r.wrongRanks > 0;
       results.push_back(resultJson(r));
@@ -139,7 +156,7 @@ int run(const BenchFlags& f, Context& context) {
   }
   if (rank != 0) return wrong ? 1 : 0;
   nlohmann::json doc = {{"format", "tessel-bench-comm"}, {"version", 1},
-                        {"backend", backend},            {"device", "cpu"},
+                        {"backend", backend},            {"device", f.device},
                         {"world_size", world},           {"ranks_per_host", context.world->info.localSize},
                         {"dtype", "f32"},                {"iters", f.run.iters},
                         {"warmup", f.run.warmup},        {"results", results}};
@@ -187,6 +204,12 @@ Action setupBenchComm(CLI::App& sub) {
       ->type_name("FILE")->check(trainer::writableFile());
   sub.add_option("--comm-timeout", f->commTimeout, "seconds one collective may take before the job is aborted")
       ->capture_default_str()->check(trainer::positiveUpTo(rt::kMaxTimeoutSeconds));
+  sub.add_option("--device", f->device, "cpu: MPI between host buffers; cuda: NCCL between GPU buffers (one GPU "
+                                         "per rank), as the trainer's collectives on each")
+      ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda"}));
+  sub.add_option("--cuda-device", f->cudaDevice, "with --device cuda: the GPU of every rank (default: the local "
+                                                 "rank's, as the trainer picks it)")
+      ->check(trainer::integerIn(0, 1023));
   addJsonFlag(sub, f->json);
   return [f](Context& context) { return run(*f, context); };
 }

@@ -76,6 +76,11 @@ public:
 
 /// Host memory: plain allocations; copies are memcpy.
 std::unique_ptr<BenchMemory> hostMemory();
+/// Memory on CUDA device `device` (its primary context, made current on this thread), through
+/// the driver table of runtime/cuda/CudaApi.h (CudaBenchMemory.cpp). Throws
+/// std::runtime_error when the driver or the device cannot be used, or the build has no CUDA
+/// headers.
+std::unique_ptr<BenchMemory> cudaMemory(int device);
 
 /// Iterations of one measurement.
 struct BenchOptions {
