@@ -13,27 +13,14 @@
 # Usage: bench/comm_allreduce.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-VENV=bench/.venv
 scripts/build.sh tessel >/dev/null
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export GLOO_SOCKET_IFNAME=lo  # gloo hangs or aborts on these machines without it (shared/DESIGN.md)
 
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
-  py="$VENV/bin/python"; peer="PyPI"
-else
-  rm -rf "$VENV"
-  echo "comm_allreduce.sh: installing the PyTorch peer from PyPI into $VENV (first use)" >&2
-  if /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/python" -m pip install --quiet torch numpy >&2; then
-    py="$VENV/bin/python"; peer="PyPI"
-  else
-    rm -rf "$VENV"
-    echo "comm_allreduce.sh: pip could not install torch; the peer falls back to Debian's torch" >&2
-    py=/usr/bin/python3; peer="Debian fallback, pip unreachable"
-  fi
-fi
-peer="torch $("$py" -c 'import torch; print(torch.__version__)') ($peer)"
+source bench/torch_peer.sh
+torch_peer comm_allreduce.sh  # sets $py and $peer
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 
 iters_for() {  # timed iterations per size: enough for a stable mean, a few seconds at most

@@ -180,8 +180,8 @@ int run(const BenchFlags& f, Context& context) {
 Action setupBenchComm(CLI::App& sub) {
   auto f = std::make_shared<BenchFlags>();
   sub.footer(
-      "\nMeasures collectives through the communicators the trainer uses (MPI between CPU ranks) over a sweep of "
-      "sizes, and reports per size the time, algbw = S / t and busbw = algbw * factor, with nccl-tests' "
+      "\nMeasures collectives through the communicators the trainer uses (MPI between CPU ranks; NCCL between GPUs "
+      "with --device cuda) over a sweep of sizes, and reports per size the time, algbw = S / t and busbw = algbw * factor, with nccl-tests' "
       "definitions: S is the whole tensor's bytes; factor 2(n-1)/n for all_reduce, (n-1)/n for all_gather, "
       "reduce_scatter and all_to_all, 1 for broadcast and send_recv. Every size's result is first checked "
       "against a reference computed on each rank. Run under mpirun (mpirun -np 4 tessel bench-comm); a plain "
