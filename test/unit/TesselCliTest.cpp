@@ -51,6 +51,17 @@ TEST(BenchSizes, ElementsAndAllToAllBlocks) {
   EXPECT_EQ(commSize(CommOp::AllToAll, 40, 3).bytes, 36);  // 10 elements -> 3 blocks of 3
 }
 
+TEST(BenchSizes, MemoryOfOneRank) {
+  // Buffers plus the host copies of input and output, written out per op for S = 1 KiB on 4
+  // ranks (256 elements, shards of 64 = 256 B).
+  EXPECT_EQ(bytesNeeded(CommOp::AllReduce, 1024, 4), 3 * 1024);            // data, input, output
+  EXPECT_EQ(bytesNeeded(CommOp::Broadcast, 1024, 4), 3 * 1024);
+  EXPECT_EQ(bytesNeeded(CommOp::AllGather, 1024, 4), 2 * (256 + 1024));    // shard + result, twice
+  EXPECT_EQ(bytesNeeded(CommOp::ReduceScatter, 1024, 4), 2 * (1024 + 256));
+  EXPECT_EQ(bytesNeeded(CommOp::AllToAll, 1024, 4), 4 * 1024);             // send + recv, twice
+  EXPECT_EQ(bytesNeeded(CommOp::SendRecv, 1024, 4), 4 * 1024);
+}
+
 TEST(BenchSizes, Sweeps) {
   std::vector<int64_t> doubling = sweepSizes(8, int64_t{1} << 30, 0);
   ASSERT_EQ(doubling.size(), 28u);  // 2^3 .. 2^30

@@ -180,16 +180,19 @@ float benchValue(int rank, int64_t i) {
 
 int64_t bytesNeeded(CommOp op, int64_t bytes, int world) {
   const CommSize size = commSize(op, bytes, world);
-  const int64_t shard = (size.count + world - 1) / world * kElementBytes;
+  const int64_t shard = (size.count + world - 1) / world * kElementBytes;  // the largest shard
+  // The operation's buffers (a: data or send, b: recv), then the host copies the check uses:
+  // the input (as a) and the output (as b, or a for an in-place op).
+  int64_t a = size.bytes, b = 0;
   switch (op) {
     case CommOp::AllReduce:
-    case CommOp::Broadcast: return size.bytes;
-    case CommOp::AllGather:
-    case CommOp::ReduceScatter: return size.bytes + shard;
+    case CommOp::Broadcast: break;
+    case CommOp::AllGather: a = shard, b = size.bytes; break;
+    case CommOp::ReduceScatter: b = shard; break;
     case CommOp::AllToAll:
-    case CommOp::SendRecv: return 2 * size.bytes;
+    case CommOp::SendRecv: b = size.bytes; break;
   }
-  return 0;
+  return a + b + a + (b ? b : a);
 }
 
 BenchResult measure(rt::Communicator& comm, rt::Communicator& control, BenchMemory& memory, CommOp op,

@@ -115,8 +115,9 @@ float benchValue(int rank, int64_t i);
 BenchResult measure(rt::Communicator& comm, rt::Communicator& control, BenchMemory& memory, CommOp op,
                     int64_t bytes, const BenchOptions& options);
 
-/// The bytes of memory one rank allocates to measure `op` at size S on `world` ranks (the
-/// caller refuses a sweep that does not fit in memory before it starts).
+/// The bytes of memory one rank allocates to measure `op` at size S on `world` ranks: the
+/// operation's buffers and the host copies of its input and output for the check (the caller
+/// refuses a sweep that does not fit in memory before it starts).
 int64_t bytesNeeded(CommOp op, int64_t bytes, int world);
 
 }  // namespace tessel::cli
