@@ -270,7 +270,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                                   {"clock_alignment", "every rank's time 0 is its exit from one all-reduce"}}
                        .dump());
     if (!o.comm || o.comm->rank() == 0)
-      fmt::print("wrote the trace of steps {} to {} ({} rank{}) to '{}'\n", window.first, window.second, world,
+      fmt::print("trace: steps {}-{} of {} rank{} written to '{}'\n", window.first, window.second, world,
                  world == 1 ? "" : "s", o.traceFile);
   }
   if (!o.exportParams.empty()) {

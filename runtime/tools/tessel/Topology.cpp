@@ -14,7 +14,6 @@
 #include "runtime/tools/tessel/GpuProbe.h"
 #include "runtime/tools/tessel/HostProbe.h"
 #include "runtime/tools/tessel/Subcommand.h"
-#include "runtime/tools/tessel/Table.h"
 #include "runtime/tools/tessel/TopologyReport.h"
 #include "runtime/train/FlagChecks.h"
 #include "runtime/train/Ranks.h"  // checkSameCommandLine
@@ -22,8 +21,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include <cstring>
-#include <map>
+#include <cstdio>
 #include <sstream>
 
 namespace tessel::cli {
