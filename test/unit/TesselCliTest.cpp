@@ -7,9 +7,15 @@
 #include "runtime/tools/tessel/Table.h"
 #include "runtime/tools/tessel/TopologyReport.h"
 
+#include <fmt/format.h>
+
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
 namespace tessel::cli {
 namespace {
@@ -210,6 +216,97 @@ TEST(PlanPlacement, TpGroupsAcrossHostsAreNamed) {
   std::vector<std::string> size = planWarnings(plan, hosts({"a", "a"}));
   ASSERT_EQ(size.size(), 1u);
   EXPECT_NE(size[0].find("has 4 ranks but this job has 2 ranks"), std::string::npos) << size[0];
+}
+
+/// A sysfs tree under a temporary folder: one Ethernet NIC on a PCI device, loopback, and an
+/// InfiniBand device with one active port (the files the probes read).
+struct SysfsFixture {
+  std::filesystem::path root = std::filesystem::temp_directory_path() /
+                               ("tessel-sysfs-" + std::to_string(::getpid()));
+  SysfsFixture() {
+    namespace fs = std::filesystem;
+    fs::remove_all(root);
+    auto write = [&](const fs::path& p, const std::string& text) {
+      fs::create_directories(p.parent_path());
+      std::ofstream(p) << text << "\n";
+    };
+    const fs::path pci = root / "devices/pci0000:00/0000:3b:00.0";
+    write(pci / "net/eth0/type", "1");
+    write(pci / "net/eth0/operstate", "up");
+    write(pci / "net/eth0/speed", "100000");
+    write(pci / "numa_node", "1");
+    fs::create_directories(root / "class/net");
+    fs::create_symlink(pci / "net/eth0", root / "class/net/eth0");
+    fs::create_directory_symlink(pci, pci / "net/eth0/device");
+    write(root / "devices/virtual/net/lo/type", "772");
+    write(root / "devices/virtual/net/lo/operstate", "unknown");
+    fs::create_symlink(root / "devices/virtual/net/lo", root / "class/net/lo");
+    const fs::path port = root / "class/infiniband/mlx5_0/ports/1";
+    write(port / "state", "4: ACTIVE");
+    write(port / "rate", "200 Gb/sec (4X HDR)");
+    write(port / "link_layer", "InfiniBand");
+  }
+  ~SysfsFixture() { std::filesystem::remove_all(root); }
+};
+
+TEST(HostProbe, NicsAndInfinibandFromSysfs) {
+  SysfsFixture sys;
+  std::vector<NetInterface> nics = probeNetInterfaces(sys.root);
+  ASSERT_EQ(nics.size(), 2u);
+  EXPECT_EQ(nics[0].name, "eth0");
+  EXPECT_EQ(nics[0].kind, "ethernet");
+  EXPECT_EQ(nics[0].speedMbps, 100000);
+  EXPECT_EQ(nics[0].device, "0000:3b:00.0");
+  EXPECT_EQ(nics[0].numaNode, 1);
+  EXPECT_EQ(nics[1].kind, "loopback");
+  EXPECT_EQ(nics[1].device, "virtual");
+  EXPECT_EQ(nics[1].speedMbps, -1);  // not reported, not 0
+  std::vector<IbDevice> ib = probeInfiniband(sys.root);
+  ASSERT_EQ(ib.size(), 1u);
+  EXPECT_EQ(ib[0].name, "mlx5_0");
+  ASSERT_EQ(ib[0].ports.size(), 1u);
+  EXPECT_EQ(ib[0].ports[0].state, "4: ACTIVE");
+  EXPECT_EQ(ib[0].ports[0].linkLayer, "InfiniBand");
+  EXPECT_TRUE(probeInfiniband(sys.root / "nothing").empty());
+}
+
+/// A report as two GPUs joined by NVLink would give it.
+TopologyReport twoGpus(bool nvml) {
+  TopologyReport r;
+  r.host = "node1";
+  r.gpus.driverLoaded = true;
+  r.gpus.driverVersion = 13000;
+  for (int i = 0; i < 2; ++i)
+    r.gpus.devices.push_back({i, "NVIDIA H200", int64_t{141} << 30, 132, 9, 0, fmt::format("0000:{}b:00.0", i + 1), i});
+  r.gpus.peer = {{1, 1}, {1, 1}};
+  if (nvml) r.gpus.nvlinks = {{0, 18}, {18, 0}};
+  else r.gpus.nvmlWhy = "NVML (libnvidia-ml.so.1) cannot be loaded: not found";
+  r.infiniband = {{"mlx5_0", {{1, "4: ACTIVE", "200 Gb/sec (4X HDR)", "InfiniBand"}}}};
+  r.ranks = {{"node1", "0000:1b:00.0", 0}, {"node1", "0000:1b:00.0", 1}};
+  return r;
+}
+
+TEST(TopologyText, ClaimsOnlyWhatWasReported) {
+  const std::string with = renderText(twoGpus(true));
+  EXPECT_NE(with.find("GPUs: 2 GPUs (CUDA driver 13.0)"), std::string::npos) << with;
+  EXPECT_NE(with.find("NVLink (NVML"), std::string::npos) << with;
+  EXPECT_NE(with.find("NV18"), std::string::npos) << with;
+  EXPECT_NE(with.find("mlx5_0"), std::string::npos) << with;
+  EXPECT_EQ(with.find("no InfiniBand"), std::string::npos) << with;
+  EXPECT_NE(with.find("ranks 0-1 share the GPU 0000:1b:00.0 on node1"), std::string::npos) << with;
+  const std::string without = renderText(twoGpus(false));
+  EXPECT_NE(without.find("NVLink: no NVLink information (NVML"), std::string::npos) << without;
+  EXPECT_EQ(without.find("NV18"), std::string::npos) << without;
+  nlohmann::json j = toJson(twoGpus(false));
+  EXPECT_TRUE(j["nvlink"].is_null());
+  EXPECT_EQ(j["gpus"].size(), 2u);
+  EXPECT_EQ(j["gpus"][0]["compute_capability"], nlohmann::json({9, 0}));
+  TopologyReport none;
+  none.gpus.why = "the CUDA driver libcuda.so.1 cannot be loaded";
+  const std::string empty = renderText(none);
+  EXPECT_NE(empty.find("GPUs: no GPU (the CUDA driver"), std::string::npos) << empty;
+  EXPECT_NE(empty.find("InfiniBand: no InfiniBand"), std::string::npos) << empty;
+  EXPECT_TRUE(toJson(none)["gpus"].empty());
 }
 
 TEST(Tables, AlignedColumnsAndRowWidth) {
