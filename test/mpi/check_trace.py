@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """--trace on a training run under mpirun writes one Chrome trace-event JSON of every rank.
 
-Usage: check_trace.py MPIEXEC TESSEL_GPT DATA
+Usage: check_trace.py MPIEXEC TESSEL_GPT DATA TESSEL_RUN
 
 Runs `mpirun -np 2 tessel-gpt --plan dp=2 --steps 8 --trace T --log-json L` (the default window,
-steps 2 to 6) and `tessel-gpt --steps 3 --trace-steps 2:3` on one rank, and checks the traces
+steps 2 to 6), `tessel-gpt --steps 3 --trace-steps 2:3` on one rank, and tessel-run on a bundle
+of the same model (`--steps 4`: a run shorter than 6 steps traces every step), and checks the traces
 against the trace-event format and what the run logged:
   - the file is one JSON object with a "traceEvents" list; every complete event ("ph": "X") has
     a string name and category, numeric ts >= 0 and dur >= 0 (microseconds), integer pid and
@@ -121,7 +122,7 @@ def logged_seconds(path):
 
 
 def main(argv):
-    mpiexec, gpt, data = argv[1], argv[2], argv[3]
+    mpiexec, gpt, data, tessel_run = argv[1], argv[2], argv[3], argv[4]
     model = ["--data", data, "--layers", "2", "--channels", "64", "--heads", "2", "--seq", "32", "--batch", "16",
              "--sample-bytes", "0", "--threads", "1"]
     problems = []
@@ -132,6 +133,11 @@ def main(argv):
         check(trace, 2, (2, 6), logged_seconds(log), "dp=2", problems)
         run([gpt] + model + ["--steps", "3", "--trace-steps", "2:3", "--trace", trace, "--log-json", log])
         check(trace, 1, (2, 3), logged_seconds(log), "one rank", problems)
+        bundle = os.path.join(tmp, "bundle")
+        run([gpt] + model[2:12] + ["--emit-bundle", bundle])  # the model and batch, not the data
+        run([tessel_run, bundle, "--data", data, "--threads", "1", "--steps", "4", "--trace", trace,
+             "--log-json", log])
+        check(trace, 1, (1, 4), logged_seconds(log), "tessel-run", problems)
     for p in problems:
         print(p)
     print(f"trace: {len(problems)} problems")
