@@ -32,7 +32,6 @@ cd "$(dirname "$0")/.."
 N="${1:-2}"
 STEPS=30
 DATA="${TESSEL_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
-VENV=bench/.venv
 scripts/setup.sh
 scripts/build.sh tessel-gpt >/dev/null
 tmp="$(mktemp -d)"
@@ -42,23 +41,8 @@ export GLOO_SOCKET_IFNAME=lo  # gloo hangs or aborts on these machines without i
 threads=$(( $(nproc) / N )); [ "$threads" -ge 1 ] || threads=1
 all=$(( N * threads ))
 
-# The PyTorch peer's interpreter: bench/.venv's (made on first use) or, when pip cannot
-# install torch, Debian's. Sets $py and $peer.
-if [ -x "$VENV/bin/python" ] && "$VENV/bin/python" -c 'import torch' 2>/dev/null; then
-  py="$VENV/bin/python"; peer="PyPI"
-else
-  rm -rf "$VENV"
-  echo "tp_step.sh: installing the PyTorch peer from PyPI into $VENV (first use)" >&2
-  if /usr/bin/python3 -m venv "$VENV" && "$VENV/bin/python" -m pip install --quiet torch numpy >&2; then
-    py="$VENV/bin/python"; peer="PyPI"
-  else
-    rm -rf "$VENV"  # so the next run tries again
-    echo "tp_step.sh: pip could not install torch from PyPI; the PyTorch peer falls back to Debian's torch" \
-         "(/usr/bin/python3), which is older" >&2
-    py=/usr/bin/python3; peer="Debian fallback, pip unreachable"
-  fi
-fi
-peer="torch $("$py" -c 'import torch; print(torch.__version__)') ($peer)"
+source bench/torch_peer.sh
+torch_peer tp_step.sh  # sets $py and $peer
 
 tessel_run() {  # $1: ranks (1: no plan), $2: threads
   # prints "<median step s> <comm ms/step> <all-reduces/step> <payload bytes/step>"

@@ -371,9 +371,10 @@ void Executor::run(const std::string& function) {
     times = &profile_[function];
     times->resize(pf.steps.size(), 0.0);
   }
+  const bool tracing = trace_ && trace_->active();
   for (size_t si = 0; si < pf.steps.size(); ++si) {
     const Prepared& p = pf.steps[si];
-    auto t0 = times ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
+    auto t0 = times || tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     highWater_ = std::max(highWater_, p.tempEnd);
     switch (p.kind) {
       case Prepared::Kernel:
@@ -406,8 +407,37 @@ void Executor::run(const std::string& function) {
     }
     if (times)
       (*times)[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (tracing) traceStep(*pf.function, si, p, t0);
   }
   highWater_ = std::max(highWater_, pf.outputsTempEnd);
+}
+
+void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
+                         std::chrono::steady_clock::time_point start) const {
+  const auto end = std::chrono::steady_clock::now();
+  const Step& step = f.steps[index];
+  switch (p.kind) {
+    case Prepared::Kernel: {
+      const auto& k = std::get<KernelStep>(step);
+      trace_->complete(k.symbol, "kernel", start, end, k.location);
+      return;
+    }
+    case Prepared::Gemm: {
+      const GemmStep& g = *p.gemm;
+      trace_->complete(fmt::format("gemm {}x{}x{}{}", g.m, g.n, g.k, g.batch > 1 ? fmt::format(" x{}", g.batch) : ""),
+                       "gemm", start, end, g.location);
+      return;
+    }
+    case Prepared::Copy: trace_->complete("copy", "copy", start, end, fmt::format("{} bytes", p.bytes)); return;
+    case Prepared::Collective: {
+      const CollectiveStep& c = *p.collective;
+      const char* category = c.movesShards() ? "collective"
+                             : c.kind == CollectiveStep::Kind::AllReduceStart ? "collective_start"
+                                                                              : "collective_wait";
+      trace_->complete(p.name, category, start, end, fmt::format("{} bytes", p.bytes));
+      return;
+    }
+  }
 }
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,7 @@
 #include "runtime/comm/DeviceMesh.h"
 #include "runtime/exec/Program.h"
 #include "runtime/exec/ProgramExecutor.h"
+#include "runtime/exec/Trace.h"
 
 namespace tessel::rt {
 
@@ -131,6 +133,10 @@ class Executor final : public ProgramExecutor {
   void readBuffer(int buffer, void* out) const override;
   void writeBuffer(int buffer, const void* in) override;
   std::string deviceName() const override { return "cpu"; }
+  /// Records every step of every run while `trace` is active (kernels by symbol, GEMMs by
+  /// shape, copies, collective starts and waits by the name they are issued under), with the
+  /// step's source location. Not owned; null stops recording.
+  void setTrace(TraceRecorder* trace) override { trace_ = trace; }
 
  private:
   struct Prepared;
@@ -139,6 +145,9 @@ class Executor final : public ProgramExecutor {
   void collective(const PreparedFunction& pf, const Prepared& p);
   /// An AllGather, ReduceScatter or AllToAll step (Program.h; runtime/exec/BlockLayout.h).
   void shardMove(const Prepared& p);
+  /// Records step `index` of `f`, which ran from `start` until now, on trace_.
+  void traceStep(const Function& f, size_t index, const Prepared& p, std::chrono::steady_clock::time_point start) const;
+  TraceRecorder* trace_ = nullptr;
 
   Program program_;
   std::unique_ptr<std::byte, void (*)(void*)> persistent_;

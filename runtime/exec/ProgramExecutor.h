@@ -15,6 +15,8 @@
 
 namespace tessel::rt {
 
+class TraceRecorder;  // runtime/exec/Trace.h
+
 /// One output of a function after run(): a view of host memory, valid until the next run()
 /// or setInput() (the CPU executor's view points into its arena; the GPU executor's into a
 /// host copy made after the device finished).
@@ -58,6 +60,10 @@ class ProgramExecutor {
   virtual int64_t highWaterBytes() const = 0;
   /// "cpu", or the GPU, e.g. "cuda:0 (NVIDIA H200, sm_90)".
   virtual std::string deviceName() const = 0;
+  /// Records each executed step on `trace` while it is active (runtime/exec/Trace.h; not
+  /// owned, null stops). The CPU executor does; an executor that does not records nothing
+  /// below the function (the loop still records the function's run).
+  virtual void setTrace(TraceRecorder* trace) { (void)trace; }
 };
 
 }  // namespace tessel::rt

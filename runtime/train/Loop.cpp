@@ -3,6 +3,7 @@
 
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
+#include "runtime/exec/Trace.h"
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <fstream>
 #include <limits>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <stdexcept>
@@ -118,6 +120,15 @@ void checkTrainingProgram(const rt::Program& program, int64_t microsteps) {
   }
 }
 
+std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps) {
+  if (flag.empty()) return steps >= 6 ? std::pair<int64_t, int64_t>{2, 6} : std::pair<int64_t, int64_t>{1, steps};
+  const size_t colon = flag.find(':');
+  const int64_t first = std::stoll(flag.substr(0, colon)), last = std::stoll(flag.substr(colon + 1));
+  if (last > steps)
+    throw std::runtime_error(fmt::format("--trace-steps {}: the run has {} step{}", flag, steps, steps == 1 ? "" : "s"));
+  return {first, last};
+}
+
 /// The mean of `value` over the ranks of `comm` (itself without one).
 static double meanOverRanks(rt::Communicator* comm, double value) {
   if (!comm || comm->worldSize() == 1) return value;
@@ -149,9 +160,20 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   double clip = (o.gradClip > 0 && std::isfinite(o.gradClip))
                     ? o.gradClip
                     : std::numeric_limits<double>::infinity();
+  // The trace window: every rank records the same steps, from clocks started together.
+  std::unique_ptr<rt::TraceRecorder> trace;
+  std::pair<int64_t, int64_t> window{0, -1};
+  if (!o.traceFile.empty()) {
+    window = traceWindow(o.traceSteps, o.steps);
+    trace = std::make_unique<rt::TraceRecorder>();
+    trace->alignClocks(o.comm);
+    ex.setTrace(trace.get());
+  }
+  rt::TraceRecorder* tr = trace.get();
   std::vector<StepStats> stats;
   auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= o.steps; ++step) {
+    if (tr) tr->setActive(step >= window.first && step <= window.second);
     auto t0 = std::chrono::steady_clock::now();
     StepStats s;
     s.step = step;
@@ -160,11 +182,18 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     if (o.deviceComm) o.deviceComm->setStep(step);
     double microLosses = 0;
     for (int64_t m = 1; m < o.microsteps; ++m) {
-      trainBatch(ex, "accumulate_step");
+      {
+        rt::TraceScope data(tr, "data", "data", "accumulate_step batch");
+        trainBatch(ex, "accumulate_step");
+      }
+      rt::TraceScope run(tr, "accumulate_step", "function");
       ex.run("accumulate_step");
       microLosses += ex.outputs("accumulate_step").at(0).value();
     }
-    trainBatch(ex, "train_step");
+    {
+      rt::TraceScope data(tr, "data", "data", "train_step batch");
+      trainBatch(ex, "train_step");
+    }
     for (size_t h = 0; h < names.size(); ++h) {
       const std::string& n = names[h];
       double v = n == "lr"             ? s.lr
@@ -179,17 +208,34 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                      : throw std::logic_error("train_step has an unknown input '" + n + "'");
       setScalar(ex, "train_step", firstHyper + h, v);
     }
-    ex.run("train_step");
-    if (o.checkReplicas && o.comm && o.comm->worldSize() > 1) rt::checkReplicas(ex, *o.comm, step);
-    auto out = ex.outputs("train_step");
-    s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
+    std::vector<rt::OutputView> out;
+    {
+      rt::TraceScope run(tr, "train_step", "function");
+      ex.run("train_step");
+      out = ex.outputs("train_step");  // a GPU executor waits for the device here
+    }
+    if (o.checkReplicas && o.comm && o.comm->worldSize() > 1) {
+      rt::TraceScope check(tr, "check replicas", "collective");
+      rt::checkReplicas(ex, *o.comm, step);
+    }
+    {
+      rt::TraceScope mean(tr, "loss all_reduce", "collective");
+      s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
+    }
     s.gradNorm = out.at(1).value();
     auto t1 = std::chrono::steady_clock::now();
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
+    if (tr && tr->active()) {
+      tr->fillIdle(t0, t1);
+      tr->complete(fmt::format("step {}", step), "step", t0, t1, fmt::format("{} s", s.seconds));
+    }
     s.tokensPerSecond = static_cast<double>(o.tokensPerStep) / s.seconds;
     bool evaluated = (o.evalEvery > 0 && step % o.evalEvery == 0) || step == o.steps;
     // The ranks' batch means have equal sizes, so their mean is the global batch mean.
-    if (evaluated) s.valLoss = meanOverRanks(o.comm, evaluate(ex, valBatch, evalBatches));
+    if (evaluated) {
+      rt::TraceScope validation(tr, "validation", "function");
+      s.valLoss = meanOverRanks(o.comm, evaluate(ex, valBatch, evalBatches));
+    }
     const bool print = !o.comm || o.comm->rank() == 0;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
@@ -213,6 +259,19 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     if (evaluated && !std::isfinite(s.valLoss))
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
+  }
+  if (trace) {
+    trace->setActive(false);
+    ex.setTrace(nullptr);
+    const int world = o.comm ? o.comm->worldSize() : 1;
+    rt::writeTrace(*trace, o.comm, o.traceFile,
+                   nlohmann::json{{"steps", {window.first, window.second}},
+                                  {"world_size", world},
+                                  {"clock_alignment", "every rank's time 0 is its exit from one all-reduce"}}
+                       .dump());
+    if (!o.comm || o.comm->rank() == 0)
+      fmt::print("trace: steps {}-{} of {} rank{} written to '{}'\n", window.first, window.second, world,
+                 world == 1 ? "" : "s", o.traceFile);
   }
   if (!o.exportParams.empty()) {
     rt::exportParameters(ex, o.comm, o.exportParams);
@@ -255,6 +314,26 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
                  "after training, write every parameter in its global shape, f32, under its name, to FILE "
                  "(safetensors; rank 0 writes, every rank takes part in gathering the shards)")
       ->type_name("FILE.safetensors")->check(writableFile());
+  app.add_option("--trace", o.traceFile,
+                 "write a Chrome trace-event JSON of the --trace-steps window to FILE (open it in Perfetto): per "
+                 "rank (pid = rank) the steps, data loading, functions, kernels, GEMMs, collective starts and "
+                 "waits, and idle time; rank 0 merges every rank's events")
+      ->type_name("FILE")->check(writableFile());
+  app.add_option("--trace-steps", o.traceSteps,
+                 "the steps --trace records, A:B (1-based, inclusive; default 2:6, or every step of a shorter run)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            const size_t colon = v.find(':');
+            auto number = [](const std::string& t) {
+              return !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
+            };
+            if (colon == std::string::npos || !number(v.substr(0, colon)) || !number(v.substr(colon + 1)))
+              return "'" + v + "' is not A:B (two step numbers, e.g. 2:6)";
+            const int64_t a = std::stoll(v.substr(0, colon)), b = std::stoll(v.substr(colon + 1));
+            if (a < 1 || a > b) return "'" + v + "': the steps must satisfy 1 <= A <= B";
+            return "";
+          },
+          ""));
 }
 
 }  // namespace tessel::trainer

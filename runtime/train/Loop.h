@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::trainer {
@@ -57,7 +58,18 @@ struct TrainOptions {
   /// --export-params FILE.safetensors: after the last step every rank takes part in gathering
   /// the parameters and rank 0 writes them in their global shapes (runtime/exec/ExportParams.h).
   std::string exportParams;
+  /// --trace FILE: a Chrome trace-event JSON of the steps in --trace-steps, every rank's
+  /// events merged on rank 0 (runtime/exec/Trace.h). Empty: no trace.
+  std::string traceFile;
+  /// --trace-steps A:B (1-based, inclusive); empty: steps 2 to 6, or every step of a run
+  /// shorter than 6 steps.
+  std::string traceSteps;
 };
+
+/// The steps --trace-steps `flag` selects in a run of `steps` steps (see TrainOptions::
+/// traceSteps). Throws std::runtime_error when the window ends after the run does
+/// ("--trace-steps 2:10: the run has 5 steps").
+std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps);
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.
 double learningRate(const TrainOptions& o, int64_t step);
@@ -99,7 +111,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 
 /// Registers --lr, --warmup, --schedule, --weight-decay, --grad-clip, --optimizer,
-/// --eval-every, --eval-batches and --log-json (--optimizer only with `optimizerFlag`: a
+/// --eval-every, --eval-batches, --log-json, --export-params, --trace and --trace-steps (--optimizer only with `optimizerFlag`: a
 /// compiled bundle has its optimizer built in).
 void addTrainFlags(CLI::App& app, TrainOptions& options, bool optimizerFlag = true);
 

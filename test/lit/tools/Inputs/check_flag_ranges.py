@@ -4,6 +4,10 @@
 Usage: check_flag_ranges.py BINARY [ARGS...]   (ARGS: what the binary needs besides the
 flag, e.g. tessel-run's BUNDLE positional; parsing fails before it is used.)
 
+A binary with subcommands (CLI11 lists them under "Subcommands:" in --help, as `tessel` does)
+is checked subcommand by subcommand, `BINARY SUB --flag=value`, so a new subcommand is covered
+without a change here.
+
 The numeric flags are read from `BINARY --help` (CLI11 prints INT, UINT or FLOAT after a
 flag that takes a number). Each must have out-of-range values in OUT_OF_RANGE below: a
 flag missing from it fails the check, so a new flag cannot skip it. For every value the
@@ -45,6 +49,11 @@ OUT_OF_RANGE = {
     "--top-k": ["-1", "257"],
     "--threads": ["-1", "1025"],
     "--cuda-device": ["-1", "1024"],
+    # tessel bench-comm
+    "--min-bytes": ["0", "1099511627777"],  # [1, 2^40]
+    "--max-bytes": ["0", "1099511627777"],
+    "--step-bytes": ["-1", "1099511627777"],  # [0, 2^40]
+    "--iters": ["0", "1048577"],  # [1, 2^20]
 }
 HUGE = ["1e10", "1e30"]
 # FLOAT flags for which huge values are in range, and why.
@@ -62,17 +71,39 @@ MAX_SECONDS = 20
 NUMERIC = re.compile(r"^\s+(?:-\w,)?(--[\w-]+)(?:,[!\w-]+)*\s+(INT|UINT|FLOAT)\b")
 
 
-def numeric_flags(binary):
-    text = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=60).stdout
+SUBCOMMAND = re.compile(r"^  ([a-z][\w-]*)\s")
+
+
+def help_text(command):
+    return subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60).stdout
+
+
+def commands(binary):
+    """[[BINARY]], or [[BINARY, SUB], ...] for every subcommand --help lists."""
+    subs, listing = [], False
+    for line in help_text([binary]).splitlines():
+        if line.strip() == "Subcommands:":
+            listing = True
+        elif listing and (m := SUBCOMMAND.match(line)):
+            subs.append(m.group(1))
+        elif listing and line and not line.startswith(" "):
+            listing = False
+    return [[binary, sub] for sub in subs] or [[binary]]
+
+
+def numeric_flags(command):
+    text = help_text(command)
     return [(m.group(1), m.group(2)) for line in text.splitlines() if (m := NUMERIC.match(line))]
 
 
-def refusal(binary, args, flag, label, problems):
-    """Runs BINARY ARGS, which must exit non-zero within MAX_SECONDS with a first output line
-    that names FLAG. Returns the output, or appends what went wrong (after LABEL) to PROBLEMS
-    and returns None."""
+def refusal(command, args, flag, label, problems):
+    """Runs COMMAND ARGS (COMMAND: the binary, or the binary and a subcommand), which must exit
+    non-zero within MAX_SECONDS with a first output line that names FLAG. Returns the output,
+    or appends what went wrong (after LABEL) to PROBLEMS and returns None."""
+    if isinstance(command, str):
+        command = [command]
     try:
-        r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=MAX_SECONDS)
+        r = subprocess.run(command + args, capture_output=True, text=True, timeout=MAX_SECONDS)
     except subprocess.TimeoutExpired:
         problems.append(f"{label}: still running after {MAX_SECONDS} s (accepted?)")
         return None
@@ -98,25 +129,29 @@ def report(problems, summary):
 def main(argv):
     binary, extra = argv[1], argv[2:]
     name = binary.rsplit("/", 1)[-1]
-    flags = numeric_flags(binary)
     problems = []
-    if not flags:
-        problems.append(f"{name}: no numeric flag found in --help")
-    runs = 0
-    for flag, kind in flags:
-        if flag not in OUT_OF_RANGE:
-            problems.append(f"{name}: {flag} takes a number but has no out-of-range values in OUT_OF_RANGE")
-            continue
-        if kind == "FLOAT" and flag not in HUGE_IN_RANGE and not all(h in OUT_OF_RANGE[flag] for h in HUGE):
-            problems.append(f"{name}: {flag} is a FLOAT flag without {HUGE} in OUT_OF_RANGE or a reason in HUGE_IN_RANGE")
-        for value in OUT_OF_RANGE[flag]:
-            runs += 1
-            label = f"{name} {flag}={value}"
-            out = refusal(binary, [f"{flag}={value}"] + extra, flag, label, problems)
-            longest = max((len(d) for d in re.findall(r"\d+", out or "")), default=0)
-            if longest > MAX_DIGITS:
-                problems.append(f"{label}: a {longest}-digit number in: {out.splitlines()[0][:160]!r}")
-    return report(problems, f"{name}: {len(flags)} numeric flags, {runs} out-of-range values")
+    runs = flag_count = 0
+    for command in commands(binary):
+        label_name = " ".join([name] + command[1:])
+        flags = numeric_flags(command)
+        flag_count += len(flags)
+        if not flags:
+            problems.append(f"{label_name}: no numeric flag found in --help")
+        for flag, kind in flags:
+            if flag not in OUT_OF_RANGE:
+                problems.append(f"{label_name}: {flag} takes a number but has no out-of-range values in OUT_OF_RANGE")
+                continue
+            if kind == "FLOAT" and flag not in HUGE_IN_RANGE and not all(h in OUT_OF_RANGE[flag] for h in HUGE):
+                problems.append(f"{label_name}: {flag} is a FLOAT flag without {HUGE} in OUT_OF_RANGE or a reason in "
+                                "HUGE_IN_RANGE")
+            for value in OUT_OF_RANGE[flag]:
+                runs += 1
+                label = f"{label_name} {flag}={value}"
+                out = refusal(command, [f"{flag}={value}"] + extra, flag, label, problems)
+                longest = max((len(d) for d in re.findall(r"\d+", out or "")), default=0)
+                if longest > MAX_DIGITS:
+                    problems.append(f"{label}: a {longest}-digit number in: {out.splitlines()[0][:160]!r}")
+    return report(problems, f"{name}: {flag_count} numeric flags, {runs} out-of-range values")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,64 @@
+// tessel: the command-line suite of measurements that need no compiler (runtime libraries
+// only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
+// bench-comm` measures the collectives the trainer uses. Every subcommand has complete
+// --help, prints tables by default and one JSON object with --json.
+//
+// The subcommand table below is the one place that lists them (see Subcommand.h for how to
+// add one).
+#include "runtime/tools/tessel/Subcommand.h"
+#include "runtime/train/LastValueWins.h"
+#include "runtime/train/Ranks.h"  // runGuarded
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+
+namespace {
+
+using tessel::cli::Subcommand;
+
+/// Every subcommand, in the order `tessel --help` lists them.
+const Subcommand kSubcommands[] = {
+    {"topology", "what this machine and job have: GPUs, peer/NVLink matrix, NICs, InfiniBand, CPU sockets, "
+                 "cores, NUMA, SIMD, MPI and NCCL versions, and the ranks' layout under mpirun",
+     tessel::cli::setupTopology},
+    {"bench-comm", "measure all_reduce, all_gather, reduce_scatter, all_to_all, broadcast and send/recv "
+                   "through the trainer's communicators (MPI on CPU); time, algbw and busbw per size, every "
+                   "result verified (run under mpirun)",
+     tessel::cli::setupBenchComm},
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessel: measure and audit what a training job runs on (topology, collective bandwidth). "
+               "Run `tessel SUBCOMMAND --help` for a subcommand's flags.",
+               "tessel"};
+  app.require_subcommand(1, 1);
+  std::map<std::string, tessel::cli::Action> actions;
+  for (const Subcommand& s : kSubcommands) {
+    CLI::App* sub = app.add_subcommand(s.name, s.summary);
+    actions[s.name] = s.setup(*sub);
+  }
+  // An unknown first word is named, with the subcommands there are (CLI11 would only say that
+  // a subcommand is required).
+  if (argc > 1 && argv[1][0] != '-' && !actions.count(argv[1])) {
+    std::string names;
+    for (const Subcommand& s : kSubcommands) names += std::string(names.empty() ? "" : ", ") + s.name;
+    fmt::print(stderr, "tessel: '{}' is not a subcommand; use one of: {} (tessel --help)\n", argv[1], names);
+    return 1;
+  }
+  try {
+    tessel::trainer::lastValueWins(app);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  CLI::App* chosen = app.get_subcommands().front();
+  const std::string name = chosen->get_name();
+  // The context (and so the job's world) outlives the guarded run: a failed collective ends
+  // the process there (rt::abortJob) without the world's orderly shutdown.
+  tessel::cli::Context context{argc, argv, std::nullopt};
+  return tessel::trainer::runGuarded("tessel " + name, [&] { return actions.at(name)(context); });
+}
