@@ -128,6 +128,52 @@ Plan& Plan::shard(const std::string& glob, std::vector<Axes> dims, std::source_l
   return *this;
 }
 
+const char* checkpointModeName(CheckpointMode mode) {
+  return mode == CheckpointMode::Full ? "full" : "selective";
+}
+
+Plan& Plan::checkpoint(const std::string& glob, CheckpointMode mode, std::source_location loc) {
+  return checkpoint(glob, mode, PlanSite::of(loc));
+}
+
+Plan& Plan::checkpoint(const std::string& glob, CheckpointMode mode, PlanSite site) {
+  if (glob.empty()) fail(site, "checkpoint(): the glob must not be empty");
+  if (!checkpoints_.empty() && checkpoints_.front().mode != mode)
+    failWithNote(site,
+                 fmt::format("checkpoint(\"{}\", {}): the plan already checkpoints in {} mode; one plan has one "
+                             "mode",
+                             glob, checkpointModeName(mode), checkpointModeName(checkpoints_.front().mode)),
+                 checkpoints_.front().site, fmt::format("checkpoint(\"{}\") is here", checkpoints_.front().glob));
+  checkpoints_.push_back({glob, mode, std::move(site)});
+  return *this;
+}
+
+void Plan::resolve_checkpoints(const std::vector<std::string>& modules,
+                               const std::vector<std::string>& parameters) const {
+  for (const CheckpointEntry& e : checkpoints_) {
+    if (std::any_of(modules.begin(), modules.end(), [&](const std::string& m) { return glob_matches(e.glob, m); }))
+      continue;
+    auto parameter = std::find_if(parameters.begin(), parameters.end(),
+                                  [&](const std::string& p) { return glob_matches(e.glob, p); });
+    if (parameter != parameters.end())
+      fail(e.site, fmt::format("checkpoint(\"{}\"): the glob names parameter '{}', not a module; checkpointing "
+                               "recomputes a module's forward pass (name the module, e.g. '{}')",
+                               e.glob, *parameter, parameter->substr(0, parameter->rfind('.'))));
+    fail(e.site, fmt::format("checkpoint(\"{}\"): the glob matches no module of the model{}", e.glob,
+                             modules.empty() ? std::string(" (it has none)")
+                                             : fmt::format(" (its modules: {}{})",
+                                                           fmt::join(modules.begin(),
+                                                                     modules.begin() + std::min<size_t>(modules.size(), 4),
+                                                                     ", "),
+                                                           modules.size() > 4 ? ", ..." : "")));
+  }
+  if (!checkpoints_.empty() && checkpoints_.front().mode == CheckpointMode::Full && tp() > 1)
+    fail(checkpoints_.front().site,
+         fmt::format("checkpoint(\"{}\", full): full activation checkpointing does not compose with tensor "
+                     "parallelism yet (recomputing a block would repeat its all-reduces); use selective",
+                     checkpoints_.front().glob));
+}
+
 Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
   PlanSite site = PlanSite::of(loc);
   if (mesh_.size(axis) == 0)
@@ -292,6 +338,7 @@ std::string Plan::describe() const {
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));
+  for (const CheckpointEntry& e : checkpoints_) s += fmt::format(" checkpoint({},{})", e.glob, checkpointModeName(e.mode));
   if (microsteps_ > 1) s += fmt::format(" microsteps={}", microsteps_);
   if (dp() > 1) s += fmt::format(" bucket_mb={} overlap={}", bucketMb_, overlap_ ? "on" : "off");
   return s;

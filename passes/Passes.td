@@ -327,6 +327,64 @@ def OverlapCollectives : Pass<"tessel-overlap-collectives", "mlir::func::FuncOp"
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing (remat): recompute forward values in the backward pass";
+  let description = [{
+    Frees the activations of the checkpointed modules after the forward pass and
+    recomputes them where the backward pass needs them, by cloning forward ops next to
+    their first backward use (after `tessel-autodiff`, so autodiff knows nothing of it).
+    In every function with a loss (`@train_step`, `@accumulate_step`):
+
+    1. The forward ops are those the returned loss depends on; the others are backward
+       (and optimizer) work.
+    2. A forward op's unit is the shortest dotted prefix of its location's module path
+       that a `modules` glob matches (`blocks.*` puts every op of `blocks.3.*` in unit
+       `blocks.3`).
+    3. `mode=full`: each unit's forward ops (parameters aside) form one region.
+       `mode=selective` (Megatron-LM's): each causal `softmax` of a unit with the ops up to
+       the matmul on either side (the T x T scores q k^T, the scale, the softmax and its
+       product with v) forms one; the linear layers' outputs are kept.
+    4. A region's internal values are those no forward op outside it reads (a block's
+       output is the next block's input, and is kept). The ops the backward pass needs
+       for them are cloned in forward order right before the first backward op reading
+       one, and the backward pass reads the clones.
+
+    Before (`%s` is read by the backward op `softmax_grad`, so it lives through the
+    forward pass and the backward of every later block):
+    ```mlir
+    %s = tessel.softmax %z causal : tensor<2x2x8x8xf32>   // blocks.0
+    ...                                                    // forward and backward of blocks.1
+    %g = tessel.softmax_grad %s, %dy : tensor<2x2x8x8xf32>
+    ```
+    After (`mode=selective`): `%s` dies inside the forward pass.
+    ```mlir
+    %s = tessel.softmax %z causal : tensor<2x2x8x8xf32>
+    ...
+    %z2 = tessel.scale (tessel.matmul %q, %k transpose_rhs), ...
+    %s2 = tessel.softmax %z2 causal : tensor<2x2x8x8xf32>
+    %g = tessel.softmax_grad %s2, %dy : tensor<2x2x8x8xf32>
+    ```
+    Clones are the same ops on the same operands, so every value is computed by the same
+    kernels in the same order: training is bitwise unchanged. A second run changes
+    nothing. Errors, at `plan-site` (the plan's `checkpoint` line): a mode other than full
+    or selective, no op in a module the globs match, selective mode without a causal
+    softmax, and a region holding a collective (full mode under tensor parallelism would
+    repeat the block's all-reduces; refused for now).
+
+    Stage: after `tessel-autodiff` (`@train_step` exists) and the passes that place
+    collectives, before `tessel-fuse-classifier` and `tessel-fuse`: no function is fused.
+  }];
+  let options = [
+    ListOption<"modules", "modules", "std::string",
+               "globs over module paths whose forward is recomputed (e.g. blocks.*)">,
+    Option<"mode", "mode", "std::string", "\"full\"",
+           "full (the whole module) or selective (core attention only)">,
+    Option<"planSite", "plan-site", "std::string", "\"\"",
+           "where the plan asks for checkpointing, file:line:col (errors point there)">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Sharding: tensor-parallel seeds, propagation, reshards, collectives, local shapes. They run
 // on the forward function before autodiff, which then derives the backward pass on local
