@@ -114,8 +114,10 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     mlir::ModuleOp module = getOperation();
     // Stage: after autodiff (there is a backward pass to feed) and before fusion (fused
     // regions hide the ops this pass clones and the uses it redirects).
+    mlir::Operation* anchor = module.lookupSymbol("train_step");
     if (mlir::failed(PipelineStage(module, "train_step")
-                         .require(DEBUG_TYPE, module, {StageFact::TrainStep}, {StageFact::Fused},
+                         .require(DEBUG_TYPE, anchor ? anchor : module.getOperation(),
+                                  {StageFact::TrainStep}, {StageFact::Fused},
                                   "after tessel-autodiff (and the passes that place collectives) and "
                                   "before tessel-fuse-classifier and tessel-fuse")))
       return signalPassFailure();
