@@ -145,9 +145,12 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
     one kernel stream each row through the whole chain while it is in cache.
 
     1. Walk the ops in order. A row-local op joins the group of an operand's producer when
-       the group has the same shape and every other operand is defined before the group's
-       first op (so the group can be emitted there without creating a cycle); otherwise it
-       starts a new group.
+       the group has the same shape, every other operand is defined before the group's
+       first op (so the group can be emitted there without creating a cycle), and both lie
+       on the same side of the loss (in a function with a loss, the ops it depends on are
+       the forward pass; an op recomputed in the backward pass by
+       `tessel-activation-checkpointing` must not move back into a forward group);
+       otherwise it starts a new group.
     2. Each group of two or more ops becomes a `tessel.fused` op at its first op: the
        operands from outside are its inputs, the values used outside are its results
        (yielded), and the rest stays inside the region and never reaches memory.
