@@ -101,21 +101,21 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                          createOverlapCollectives(OverlapCollectivesOptions{o.overlap}));
                    }});
     }
-    // Remat after the collectives are placed, so that its recomputation lands after
-    // them, and before fusion, which would hide the ops it clones.
-    if (!o.checkpointModules.empty())
-      s.push_back({"activation-checkpointing", [o](mlir::OpPassManager& pm) {
-                     ActivationCheckpointingOptions a;
-                     a.modules.assign(o.checkpointModules.begin(), o.checkpointModules.end());
-                     a.mode = o.checkpointMode;
-                     a.planSite = o.checkpointSite;
-                     pm.addPass(createActivationCheckpointing(a));
-                   }});
     s.push_back({"fuse-classifier", [](mlir::OpPassManager& pm) {
                    pm.addNestedPass<mlir::func::FuncOp>(createFuseClassifier());
                  }});
   }
   s.push_back({"fuse", fuse});
+  // Remat last: it clones whole fused kernels, so recomputed values come from the same
+  // kernels as the originals (bitwise), and lands after the placed collectives.
+  if (o.train && !o.checkpointModules.empty())
+    s.push_back({"activation-checkpointing", [o](mlir::OpPassManager& pm) {
+                   ActivationCheckpointingOptions a;
+                   a.modules.assign(o.checkpointModules.begin(), o.checkpointModules.end());
+                   a.mode = o.checkpointMode;
+                   a.planSite = o.checkpointSite;
+                   pm.addPass(createActivationCheckpointing(a));
+                 }});
   return s;
 }
 

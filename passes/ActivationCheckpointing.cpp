@@ -1,35 +1,42 @@
 //===- ActivationCheckpointing.cpp - recompute activations in backward (remat) -===//
 //
-// Activation checkpointing runs after tessel-autodiff, on the training functions
-// (@train_step, and @accumulate_step with gradient accumulation), and clones forward ops
-// next to their first backward use, the usual way of rematerialising in a compiler: the
-// backward pass then reads the clones, so the originals die as soon as the forward pass
-// is done with them. Running after autodiff keeps autodiff and the VJP rules unaware of
-// recomputation, and lets the pass see exactly which forward values the backward pass
-// reads (the saved activations).
+// Activation checkpointing runs last, after tessel-autodiff and tessel-fuse, on the training
+// functions (@train_step, and @accumulate_step with gradient accumulation), and clones
+// forward ops next to their first backward use, the usual way of rematerialising in a
+// compiler: the backward pass then reads the clones, so the originals die as soon as the
+// forward pass is done with them. After autodiff, because autodiff and the VJP rules then
+// know nothing of recomputation and the pass sees exactly which forward values the backward
+// pass reads (the saved activations); after fusion, because it clones whole kernels: a
+// fused region is recomputed as the same region, so every recomputed value comes from the
+// same generated kernel as the original (the host compiler may contract a*b+c into an FMA
+// differently in two kernels that compute one value, so recomputing an op inside another
+// fused kernel would not be bitwise equal).
 //
 // Algorithm (see passes/Passes.td):
-//   1. The forward ops of a function are the ops the loss depends on (a reverse sweep
-//      from the returned loss); every other op is backward (or optimizer) work.
+//   1. The forward ops of a function are the ops the loss depends on (a reverse sweep from
+//      the returned loss); every other op is backward (or optimizer) work.
 //   2. Each forward op belongs to the module of its location's NameLoc path
-//      ("blocks.0.attn.qkv"); its checkpointed unit is the shortest dotted prefix of that
-//      path that a `modules` glob matches ("blocks.0" for "blocks.*").
+//      ("blocks.0.attn.qkv"; a fused kernel has its first op's); its checkpointed unit is
+//      the shortest dotted prefix of that path that a `modules` glob matches ("blocks.0"
+//      for "blocks.*").
 //   3. Regions to recompute, per unit: full mode, every forward op of the unit except
 //      tessel.param; selective mode (Megatron-LM's), the core attention of the unit: each
-//      causal softmax with the ops between it and the matmul on either side (q k^T, the
-//      scale, the softmax, the product with v).
+//      causal softmax (or fused kernel holding one) with the ops between it and the matmul
+//      on either side (q k^T, the scale, the softmax, the product with v).
 //   4. A region's internal values are results that no forward op outside it reads (the
 //      block's output, read by the next block, is kept: it is the next block's input).
 //      Those internal values that a backward op reads are recomputed: the region's ops
 //      they need are cloned, in forward order, right before the first backward op that
 //      reads any of them, and every backward use is redirected to the clone.
 //
-// The clones are the same ops on the same operands, so they lower to the same kernels and
-// compute every value with the same floating-point operations in the same order: the
-// losses and parameters are bitwise those of the run without checkpointing. The clones
+// The clones are the same ops and kernels on the same operands, so they compute every value
+// with the same floating-point operations in the same order: the losses and parameters are
+// bitwise those of the run without checkpointing. A value computed by a forward kernel
+// that also computes the next unit's values (the residual add that ends a block is fused
+// with the next block's first layer norm) is that unit's output, and is kept. The clones
 // stand where the backward pass first needs them and after any collective start already
-// placed there (tessel-overlap-collectives runs first), so a later prefetch of a sharded
-// unit's parameters can be hoisted above the recomputation and still overlap it.
+// placed there, so a later prefetch of a sharded unit's parameters can be hoisted above the
+// recomputation and still overlap it.
 //
 // A second run finds no backward use of an internal value (they all read clones) and
 // changes nothing. A region that would repeat a collective (a full block under tensor
@@ -101,6 +108,16 @@ bool isCollective(Operation* op) {
                    AllToAllOp, AllToAllStartOp, AllToAllWaitOp, ReshardOp>(op);
 }
 
+/// A causal softmax, or a fused kernel that computes one (tessel-fuse puts the scale before
+/// it in the same kernel).
+bool isCausalSoftmax(Operation* op) {
+  if (auto softmax = mlir::dyn_cast<SoftmaxOp>(op)) return softmax.getCausal();
+  if (!mlir::isa<FusedOp>(op)) return false;
+  bool found = false;
+  op->walk([&](SoftmaxOp s) { found |= s.getCausal(); });
+  return found && op->getNumOperands() >= 1;
+}
+
 /// A set of forward ops recomputed together, in block order, and the unit they belong to.
 struct Region {
   std::string unit;
@@ -114,12 +131,11 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     mlir::ModuleOp module = getOperation();
     // Stage: after autodiff (there is a backward pass to feed) and before fusion (fused
     // regions hide the ops this pass clones and the uses it redirects).
-    mlir::Operation* anchor = module.lookupSymbol("train_step");
+    // Stage: after autodiff (there is a backward pass to feed), last (after tessel-fuse,
+    // which would otherwise put recomputed ops in other kernels than the originals).
     if (mlir::failed(PipelineStage(module, "train_step")
-                         .require(DEBUG_TYPE, anchor ? anchor : module.getOperation(),
-                                  {StageFact::TrainStep}, {StageFact::Fused},
-                                  "after tessel-autodiff (and the passes that place collectives) and "
-                                  "before tessel-fuse-classifier and tessel-fuse")))
+                         .require(DEBUG_TYPE, module, {StageFact::TrainStep}, {},
+                                  "after tessel-autodiff, last (after tessel-fuse)")))
       return signalPassFailure();
     site_ = planSiteLocation(&getContext(), planSite, module.getLoc());
     if (mode != "full" && mode != "selective") {
@@ -129,9 +145,6 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     if (modules.empty()) return;
     for (auto f : module.getOps<mlir::func::FuncOp>()) {
       if (f.isExternal()) continue;
-      if (mlir::failed(PipelineStage(f).require(DEBUG_TYPE, f, {}, {StageFact::Fused},
-                                                "before tessel-fuse")))
-        return signalPassFailure();
       std::optional<unsigned> loss = findOutput(f, "loss");
       if (!loss) continue;
       if (mlir::failed(runOn(f, *loss))) return signalPassFailure();
@@ -174,8 +187,8 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
         Region& r = units[unit];
         r.unit = unit;
         r.ops.push_back(&op);
-      } else if (auto softmax = mlir::dyn_cast<SoftmaxOp>(op); softmax && softmax.getCausal()) {
-        regions.push_back(coreAttention(softmax, unit, forward));
+      } else if (isCausalSoftmax(&op)) {
+        regions.push_back(coreAttention(&op, unit, forward));
       }
     }
     for (auto& [unit, region] : units) regions.push_back(std::move(region));
@@ -197,13 +210,14 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     return mlir::success();
   }
 
-  /// The core attention around `softmax`: up through the ops of one operand to the q k^T
-  /// matmul, down through the forward users to the product with v (both included).
-  Region coreAttention(SoftmaxOp softmax, const std::string& unit,
+  /// The core attention around `softmax` (a causal softmax or a fused kernel holding one):
+  /// up through single-operand ops from its first operand to the q k^T matmul, down through
+  /// the forward users to the product with v (both included).
+  Region coreAttention(Operation* softmax, const std::string& unit,
                        const llvm::DenseSet<Operation*>& forward) const {
     Region r{unit, {}};
     llvm::SmallVector<Operation*> up;
-    for (Operation* def = softmax.getInput().getDefiningOp();
+    for (Operation* def = softmax->getOperand(0).getDefiningOp();
          def && forward.contains(def) && def->getNumResults() == 1;
          def = def->getNumOperands() == 1 ? def->getOperand(0).getDefiningOp() : nullptr) {
       up.push_back(def);

@@ -2,17 +2,14 @@
 //
 // Algorithm (see passes/Passes.td):
 //   1. In block order, a row-local op joins the group of one of its operands' producers if
-//      the group has its shape, all its other operands are defined before the group's
-//      first op, and both are on the same side of the loss (forward: the loss depends on
-//      it; a recomputed op of tessel-activation-checkpointing is not, and joining a forward
-//      group would compute it in the forward pass again); otherwise it starts a new group.
+//      the group has its shape and all its other operands are defined before the group's
+//      first op; otherwise it starts a new group.
 //   2. Each group of >= 2 ops is cloned into a tessel.fused op placed at its first op:
 //      inputs = operands from outside (first-use order), results = values used outside.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/FunctionAttrs.h"
 #include "passes/PipelineStage.h"
 
 #include "compiler/RowLocal.h"
@@ -37,21 +34,6 @@ struct Group {
 bool definedBefore(mlir::Value v, mlir::Operation* op) {
   mlir::Operation* def = v.getDefiningOp();
   return !def || def->isBeforeInBlock(op);
-}
-
-/// The ops the result tagged "loss" depends on (none when `f` has no loss).
-llvm::DenseSet<mlir::Operation*> lossSlice(mlir::func::FuncOp f) {
-  llvm::DenseSet<mlir::Operation*> slice;
-  std::optional<unsigned> loss = findOutput(f, "loss");
-  if (!loss) return slice;
-  mlir::Block& block = f.getBody().front();
-  llvm::DenseSet<mlir::Value> needed{block.getTerminator()->getOperand(*loss)};
-  for (mlir::Operation& op : llvm::reverse(block.without_terminator()))
-    if (llvm::any_of(op.getResults(), [&](mlir::Value r) { return needed.contains(r); })) {
-      slice.insert(&op);
-      for (mlir::Value v : op.getOperands()) needed.insert(v);
-    }
-  return slice;
 }
 
 void outline(Group& g) {
@@ -97,7 +79,6 @@ struct FusePass : impl::FuseBase<FusePass> {
     mlir::Block& block = getOperation().getBody().front();
     std::vector<Group> groups;
     llvm::DenseMap<mlir::Operation*, size_t> groupOf;
-    const llvm::DenseSet<mlir::Operation*> forward = lossSlice(getOperation());
     for (mlir::Operation& op : block) {
       std::optional<llvm::SmallVector<int64_t>> shape = rowLocalShape(&op);
       if (!shape) continue;
@@ -106,7 +87,6 @@ struct FusePass : impl::FuseBase<FusePass> {
         auto it = groupOf.find(v.getDefiningOp());
         if (it == groupOf.end() || groups[it->second].shape != *shape) continue;
         Group& g = groups[it->second];
-        if (forward.contains(&op) != forward.contains(g.ops.front())) continue;
         llvm::SmallPtrSet<mlir::Operation*, 16> members(g.ops.begin(), g.ops.end());
         bool acyclic = llvm::all_of(op.getOperands(), [&](mlir::Value w) {
           return members.contains(w.getDefiningOp()) || definedBefore(w, g.ops.front());

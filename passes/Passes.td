@@ -145,12 +145,9 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
     one kernel stream each row through the whole chain while it is in cache.
 
     1. Walk the ops in order. A row-local op joins the group of an operand's producer when
-       the group has the same shape, every other operand is defined before the group's
-       first op (so the group can be emitted there without creating a cycle), and both lie
-       on the same side of the loss (in a function with a loss, the ops it depends on are
-       the forward pass; an op recomputed in the backward pass by
-       `tessel-activation-checkpointing` must not move back into a forward group);
-       otherwise it starts a new group.
+       the group has the same shape and every other operand is defined before the group's
+       first op (so the group can be emitted there without creating a cycle); otherwise it
+       starts a new group.
     2. Each group of two or more ops becomes a `tessel.fused` op at its first op: the
        operands from outside are its inputs, the values used outside are its results
        (yielded), and the rest stays inside the region and never reaches memory.
@@ -334,9 +331,11 @@ def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::Mod
   let summary = "Activation checkpointing (remat): recompute forward values in the backward pass";
   let description = [{
     Frees the activations of the checkpointed modules after the forward pass and
-    recomputes them where the backward pass needs them, by cloning forward ops next to
-    their first backward use (after `tessel-autodiff`, so autodiff knows nothing of it).
-    In every function with a loss (`@train_step`, `@accumulate_step`):
+    recomputes them where the backward pass needs them, by cloning forward ops (whole
+    fused kernels) next to their first backward use. It runs after `tessel-autodiff`, so
+    autodiff knows nothing of it, and after `tessel-fuse`, so a recomputed value comes from
+    the same kernel as the original. In every function with a loss (`@train_step`,
+    `@accumulate_step`):
 
     1. The forward ops are those the returned loss depends on; the others are backward
        (and optimizer) work.
@@ -344,8 +343,8 @@ def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::Mod
        that a `modules` glob matches (`blocks.*` puts every op of `blocks.3.*` in unit
        `blocks.3`).
     3. `mode=full`: each unit's forward ops (parameters aside) form one region.
-       `mode=selective` (Megatron-LM's): each causal `softmax` of a unit with the ops up to
-       the matmul on either side (the T x T scores q k^T, the scale, the softmax and its
+       `mode=selective` (Megatron-LM's): each causal `softmax` of a unit (or the fused
+       kernel holding it) with the ops up to the matmul on either side (the T x T scores q k^T, the scale, the softmax and its
        product with v) forms one; the linear layers' outputs are kept.
     4. A region's internal values are those no forward op outside it reads (a block's
        output is the next block's input, and is kept). The ops the backward pass needs
@@ -368,14 +367,17 @@ def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::Mod
     %g = tessel.softmax_grad %s2, %dy : tensor<2x2x8x8xf32>
     ```
     Clones are the same ops on the same operands, so every value is computed by the same
-    kernels in the same order: training is bitwise unchanged. A second run changes
+    kernels in the same order: training is bitwise unchanged. A forward kernel that also
+    computes the next unit's values (the residual add ending a block, fused with the next
+    block's first layer norm) belongs to the unit of its first op, so the next block keeps
+    that layer norm's output. A second run changes
     nothing. Errors, at `plan-site` (the plan's `checkpoint` line): a mode other than full
     or selective, no op in a module the globs match, selective mode without a causal
     softmax, and a region holding a collective (full mode under tensor parallelism would
     repeat the block's all-reduces; refused for now).
 
-    Stage: after `tessel-autodiff` (`@train_step` exists) and the passes that place
-    collectives, before `tessel-fuse-classifier` and `tessel-fuse`: no function is fused.
+    Stage: after `tessel-autodiff` (`@train_step` exists), last: after `tessel-fuse`
+    (which would put a recomputed op in another kernel than its original).
   }];
   let options = [
     ListOption<"modules", "modules", "std::string",

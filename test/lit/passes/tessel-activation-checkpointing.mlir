@@ -1,6 +1,8 @@
 // --tessel-activation-checkpointing (passes/ActivationCheckpointing.cpp) on the training step
 // of a two-block GPT (tessel-gpt --layers 2 --channels 4 --heads 2 --seq 2 --batch 1, as
-// tessel-autodiff leaves it; locations carry the module paths "blocks.N.*").
+// tessel-autodiff leaves it, so the ops are visible one by one; the pipeline runs the pass
+// after tessel-fuse, where it clones whole kernels, the last case; locations carry the
+// module paths "blocks.N.*").
 //
 // Full: once block 1's backward starts (after the LM head's gradient), block 1's forward is
 // recomputed from its input (the layer norm reads the kept block input, which ln1's
@@ -10,9 +12,9 @@
 // kept). A second run changes nothing.
 // Selective: only the core attention's q k^T, scale and softmax are recomputed, right
 // before the first backward op reading the probabilities; the GELU input is kept.
-// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.*' | FileCheck %s --check-prefix=FULL
-// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.*' -tessel-activation-checkpointing='modules=blocks.*' | FileCheck %s --check-prefix=FULL
-// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.* mode=selective' | FileCheck %s --check-prefix=SEL
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.*' | FileCheck %s --check-prefixes=FULL,KERNEL
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.*' -tessel-activation-checkpointing='modules=blocks.*' | FileCheck %s --check-prefixes=FULL,KERNEL
+// RUN: tessel-opt %s -split-input-file -verify-diagnostics -tessel-activation-checkpointing='modules=blocks.* mode=selective' | FileCheck %s --check-prefixes=SEL,KERNEL
 // A glob that matches no module's ops is an error at the plan's line.
 // RUN: not tessel-opt %s -split-input-file -tessel-activation-checkpointing='modules=decoder.* plan-site=plan.h:12:5' 2>&1 | FileCheck %s --check-prefix=NOMATCH
 // Without the pass nothing is recomputed: one softmax and one GELU per block.
@@ -253,7 +255,7 @@
 // -----
 
 // Wrong stage: before autodiff there is no backward pass to recompute for.
-// expected-error @+1 {{tessel-activation-checkpointing: there is no @train_step (run tessel-autodiff first); it runs after tessel-autodiff (and the passes that place collectives) and before tessel-fuse-classifier and tessel-fuse}}
+// expected-error @+1 {{tessel-activation-checkpointing: there is no @train_step (run tessel-autodiff first); it runs after tessel-autodiff, last (after tessel-fuse)}}
 module {
   func.func @forward(%x: tensor<4x8xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
     %l = tessel.reduce_mean %x [0, 1] : tensor<4x8xf32> -> tensor<f32> loc("blocks.0"("model.h":3:1))
@@ -263,16 +265,28 @@ module {
 
 // -----
 
-// Wrong stage: already fused; the fused regions hide the ops to clone.
-// expected-error @+1 {{tessel-activation-checkpointing: @train_step is already fused (tessel.fused present); it runs after tessel-autodiff (and the passes that place collectives) and before tessel-fuse-classifier and tessel-fuse}}
-func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"}, %b: tensor<8xf32> {tessel.input = "b"})
-    -> (tensor<f32> {tessel.output = "loss"}) {
-  %0 = tessel.fused(%x, %b) : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
-  ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
-    %1 = tessel.add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    %2 = tessel.gelu %1 : tensor<4x8xf32>
-    tessel.yield %2 : tensor<4x8xf32>
-  }
-  %l = tessel.reduce_mean %0 [0, 1] : tensor<4x8xf32> -> tensor<f32>
-  return %l : tensor<f32>
+// A fused kernel is recomputed whole (in both modes): the clone is the same kernel on the
+// same operands, and the backward op reads it, so the forward kernel's result dies in the
+// forward pass.
+// KERNEL-LABEL: func.func @train_step(%arg0: tensor<2x4x4xf32>
+// KERNEL: %[[F:.*]] = tessel.fused(%arg0)
+// KERNEL: tessel.reduce_mean %[[F]]
+// KERNEL: %[[R:.*]] = tessel.fused(%arg0)
+// KERNEL-NEXT: ^bb0
+// KERNEL-NEXT: tessel.scale
+// KERNEL-NEXT: tessel.softmax
+// KERNEL-NEXT: tessel.yield
+// KERNEL-NEXT: }
+// KERNEL-NEXT: tessel.softmax_grad %[[R]], %arg0
+func.func @train_step(%s: tensor<2x4x4xf32> {tessel.input = "s"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<2x4x4xf32> {tessel.output = "d"}) {
+  %0 = tessel.fused(%s) : (tensor<2x4x4xf32>) -> tensor<2x4x4xf32> {
+  ^bb0(%s0: tensor<2x4x4xf32>):
+    %1 = tessel.scale %s0, 0.5 : tensor<2x4x4xf32>
+    %2 = tessel.softmax %1 causal : tensor<2x4x4xf32>
+    tessel.yield %2 : tensor<2x4x4xf32>
+  } loc("blocks.0"("model.h":4:1))
+  %l = tessel.reduce_mean %0 [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32> loc("blocks.0"("model.h":5:1))
+  %d = tessel.softmax_grad %0, %s : tensor<2x4x4xf32>
+  return %l, %d : tensor<f32>, tensor<2x4x4xf32>
 }

@@ -20,30 +20,6 @@ func.func @elementwise_chain(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4
 
 // -----
 
-// Rule: in a function with a loss, an op the loss does not depend on (a layer norm that
-// tessel-activation-checkpointing recomputes for the backward pass) does not join a group
-// of the forward pass, which would compute it there again and keep it alive until its
-// backward use: the forward add and layer norm fuse, the recomputed layer norm stays apart,
-// after the loss.
-// CHECK-LABEL: func.func @recomputed_layer_norm
-// CHECK: %[[F:.*]]:2 = tessel.fused
-// CHECK:   tessel.add
-// CHECK-NEXT:   tessel.layer_norm
-// CHECK: tessel.reduce_mean %[[F]]#1
-// CHECK-NEXT: %[[R:.*]] = tessel.layer_norm %[[F]]#0
-// CHECK-NEXT: tessel.layer_norm_grad %[[F]]#0, %{{.*}}, %[[R]]
-func.func @recomputed_layer_norm(%x: tensor<2x4x8xf32>, %y: tensor<2x4x8xf32>, %g: tensor<8xf32>, %b: tensor<8xf32>)
-    -> (tensor<f32> {tessel.output = "loss"}, tensor<2x4x8xf32> {tessel.output = "d"}) {
-  %s = tessel.add %x, %y : (tensor<2x4x8xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
-  %n = tessel.layer_norm %s, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
-  %l = tessel.reduce_mean %n [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
-  %r = tessel.layer_norm %s, %g, %b : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x4x8xf32>
-  %d, %dg, %db = tessel.layer_norm_grad %s, %g, %r : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
-  return %l, %d : tensor<f32>, tensor<2x4x8xf32>
-}
-
-// -----
-
 // Rule: a row reduction takes its elementwise producers; a producer used outside (the
 // residual stream) is yielded too.
 // CHECK-LABEL: func.func @residual_layer_norm
