@@ -1,6 +1,8 @@
 // Mesh and Plan; see Plan.h.
 #include "dsl/tessel.h"
 
+#include "compiler/Glob.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -38,27 +40,7 @@ std::string axesString(const Mesh& mesh) {
 
 }  // namespace
 
-bool glob_matches(const std::string& glob, const std::string& name) {
-  // Greedy matching with one backtrack point (the last '*'): linear for globs without '*',
-  // O(|glob| * |name|) at worst; '*' never needs more than the last one to be revisited.
-  size_t g = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (g < glob.size() && (glob[g] == '?' || glob[g] == name[n])) {
-      ++g;
-      ++n;
-    } else if (g < glob.size() && glob[g] == '*') {
-      star = g++;
-      resume = n;
-    } else if (star != std::string::npos) {
-      g = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (g < glob.size() && glob[g] == '*') ++g;
-  return g == glob.size();
-}
+bool glob_matches(const std::string& glob, const std::string& name) { return globMatches(glob, name); }
 
 Mesh::Mesh(std::initializer_list<std::pair<std::string, int64_t>> axes, std::source_location loc)
     : Mesh(std::vector<std::pair<std::string, int64_t>>(axes), PlanSite::of(loc)) {}

@@ -46,6 +46,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
+#include "compiler/Glob.h"
 #include "compiler/PlanSite.h"
 #include "passes/PipelineStage.h"
 
@@ -66,28 +67,6 @@ namespace {
 
 using mlir::Operation;
 using mlir::Value;
-
-/// Whether `glob` matches the whole of `name`: `*` any run of characters (dots included),
-/// `?` any one character, as the plan's globs (dsl/Plan.h glob_matches).
-bool globMatches(llvm::StringRef glob, llvm::StringRef name) {
-  size_t g = 0, n = 0, star = llvm::StringRef::npos, resume = 0;
-  while (n < name.size()) {
-    if (g < glob.size() && (glob[g] == '?' || glob[g] == name[n])) {
-      ++g;
-      ++n;
-    } else if (g < glob.size() && glob[g] == '*') {
-      star = g++;
-      resume = n;
-    } else if (star != llvm::StringRef::npos) {
-      g = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (g < glob.size() && glob[g] == '*') ++g;
-  return g == glob.size();
-}
 
 /// The module path a location carries (the name of its NameLoc, looking through fused and
 /// call-site locations), or "" for an op outside every module.
@@ -159,7 +138,7 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
       end = path.find('.', end + 1);
       llvm::StringRef prefix = path.substr(0, end);
       for (const std::string& glob : modules)
-        if (globMatches(glob, prefix)) return prefix.str();
+        if (globMatches(glob, std::string_view(prefix.data(), prefix.size()))) return prefix.str();
     }
     return "";
   }

@@ -3,9 +3,10 @@ T=32, global batch B=8, AdamW, clipping on) trains 5 steps with --activation-che
 full and selective and without it, under each plan; the recomputed values are computed by
 the same kernels on the same operands, so the loss and gradient norm of every step and every
 parameter after the last step (--export-params) must be bitwise equal (tolerance 0: any
-difference is a bug). The plans: one rank; dp=2 on 2 MPI ranks; tp=2 on 2 ranks (selective
-only: full checkpointing under tensor parallelism is refused with an error at the flag,
-which is checked too). Each run's planned activation arena must also be smaller with
+difference is a bug). The plans: one rank; one rank with gradient accumulation 2
+(@accumulate_step is recomputed too); one rank in bf16; dp=2 on 2 MPI ranks; tp=2 on 2 ranks
+(selective only: full checkpointing under tensor parallelism is refused with an error at
+the flag, which is checked too). Each run's planned activation arena must also be smaller with
 checkpointing than without (the exact value is test/unit/ActivationCheckpointingTest.cpp's).
 
 Usage: check_activation_checkpointing.py MPIEXEC TESSEL_GPT DATA_FILE"""
@@ -45,7 +46,9 @@ def main():
     mpiexec, exe, data = sys.argv[1:4]
     failures = []
     with tempfile.TemporaryDirectory() as tmp:
-        plans = [("one rank", 1, []), ("dp=2", 2, ["--plan", "dp=2"]), ("tp=2", 2, ["--plan", "tp=2"])]
+        plans = [("one rank", 1, []), ("accumulation 2", 1, ["--grad-accumulation", "2"]),
+                 ("bf16", 1, ["--precision", "bf16"]), ("dp=2", 2, ["--plan", "dp=2"]),
+                 ("tp=2", 2, ["--plan", "tp=2"])]
         for label, ranks, plan in plans:
             base = run(mpiexec, exe, data, tmp, f"{label}-none", ranks, plan)
             if len(base["loss"]) != 5:
