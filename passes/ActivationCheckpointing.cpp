@@ -53,9 +53,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Debug.h"
 
-#include <map>
 
 #define DEBUG_TYPE "tessel-activation-checkpointing"
 
@@ -108,8 +108,6 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    // Stage: after autodiff (there is a backward pass to feed) and before fusion (fused
-    // regions hide the ops this pass clones and the uses it redirects).
     // Stage: after autodiff (there is a backward pass to feed), last (after tessel-fuse,
     // which would otherwise put recomputed ops in other kernels than the originals).
     if (mlir::failed(PipelineStage(module, "train_step")
@@ -153,9 +151,9 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
         forward.insert(&op);
         for (Value v : op.getOperands()) needed.insert(v);
       }
-    // 2-3. Regions.
-    std::map<std::string, Region> units;  // full mode: one region per unit
+    // 2-3. Regions, in forward order (full mode: one per unit).
     llvm::SmallVector<Region> regions;
+    llvm::StringMap<size_t> regionOfUnit;
     bool anyUnit = false;
     for (Operation& op : body.without_terminator()) {
       if (!forward.contains(&op) || mlir::isa<ParamOp>(op)) continue;
@@ -163,14 +161,13 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
       if (unit.empty()) continue;
       anyUnit = true;
       if (mode == "full") {
-        Region& r = units[unit];
-        r.unit = unit;
-        r.ops.push_back(&op);
+        auto [it, fresh] = regionOfUnit.try_emplace(unit, regions.size());
+        if (fresh) regions.push_back(Region{unit, {}});
+        regions[it->second].ops.push_back(&op);
       } else if (isCausalSoftmax(&op)) {
         regions.push_back(coreAttention(&op, unit, forward));
       }
     }
-    for (auto& [unit, region] : units) regions.push_back(std::move(region));
     if (!anyUnit) {
       mlir::emitError(site_) << DEBUG_TYPE << ": no op of @" << f.getSymName()
                              << " belongs to a module that the checkpoint globs match ("
@@ -182,9 +179,10 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
                              << "(a causal softmax) in the checkpointed modules of @" << f.getSymName();
       return mlir::failure();
     }
-    // 4. Recompute, last region first so that a region's insertion point (a backward op)
-    //    is never one of the clones of another.
-    for (Region& r : llvm::reverse(regions))
+    // 4. Recompute. Regions do not interact: a clone reads only its own region's clones
+    //    and values that forward ops outside the region read too, never another region's
+    //    internal values, so no clone is another region's insertion point.
+    for (Region& r : regions)
       if (mlir::failed(recompute(f, r, forward))) return mlir::failure();
     return mlir::success();
   }
