@@ -149,11 +149,6 @@ void Plan::resolve_checkpoints(const std::vector<std::string>& modules,
                                                                      ", "),
                                                            modules.size() > 4 ? ", ..." : "")));
   }
-  if (!checkpoints_.empty() && checkpoints_.front().mode == CheckpointMode::Full && tp() > 1)
-    fail(checkpoints_.front().site,
-         fmt::format("checkpoint(\"{}\", full): full activation checkpointing does not compose with tensor "
-                     "parallelism yet (recomputing a block would repeat its all-reduces); use selective",
-                     checkpoints_.front().glob));
 }
 
 Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {

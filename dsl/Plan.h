@@ -174,8 +174,8 @@ class Plan {
   /// the outermost. Training is bitwise unchanged. Throws ModelError here for an empty glob
   /// or a mode other than an earlier entry's (one mode per plan, with a note there); when
   /// the model compiles (resolve_checkpoints), for a glob that matches no module or that
-  /// names a parameter rather than a module; with tensor parallelism, Full is refused at
-  /// this line (recomputing a block would repeat its all-reduces).
+  /// names a parameter rather than a module. Recomputation never communicates: under
+  /// tensor parallelism the all-reduced outputs of a block are kept.
   Plan& checkpoint(const std::string& glob, CheckpointMode mode = CheckpointMode::Full,
                    std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.

@@ -38,9 +38,11 @@
 // placed there, so a later prefetch of a sharded unit's parameters can be hoisted above the
 // recomputation and still overlap it.
 //
-// A second run finds no backward use of an internal value (they all read clones) and
-// changes nothing. A region that would repeat a collective (a full block under tensor
-// parallelism: its all-reduces) is refused at the plan's line.
+// Recomputation never communicates: the result of a collective (tensor parallelism's
+// all-reduce after a row-parallel projection, sequence parallelism's all-gather) is kept,
+// and the clones read it, as Megatron-LM's full recomputation would otherwise repeat the
+// all-reduce. A second run finds no backward use of an internal value (they all read
+// clones) and changes nothing.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -80,7 +82,7 @@ llvm::StringRef modulePath(mlir::Location loc) {
 }
 
 /// Ops that move data between ranks: recomputing one would repeat the communication (and
-/// change every rank's collective schedule), so a region holding one is refused.
+/// change every rank's collective schedule), so their results are kept instead.
 bool isCollective(Operation* op) {
   return mlir::isa<AllReduceOp, AllReduceStartOp, AllReduceWaitOp, AllGatherOp, AllGatherStartOp,
                    AllGatherWaitOp, ReduceScatterOp, ReduceScatterStartOp, ReduceScatterWaitOp,
@@ -227,11 +229,12 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     llvm::SmallVector<Value> saved;  // internal values the backward pass reads
     for (Operation* op : region.ops)
       for (Value r : op->getResults())
-        if (internal(r) && llvm::any_of(r.getUsers(), isBackward)) saved.push_back(r);
+        if (!isCollective(op) && internal(r) && llvm::any_of(r.getUsers(), isBackward)) saved.push_back(r);
     if (saved.empty()) return mlir::success();
 
     // The ops the saved values need, through internal values only (a value the region
-    // shares with later forward ops is kept, so its original is read).
+    // shares with later forward ops is kept, so its original is read) and never through a
+    // collective (its result is kept).
     llvm::SmallPtrSet<Operation*, 32> cloned;
     llvm::SmallVector<Operation*> work;
     for (Value v : saved) work.push_back(v.getDefiningOp());
@@ -239,18 +242,10 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
       Operation* op = work.pop_back_val();
       if (!cloned.insert(op).second) continue;
       for (Value v : op->getOperands())
-        if (Operation* def = v.getDefiningOp(); def && members.contains(def) && internal(v))
+        if (Operation* def = v.getDefiningOp();
+            def && members.contains(def) && !isCollective(def) && internal(v))
           work.push_back(def);
     }
-    for (Operation* op : region.ops)
-      if (cloned.contains(op) && isCollective(op)) {
-        mlir::InFlightDiagnostic d = mlir::emitError(site_)
-            << DEBUG_TYPE << ": recomputing '" << region.unit << "' would repeat its collective '"
-            << op->getName() << "' in the backward pass; " << mode
-            << " activation checkpointing does not compose with tensor parallelism yet";
-        d.attachNote(op->getLoc()) << "the collective is here";
-        return mlir::failure();
-      }
 
     // Insert right before the first backward op that reads a saved value.
     Operation* at = nullptr;

@@ -371,10 +371,11 @@ def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::Mod
     computes the next unit's values (the residual add ending a block, fused with the next
     block's first layer norm) belongs to the unit of its first op, so the next block keeps
     that layer norm's output. A second run changes
-    nothing. Errors, at `plan-site` (the plan's `checkpoint` line): a mode other than full
-    or selective, no op in a module the globs match, selective mode without a causal
-    softmax, and a region holding a collective (full mode under tensor parallelism would
-    repeat the block's all-reduces; refused for now).
+    nothing. Recomputation never communicates: the result of a collective in a region
+    (tensor parallelism's all-reduces, sequence parallelism's all-gathers) is kept and the
+    clones read it. Errors, at `plan-site` (the plan's `checkpoint` line): a mode other
+    than full or selective, no op in a module the globs match, and selective mode without
+    a causal softmax.
 
     Stage: after `tessel-autodiff` (`@train_step` exists), last: after `tessel-fuse`
     (which would put a recomputed op in another kernel than its original).
