@@ -87,16 +87,16 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
 /// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
-/// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they are valid, else a one-line reason naming the
-/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
+/// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they
+/// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
+/// "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
 /// overlap, tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
-/// globs) and checkpoint-mode, whose defaults
-/// are PipelineOptions'. The mesh is the module's `shard.grid @mesh`. Invalid options are a one-line error
-/// (checkPipelineOptions). Idempotent.
+/// globs) and checkpoint-mode, whose defaults are PipelineOptions'. The mesh is the module's
+/// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 
 /// Runs every stage on `module`. Pass failures are reported through the context's

@@ -38,9 +38,9 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
 
 /// The plan's checks that need the model (shard() entries against the parameters,
 /// checkpoint() entries against the modules, tp against the attention heads; ModelError at
-/// the plan's lines), its checkpointing in the pipeline's options, then, for a plan that is more than
-/// data parallelism, its mesh and shardings in the module (writePlanToModule) and in the
-/// pipeline's options.
+/// the plan's lines), its checkpointing in the pipeline's options, then, for a plan that is
+/// more than data parallelism, its mesh and shardings in the module (writePlanToModule) and
+/// in the pipeline's options.
 void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const ParameterSpec& p : graph.parameters()) shapes.emplace_back(p.name, p.shape);

@@ -141,13 +141,12 @@ void Plan::resolve_checkpoints(const std::vector<std::string>& modules,
       fail(e.site, fmt::format("checkpoint(\"{}\"): the glob names parameter '{}', not a module; checkpointing "
                                "recomputes a module's forward pass (name the module, e.g. '{}')",
                                e.glob, *parameter, parameter->substr(0, parameter->rfind('.'))));
+    const size_t shown = std::min<size_t>(modules.size(), 4);  // a few paths as examples
     fail(e.site, fmt::format("checkpoint(\"{}\"): the glob matches no module of the model{}", e.glob,
                              modules.empty() ? std::string(" (it has none)")
                                              : fmt::format(" (its modules: {}{})",
-                                                           fmt::join(modules.begin(),
-                                                                     modules.begin() + std::min<size_t>(modules.size(), 4),
-                                                                     ", "),
-                                                           modules.size() > 4 ? ", ..." : "")));
+                                                           fmt::join(modules.begin(), modules.begin() + shown, ", "),
+                                                           modules.size() > shown ? ", ..." : "")));
   }
 }
 
@@ -315,7 +314,8 @@ std::string Plan::describe() const {
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));
-  for (const CheckpointEntry& e : checkpoints_) s += fmt::format(" checkpoint({},{})", e.glob, checkpointModeName(e.mode));
+  for (const CheckpointEntry& e : checkpoints_)
+    s += fmt::format(" checkpoint({},{})", e.glob, checkpointModeName(e.mode));
   if (microsteps_ > 1) s += fmt::format(" microsteps={}", microsteps_);
   if (dp() > 1) s += fmt::format(" bucket_mb={} overlap={}", bucketMb_, overlap_ ? "on" : "off");
   return s;

@@ -71,7 +71,10 @@ struct ShardEntry {
 
 /// What activation checkpointing recomputes in the backward pass (Plan::checkpoint).
 enum class CheckpointMode {
-  /// The module's whole forward: only its input is kept (its output is the next one's input).
+  /// The module's whole forward: its input is kept (its output is the next one's input), and
+  /// so is what a kernel shared with the module before it computes (a block's first layer
+  /// norm, fused with the residual add that ends the previous block) and every collective's
+  /// result (recomputation never communicates).
   Full,
   /// Megatron-LM's selective recomputation: the core attention only (the T x T scores q k^T,
   /// their scale and causal softmax, and its product with v); the linear layers' outputs

@@ -344,38 +344,39 @@ def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::Mod
        `blocks.3`).
     3. `mode=full`: each unit's forward ops (parameters aside) form one region.
        `mode=selective` (Megatron-LM's): each causal `softmax` of a unit (or the fused
-       kernel holding it) with the ops up to the matmul on either side (the T x T scores q k^T, the scale, the softmax and its
-       product with v) forms one; the linear layers' outputs are kept.
+       kernel holding it) with the ops up to the matmul on either side (the T x T scores
+       q k^T, the scale, the softmax and its product with v) forms one; the linear
+       layers' outputs are kept.
     4. A region's internal values are those no forward op outside it reads (a block's
        output is the next block's input, and is kept). The ops the backward pass needs
        for them are cloned in forward order right before the first backward op reading
-       one, and the backward pass reads the clones.
+       one, and the backward pass reads the clones. A collective's result is never
+       recomputed (that would communicate again): it is kept and the clones read it.
 
-    Before (`%s` is read by the backward op `softmax_grad`, so it lives through the
-    forward pass and the backward of every later block):
+    Before (shown unfused; `%p` is read by the backward op `softmax_grad`, so it lives
+    through the rest of the forward pass and the backward of every later block):
     ```mlir
-    %s = tessel.softmax %z causal : tensor<2x2x8x8xf32>   // blocks.0
-    ...                                                    // forward and backward of blocks.1
-    %g = tessel.softmax_grad %s, %dy : tensor<2x2x8x8xf32>
+    %s = tessel.matmul %q, %k transpose_rhs : (...) -> tensor<2x2x8x8xf32>  // blocks.0
+    %z = tessel.scale %s, 0.35 : tensor<2x2x8x8xf32>
+    %p = tessel.softmax %z causal : tensor<2x2x8x8xf32>
+    ...                                          // forward and backward of blocks.1
+    %g = tessel.softmax_grad %p, %dy : tensor<2x2x8x8xf32>
     ```
-    After (`mode=selective`): `%s` dies inside the forward pass.
+    After (`mode=selective`): `%p` dies inside the forward pass.
     ```mlir
-    %s = tessel.softmax %z causal : tensor<2x2x8x8xf32>
     ...
-    %z2 = tessel.scale (tessel.matmul %q, %k transpose_rhs), ...
-    %s2 = tessel.softmax %z2 causal : tensor<2x2x8x8xf32>
-    %g = tessel.softmax_grad %s2, %dy : tensor<2x2x8x8xf32>
+    %s2 = tessel.matmul %q, %k transpose_rhs : (...) -> tensor<2x2x8x8xf32>
+    %z2 = tessel.scale %s2, 0.35 : tensor<2x2x8x8xf32>
+    %p2 = tessel.softmax %z2 causal : tensor<2x2x8x8xf32>
+    %g = tessel.softmax_grad %p2, %dy : tensor<2x2x8x8xf32>
     ```
-    Clones are the same ops on the same operands, so every value is computed by the same
-    kernels in the same order: training is bitwise unchanged. A forward kernel that also
-    computes the next unit's values (the residual add ending a block, fused with the next
-    block's first layer norm) belongs to the unit of its first op, so the next block keeps
-    that layer norm's output. A second run changes
-    nothing. Recomputation never communicates: the result of a collective in a region
-    (tensor parallelism's all-reduces, sequence parallelism's all-gathers) is kept and the
-    clones read it. Errors, at `plan-site` (the plan's `checkpoint` line): a mode other
-    than full or selective, no op in a module the globs match, and selective mode without
-    a causal softmax.
+    Clones are the same ops and kernels on the same operands, so every value is computed
+    the same way: training is bitwise unchanged. A forward kernel that also computes the
+    next unit's values (the residual add ending a block, fused with the next block's first
+    layer norm) belongs to the unit of its first op, so the next block keeps that layer
+    norm's output. A second run changes nothing. Errors, at `plan-site` (the plan's
+    `checkpoint` line): a mode other than full or selective, no op in a module the globs
+    match, and selective mode without a causal softmax.
 
     Stage: after `tessel-autodiff` (`@train_step` exists), last: after `tessel-fuse`
     (which would put a recomputed op in another kernel than its original).

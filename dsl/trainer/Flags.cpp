@@ -51,7 +51,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                "start each bucket's all-reduce during the backward pass (default on)");
   app.add_option("--activation-checkpointing", f.activationCheckpointing,
                  "recompute activations in the backward pass instead of keeping them: full (each transformer "
-                 "block's forward; only its input is kept) or selective (core attention only: the T x T scores, "
+                 "block's forward, keeping its input) or selective (core attention only: the T x T scores, "
                  "softmax and product with V)")
       ->check(CLI::IsMember({"full", "selective"}));
   app.add_flag("--explain", f.explain,
