@@ -168,6 +168,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     fmt::print("{}", rt::explainShardings(lowered));
     std::string report = rt::explainCollectives(lowered, "train_step");
     fmt::print("{}", report.empty() ? "no collectives: the program runs on one rank\n" : report);
+    // The activation arena (codegen/MemoryPlan): every temporary of a step, placed before
+    // launch; activation checkpointing lowers it.
+    fmt::print("memory: activation arena {} bytes ({:.3f} MiB) per rank\n", lowered.arenaBytes(),
+               static_cast<double>(lowered.arenaBytes()) / (1 << 20));
     if (compileOnly && !emitting) return 0;
   }
   if (emitting) {
