@@ -194,6 +194,14 @@ TEST(ActivationCheckpointingErrors, AtTheCheckpointLine) {
   expectPlanError(Plan().checkpoint("blocks.*.mlp.fc.weight"), line,
                   "checkpoint(\"blocks.*.mlp.fc.weight\"): the glob names parameter 'blocks.0.mlp.fc.weight', not a "
                   "module");
+  line = __LINE__ + 2;
+  try {
+    Plan().checkpoint("");
+    ADD_FAILURE() << "expected a ModelError";
+  } catch (const ModelError& e) {
+    EXPECT_EQ(e.diagnostic().line, line) << e.what();
+    EXPECT_NE(std::string(e.what()).find("checkpoint(): the glob must not be empty"), std::string::npos);
+  }
   // One mode per plan: the second entry is the error, with a note at the first.
   Plan first = Plan().checkpoint("blocks.0");
   line = __LINE__ + 2;
