@@ -99,11 +99,11 @@ TEST(ActivationCheckpointing, SavedActivationsMatchTheirClosedForm) {
   //   without checkpointing: per block what its backward pass reads, ln1(x), q, k, v (after
   //     the head transpose), the attention output, h = x + attn, ln2(h) and the MLP's
   //     pre-GELU and GELU outputs [B, T, 4C] (15 BTC) and the probabilities [B, NH, T, T];
-  //     plus the block input x_i (the first block's, and each block's output); that is
+  //     plus the residual stream x_0 .. x_L (L + 1 BTC) and ln_f's output (BTC); that is
   //     (2 + 16 L) BTC + L B NH T^2;
   //   full: each block's input x_i and ln1(x_i), which the kernel ending the block before
-  //     (or the embedding's) computes, so they are that kernel's outputs, and ln_f's output:
-  //     (2 L + 1) BTC;
+  //     (or the embedding's) computes, so they are that kernel's outputs, and ln_f's output
+  //     (x_L, read only by ln_f's gradient, is recomputed): (2 L + 1) BTC;
   //   selective: everything but the probabilities.
   for (int64_t layers : {2, 3}) {
     SCOPED_TRACE("L=" + std::to_string(layers));
