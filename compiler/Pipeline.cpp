@@ -106,6 +106,16 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                  }});
   }
   s.push_back({"fuse", fuse});
+  // Remat last: it clones whole fused kernels, so recomputed values come from the same
+  // kernels as the originals (bitwise), and lands after the placed collectives.
+  if (o.train && !o.checkpointModules.empty())
+    s.push_back({"activation-checkpointing", [o](mlir::OpPassManager& pm) {
+                   ActivationCheckpointingOptions a;
+                   a.modules.assign(o.checkpointModules.begin(), o.checkpointModules.end());
+                   a.mode = o.checkpointMode;
+                   a.planSite = o.checkpointSite;
+                   pm.addPass(createActivationCheckpointing(a));
+                 }});
   return s;
 }
 
@@ -141,6 +151,12 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
       *this, "sharded-params",
       llvm::cl::desc("run the sharding stages for the module's own parameter shardings"),
       llvm::cl::init(defaults.shardedParameters)};
+  ListOption<std::string> checkpoint{
+      *this, "checkpoint",
+      llvm::cl::desc("activation checkpointing: globs over the module paths to recompute (blocks.*)")};
+  Option<std::string> checkpointMode{*this, "checkpoint-mode",
+                                     llvm::cl::desc("full or selective activation checkpointing"),
+                                     llvm::cl::init(defaults.checkpointMode)};
   Option<bool> sequenceParallel{*this, "sequence-parallel",
                                 llvm::cl::desc("split the LayerNorm and residual regions along T over the "
                                                "tensor-parallel axis"),
@@ -159,6 +175,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.tensorParallelAxis = tensorParallel;
     o.shardedParameters = shardedParameters;
     o.sequenceParallel = sequenceParallel;
+    o.checkpointModules.assign(checkpoint.begin(), checkpoint.end());
+    o.checkpointMode = checkpointMode;
     return o;
   }
 };
@@ -210,6 +228,8 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16")
     return fmt::format("precision={}: must be f32 or bf16", o.precision);
   if (o.forwardName.empty()) return "forward=: must name a function";
+  if (o.checkpointMode != "full" && o.checkpointMode != "selective")
+    return fmt::format("checkpoint-mode={}: must be full or selective", o.checkpointMode);
   return checkMeshOptions(o);
 }
 
@@ -221,7 +241,7 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "tensor-parallel, sharded-params, sequence-parallel)",
+      "tensor-parallel, sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

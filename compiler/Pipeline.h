@@ -61,6 +61,14 @@ struct PipelineOptions {
   bool sequenceParallel = false;
   /// The plan shards parameters itself (shard() entries, as `tessel.shardings` on params).
   bool shardedParameters = false;
+  /// Activation checkpointing (the plan's checkpoint() entries): globs over module paths
+  /// ("blocks.*") whose forward values the backward pass recomputes instead of keeping
+  /// (tessel-activation-checkpointing); empty: every activation is kept.
+  std::vector<std::string> checkpointModules;
+  /// "full" (recompute the whole module) or "selective" (its core attention only).
+  std::string checkpointMode = "full";
+  /// Where the plan calls checkpoint, "file:line:col" (its diagnostics point there).
+  std::string checkpointSite;
   /// The mesh axis gradients are averaged over when dp > 1: the plan's shard_batch axis,
   /// which tessel-gradient-all-reduce finds by name in `shard.grid @mesh`.
   std::string batchAxis = "dp";
@@ -79,15 +87,16 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
 /// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
-/// tensorParallelAxis. Returns "" when they are valid, else a one-line reason naming the
-/// option as the pipeline spells it (e.g. "dp=0: must be at least 1").
+/// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they
+/// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
+/// "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, tensor-parallel (the axis), sharded-params and sequence-parallel, whose defaults
-/// are PipelineOptions'. The mesh is the module's `shard.grid @mesh`. Invalid options are a one-line error
-/// (checkPipelineOptions). Idempotent.
+/// overlap, tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
+/// globs) and checkpoint-mode, whose defaults are PipelineOptions'. The mesh is the module's
+/// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 
 /// Runs every stage on `module`. Pass failures are reported through the context's

@@ -71,6 +71,9 @@ class Graph {
   /// Module::Scope bookkeeping.
   void pushScope(const std::string& path) { scopes_.push_back(path); }
   void popScope() { scopes_.pop_back(); }
+  /// Every Module's path, in construction order (the plan's checkpoint globs match them).
+  void declareModule(const std::string& path) { modulePaths_.push_back(path); }
+  const std::vector<std::string>& modulePaths() const { return modulePaths_; }
 
   // ---- parameters, inputs, outputs ----
   void declareParameter(ParameterSpec spec, mlir::Location loc);
@@ -98,6 +101,7 @@ class Graph {
   std::vector<mlir::Diagnostic> captured_;
   mlir::DiagnosticEngine::HandlerID handler_ = 0;
   std::vector<std::string> scopes_;
+  std::vector<std::string> modulePaths_;
 
   std::vector<ParameterSpec> specs_;
   std::vector<mlir::Location> specLocs_;

@@ -36,15 +36,25 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
   return specs;
 }
 
-/// The plan's checks that need the model (shard() entries against the parameters, tp against
-/// the attention heads; ModelError at the plan's lines), then, for a plan that is more than
-/// data parallelism, its mesh and shardings in the module (writePlanToModule) and in the
-/// pipeline's options.
+/// The plan's checks that need the model (shard() entries against the parameters,
+/// checkpoint() entries against the modules, tp against the attention heads; ModelError at
+/// the plan's lines), its checkpointing in the pipeline's options, then, for a plan that is
+/// more than data parallelism, its mesh and shardings in the module (writePlanToModule) and
+/// in the pipeline's options.
 void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const ParameterSpec& p : graph.parameters()) shapes.emplace_back(p.name, p.shape);
   std::vector<ParameterSharding> shardings = plan.resolve_shardings(shapes);
   if (!plan.batch_axis().empty()) pipeline.batchAxis = plan.batch_axis();
+  std::vector<std::string> parameterNames;
+  for (const auto& [name, shape] : shapes) parameterNames.push_back(name);
+  plan.resolve_checkpoints(graph.modulePaths(), parameterNames);
+  for (const CheckpointEntry& e : plan.checkpoints()) pipeline.checkpointModules.push_back(e.glob);
+  if (!plan.checkpoints().empty()) {
+    const CheckpointEntry& first = plan.checkpoints().front();
+    pipeline.checkpointMode = checkpointModeName(first.mode);
+    pipeline.checkpointSite = planSiteString(first.site.file, first.site.line, first.site.column);
+  }
   if (!plan.needs_grid()) return;
   mlir::ModuleOp module = graph.module();
   const PlanSite& tpSite = plan.tensor_parallel_site();

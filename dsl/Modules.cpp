@@ -11,6 +11,7 @@ Module::Module(Module* parent, std::string name)
     : root_(parent ? parent->root_ : nullptr),
       path_(parent ? parent->qualify(name) : std::move(name)) {
   if (!parent) throw std::invalid_argument("tessel::Module needs a parent module");
+  root_->graph().declareModule(path_);
 }
 
 std::string Module::qualify(const std::string& local) const {

@@ -1,6 +1,8 @@
 // Mesh and Plan; see Plan.h.
 #include "dsl/tessel.h"
 
+#include "compiler/Glob.h"
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -38,27 +40,7 @@ std::string axesString(const Mesh& mesh) {
 
 }  // namespace
 
-bool glob_matches(const std::string& glob, const std::string& name) {
-  // Greedy matching with one backtrack point (the last '*'): linear for globs without '*',
-  // O(|glob| * |name|) at worst; '*' never needs more than the last one to be revisited.
-  size_t g = 0, n = 0, star = std::string::npos, resume = 0;
-  while (n < name.size()) {
-    if (g < glob.size() && (glob[g] == '?' || glob[g] == name[n])) {
-      ++g;
-      ++n;
-    } else if (g < glob.size() && glob[g] == '*') {
-      star = g++;
-      resume = n;
-    } else if (star != std::string::npos) {
-      g = star + 1;
-      n = ++resume;
-    } else {
-      return false;
-    }
-  }
-  while (g < glob.size() && glob[g] == '*') ++g;
-  return g == glob.size();
-}
+bool glob_matches(const std::string& glob, const std::string& name) { return globMatches(glob, name); }
 
 Mesh::Mesh(std::initializer_list<std::pair<std::string, int64_t>> axes, std::source_location loc)
     : Mesh(std::vector<std::pair<std::string, int64_t>>(axes), PlanSite::of(loc)) {}
@@ -126,6 +108,46 @@ Plan& Plan::shard(const std::string& glob, std::vector<Axes> dims, std::source_l
   }
   shards_.push_back(std::move(entry));
   return *this;
+}
+
+const char* checkpointModeName(CheckpointMode mode) {
+  return mode == CheckpointMode::Full ? "full" : "selective";
+}
+
+Plan& Plan::checkpoint(const std::string& glob, CheckpointMode mode, std::source_location loc) {
+  return checkpoint(glob, mode, PlanSite::of(loc));
+}
+
+Plan& Plan::checkpoint(const std::string& glob, CheckpointMode mode, PlanSite site) {
+  if (glob.empty()) fail(site, "checkpoint(): the glob must not be empty");
+  if (!checkpoints_.empty() && checkpoints_.front().mode != mode)
+    failWithNote(site,
+                 fmt::format("checkpoint(\"{}\", {}): the plan already checkpoints in {} mode; one plan has one "
+                             "mode",
+                             glob, checkpointModeName(mode), checkpointModeName(checkpoints_.front().mode)),
+                 checkpoints_.front().site, fmt::format("checkpoint(\"{}\") is here", checkpoints_.front().glob));
+  checkpoints_.push_back({glob, mode, std::move(site)});
+  return *this;
+}
+
+void Plan::resolve_checkpoints(const std::vector<std::string>& modules,
+                               const std::vector<std::string>& parameters) const {
+  for (const CheckpointEntry& e : checkpoints_) {
+    if (std::any_of(modules.begin(), modules.end(), [&](const std::string& m) { return glob_matches(e.glob, m); }))
+      continue;
+    auto parameter = std::find_if(parameters.begin(), parameters.end(),
+                                  [&](const std::string& p) { return glob_matches(e.glob, p); });
+    if (parameter != parameters.end())
+      fail(e.site, fmt::format("checkpoint(\"{}\"): the glob names parameter '{}', not a module; checkpointing "
+                               "recomputes a module's forward pass (name the module, e.g. '{}')",
+                               e.glob, *parameter, parameter->substr(0, parameter->rfind('.'))));
+    const size_t shown = std::min<size_t>(modules.size(), 4);  // a few paths as examples
+    fail(e.site, fmt::format("checkpoint(\"{}\"): the glob matches no module of the model{}", e.glob,
+                             modules.empty() ? std::string(" (it has none)")
+                                             : fmt::format(" (its modules: {}{})",
+                                                           fmt::join(modules.begin(), modules.begin() + shown, ", "),
+                                                           modules.size() > shown ? ", ..." : "")));
+  }
 }
 
 Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
@@ -293,6 +315,8 @@ std::string Plan::describe() const {
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));
+  for (const CheckpointEntry& e : checkpoints_)
+    s += fmt::format(" checkpoint({},{})", e.glob, checkpointModeName(e.mode));
   if (microsteps_ > 1) s += fmt::format(" microsteps={}", microsteps_);
   if (dp() > 1) s += fmt::format(" bucket_mb={} overlap={}", bucketMb_, overlap_ ? "on" : "off");
   return s;

@@ -69,6 +69,29 @@ struct ShardEntry {
   PlanSite site;
 };
 
+/// What activation checkpointing recomputes in the backward pass (Plan::checkpoint).
+enum class CheckpointMode {
+  /// The module's whole forward: its input is kept (its output is the next one's input), and
+  /// so is what a kernel shared with the module before it computes (a block's first layer
+  /// norm, fused with the residual add that ends the previous block) and every collective's
+  /// result (recomputation never communicates).
+  Full,
+  /// Megatron-LM's selective recomputation: the core attention only (the T x T scores q k^T,
+  /// their scale and causal softmax, and its product with v); the linear layers' outputs
+  /// are kept.
+  Selective,
+};
+
+/// One Plan::checkpoint() entry: a glob over module paths, the mode and where it was called.
+struct CheckpointEntry {
+  std::string glob;
+  CheckpointMode mode = CheckpointMode::Full;
+  PlanSite site;
+};
+
+/// "full" or "selective" (the spelling of --activation-checkpointing and the pass option).
+const char* checkpointModeName(CheckpointMode mode);
+
 /// The sharding a plan gives one parameter (Plan::resolve_shardings): per dimension the
 /// indices of the mesh axes it is split over (outermost first), and the shard() entry
 /// (index into Plan::shards()) it comes from.
@@ -147,6 +170,19 @@ class Plan {
   Plan& sequence_parallel(bool on, std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.
   Plan& sequence_parallel(bool on, PlanSite site);
+  /// Activation checkpointing (remat, tessel-activation-checkpointing): the modules whose
+  /// path matches `glob` (glob_matches, on module paths such as "blocks.3") free their
+  /// activations after the forward pass and recompute them in the backward pass (`mode`).
+  /// A glob matching nested modules ("blocks.*" also matches "blocks.3.ln1") checkpoints
+  /// the outermost. Training is bitwise unchanged. Throws ModelError here for an empty glob
+  /// or a mode other than an earlier entry's (one mode per plan, with a note there); when
+  /// the model compiles (resolve_checkpoints), for a glob that matches no module or that
+  /// names a parameter rather than a module. Recomputation never communicates: under
+  /// tensor parallelism the all-reduced outputs of a block are kept.
+  Plan& checkpoint(const std::string& glob, CheckpointMode mode = CheckpointMode::Full,
+                   std::source_location loc = std::source_location::current());
+  /// The same for a plan from the command line: `site` names the flag.
+  Plan& checkpoint(const std::string& glob, CheckpointMode mode, PlanSite site);
   /// Gradient all-reduce bucket capacity in MiB (default 25, as torch DDP's bucket_cap_mb);
   /// must be > 0 and finite.
   Plan& bucket_mb(double mb, std::source_location loc = std::source_location::current());
@@ -170,6 +206,8 @@ class Plan {
   bool sequence_parallel() const { return sequenceParallel_; }
   /// The shard() entries in call order.
   const std::vector<ShardEntry>& shards() const { return shards_; }
+  /// The checkpoint() entries in call order (all of one mode).
+  const std::vector<CheckpointEntry>& checkpoints() const { return checkpoints_; }
   double bucket_mb() const { return bucketMb_; }
   int64_t microsteps() const { return microsteps_; }
   bool overlap() const { return overlap_; }
@@ -199,6 +237,13 @@ class Plan {
   /// Also runs the checks of check_world_size that do not need the world size.
   std::vector<ParameterSharding> resolve_shardings(
       const std::vector<std::pair<std::string, std::vector<int64_t>>>& parameters) const;
+  /// Matches the checkpoint() entries against the model's module paths (every Module's
+  /// path(), in construction order) and parameter names. Throws ModelError at the entry's
+  /// line for a glob that matches no module: naming the parameter when it matches one
+  /// ("names parameter 'blocks.0.mlp.fc.weight', not a module"), else with an example of
+  /// the module paths.
+  void resolve_checkpoints(const std::vector<std::string>& modules,
+                           const std::vector<std::string>& parameters) const;
   /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" / "dp=2,tp=2 tensor_parallel=tp
   /// sequence_parallel=on shard(blocks.*.mlp.fc.weight,[[tp],[]]) bucket_mb=25 overlap=on"
   /// (for logs and --explain).
@@ -213,6 +258,7 @@ class Plan {
   std::string batchAxis_, tensorParallelAxis_;
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
+  std::vector<CheckpointEntry> checkpoints_;
   double bucketMb_ = 25.0;
   int64_t microsteps_ = 1;
   bool overlap_ = true;

@@ -327,6 +327,71 @@ def OverlapCollectives : Pass<"tessel-overlap-collectives", "mlir::func::FuncOp"
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def ActivationCheckpointing : Pass<"tessel-activation-checkpointing", "mlir::ModuleOp"> {
+  let summary = "Activation checkpointing (remat): recompute forward values in the backward pass";
+  let description = [{
+    Frees the activations of the checkpointed modules after the forward pass and
+    recomputes them where the backward pass needs them, by cloning forward ops (whole
+    fused kernels) next to their first backward use. It runs after `tessel-autodiff`, so
+    autodiff knows nothing of it, and after `tessel-fuse`, so a recomputed value comes from
+    the same kernel as the original. In every function with a loss (`@train_step`,
+    `@accumulate_step`):
+
+    1. The forward ops are those the returned loss depends on; the others are backward
+       (and optimizer) work.
+    2. A forward op's unit is the shortest dotted prefix of its location's module path
+       that a `modules` glob matches (`blocks.*` puts every op of `blocks.3.*` in unit
+       `blocks.3`).
+    3. `mode=full`: each unit's forward ops (parameters aside) form one region.
+       `mode=selective` (Megatron-LM's): each causal `softmax` of a unit (or the fused
+       kernel holding it) with the ops up to the matmul on either side (the T x T scores
+       q k^T, the scale, the softmax and its product with v) forms one; the linear
+       layers' outputs are kept.
+    4. A region's internal values are those no forward op outside it reads (a block's
+       output is the next block's input, and is kept). The ops the backward pass needs
+       for them are cloned in forward order right before the first backward op reading
+       one, and the backward pass reads the clones. A collective's result is never
+       recomputed (that would communicate again): it is kept and the clones read it.
+
+    Before (shown unfused; `%p` is read by the backward op `softmax_grad`, so it lives
+    through the rest of the forward pass and the backward of every later block):
+    ```mlir
+    %s = tessel.matmul %q, %k transpose_rhs : (...) -> tensor<2x2x8x8xf32>  // blocks.0
+    %z = tessel.scale %s, 0.35 : tensor<2x2x8x8xf32>
+    %p = tessel.softmax %z causal : tensor<2x2x8x8xf32>
+    ...                                          // forward and backward of blocks.1
+    %g = tessel.softmax_grad %p, %dy : tensor<2x2x8x8xf32>
+    ```
+    After (`mode=selective`): `%p` dies inside the forward pass.
+    ```mlir
+    ...
+    %s2 = tessel.matmul %q, %k transpose_rhs : (...) -> tensor<2x2x8x8xf32>
+    %z2 = tessel.scale %s2, 0.35 : tensor<2x2x8x8xf32>
+    %p2 = tessel.softmax %z2 causal : tensor<2x2x8x8xf32>
+    %g = tessel.softmax_grad %p2, %dy : tensor<2x2x8x8xf32>
+    ```
+    Clones are the same ops and kernels on the same operands, so every value is computed
+    the same way: training is bitwise unchanged. A forward kernel that also computes the
+    next unit's values (the residual add ending a block, fused with the next block's first
+    layer norm) belongs to the unit of its first op, so the next block keeps that layer
+    norm's output. A second run changes nothing. Errors, at `plan-site` (the plan's
+    `checkpoint` line): a mode other than full or selective, no op in a module the globs
+    match, and selective mode without a causal softmax.
+
+    Stage: after `tessel-autodiff` (`@train_step` exists), last: after `tessel-fuse`
+    (which would put a recomputed op in another kernel than its original).
+  }];
+  let options = [
+    ListOption<"modules", "modules", "std::string",
+               "globs over module paths whose forward is recomputed (e.g. blocks.*)">,
+    Option<"mode", "mode", "std::string", "\"full\"",
+           "full (the whole module) or selective (core attention only)">,
+    Option<"planSite", "plan-site", "std::string", "\"\"",
+           "where the plan asks for checkpointing, file:line:col (errors point there)">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Sharding: tensor-parallel seeds, propagation, reshards, collectives, local shapes. They run
 // on the forward function before autodiff, which then derives the backward pass on local

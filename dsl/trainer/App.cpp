@@ -176,6 +176,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                  f->allReduce, f->allReduceBytes, ratio(counted.kindPayloadBytes[0], f->allReduceBytes),
                  f->allGather, f->allGatherBytes, ratio(counted.kindPayloadBytes[1], f->allGatherBytes));
     }
+    // The activation arena (codegen/MemoryPlan): every temporary of a step, placed before
+    // launch; activation checkpointing lowers it.
+    fmt::print("memory: activation arena {} bytes ({:.3f} MiB) per rank\n", lowered.arenaBytes(),
+               static_cast<double>(lowered.arenaBytes()) / (1 << 20));
     if (compileOnly && !emitting) return 0;
   }
   if (emitting) {

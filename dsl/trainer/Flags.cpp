@@ -49,6 +49,11 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
       ->capture_default_str()->check(positiveNumber());
   app.add_flag("--overlap,!--no-overlap", f.overlap,
                "start each bucket's all-reduce during the backward pass (default on)");
+  app.add_option("--activation-checkpointing", f.activationCheckpointing,
+                 "recompute activations in the backward pass instead of keeping them: full (each transformer "
+                 "block's forward, keeping its input) or selective (core attention only: the T x T scores, "
+                 "softmax and product with V)")
+      ->check(CLI::IsMember({"full", "selective"}));
   app.add_flag("--explain", f.explain,
                "print the plan: buckets (parameters, bytes), where each collective starts and waits, and the "
                "bytes each rank sends per step");
@@ -59,6 +64,9 @@ Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
   if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});
+  if (!f.activationCheckpointing.empty())
+    plan.checkpoint("blocks.*", f.activationCheckpointing == "full" ? CheckpointMode::Full : CheckpointMode::Selective,
+                    PlanSite{"--activation-checkpointing", 1, 1});
   return plan;
 }
 

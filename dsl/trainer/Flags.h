@@ -32,6 +32,7 @@ struct Flags {
   bool sequenceParallel = false;  // --sequence-parallel: the plan's sequence_parallel
   int64_t microsteps = 1;       // --grad-accumulation k: microsteps per optimizer step
   double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
+  std::string activationCheckpointing;  // --activation-checkpointing full|selective ("": off)
   bool overlap = true;          // --no-overlap turns it off
   bool explain = false;         // --explain: print the plan's buckets and collectives
   bool checkSchedule = false;   // --check-schedule: compare the ranks' collective schedules
@@ -42,8 +43,9 @@ struct Flags {
   DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
-/// The Plan of --plan, --sequence-parallel, --grad-accumulation, --bucket-mb and
-/// --no-overlap. Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
+/// The Plan of --plan, --sequence-parallel, --grad-accumulation, --bucket-mb, --no-overlap
+/// and --activation-checkpointing (checkpoint("blocks.*", mode): every transformer block,
+/// errors at "--activation-checkpointing:1:1"). Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
 /// --sequence-parallel without a tp axis is refused ("--sequence-parallel:1:1: error: ...")
 /// by Plan::check_world_size.
 Plan planFromFlags(const Flags& flags);
