@@ -1,0 +1,254 @@
+// The stand-in NCCL's batches on streams; see StreamOps.h.
+#include "test/standin/nccl/StreamOps.h"
+
+#include "test/standin/StandinDevice.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+
+namespace tessel::standin::nccl {
+namespace {
+
+std::mutex lastErrorMutex;
+std::string lastErrorText;
+
+/// The stand-in driver's entry points this library uses, from the already-loaded
+/// libcuda.so.1 (StandinDevice.h). nullptr members when it is not loaded.
+struct Driver {
+  decltype(&::cuLaunchHostFunc) launchHostFunc = nullptr;
+  decltype(&::cuStreamIsCapturing) isCapturing = nullptr;  // optional
+  decltype(&::tesselStandinHostAddress) hostAddress = nullptr;
+};
+
+const Driver& driver() {
+  static const Driver d = [] {
+    Driver r;
+    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!lib) return r;
+    r.launchHostFunc = reinterpret_cast<decltype(r.launchHostFunc)>(dlsym(lib, "cuLaunchHostFunc"));
+    r.isCapturing = reinterpret_cast<decltype(r.isCapturing)>(dlsym(lib, "cuStreamIsCapturing"));
+    r.hostAddress = reinterpret_cast<decltype(r.hostAddress)>(dlsym(lib, "tesselStandinHostAddress"));
+    return r;
+  }();
+  return d;
+}
+
+const char* callName(Op::Kind k) {
+  switch (k) {
+    case Op::AllReduce: return "ncclAllReduce";
+    case Op::AllGather: return "ncclAllGather";
+    case Op::ReduceScatter: return "ncclReduceScatter";
+    case Op::Broadcast: return "ncclBroadcast";
+    case Op::Send: return "ncclSend";
+    case Op::Recv: return "ncclRecv";
+  }
+  return "?";
+}
+
+ncclResult_t resultOf(TransportError::Kind k) {
+  switch (k) {
+    case TransportError::Remote: return ncclRemoteError;
+    case TransportError::Usage: return ncclInvalidUsage;
+    case TransportError::Aborted: return ncclInvalidUsage;
+    case TransportError::System: return ncclSystemError;
+  }
+  return ncclInternalError;
+}
+
+/// A batch queued on a stream: shared so that a graph can keep it.
+struct Queued {
+  std::shared_ptr<Batch> batch;
+  bool kept = false;
+  std::shared_future<void> started;  // no-compute-wait: the batch already running
+};
+
+void hostFunction(void* p) {
+  auto* q = static_cast<Queued*>(p);
+  std::shared_ptr<Batch> b = q->batch;
+  switch (b->comm->fault) {
+    case Fault::None: b->run(); break;
+    case Fault::NoComputeWait: q->started.wait(); break;
+    case Fault::NoDoneWait:
+      b->comm->runLate([b] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        b->run();
+      });
+      break;
+  }
+  if (!q->kept) delete q;
+}
+
+thread_local int groupDepth = 0;
+struct Pending {
+  std::shared_ptr<CommState> comm;
+  CUstream stream;
+  Op op;
+};
+thread_local std::vector<Pending> pending;
+
+ncclResult_t launch(const std::shared_ptr<CommState>& comm, CUstream stream, std::vector<Op> ops) {
+  const Driver& d = driver();
+  if (!d.launchHostFunc || !d.hostAddress)
+    return fail(ncclSystemError,
+                "the stand-in NCCL queues its work on streams of the stand-in CUDA driver, and no libcuda.so.1 "
+                "with cuLaunchHostFunc and tesselStandinHostAddress is loaded in this process");
+  auto q = std::make_unique<Queued>();
+  q->batch = std::make_shared<Batch>(Batch{comm, std::move(ops)});
+  CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
+  if (d.isCapturing && d.isCapturing(stream, &capture) == CUDA_SUCCESS && capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+    q->kept = true;
+  if (comm->fault == Fault::NoComputeWait) {
+    auto started = std::make_shared<std::promise<void>>();
+    q->started = started->get_future().share();
+    comm->runLate([b = q->batch, started] {
+      b->run();
+      started->set_value();
+    });
+  }
+  const bool kept = q->kept;  // q may be gone once the host function ran
+  if (CUresult rc = d.launchHostFunc(stream, hostFunction, q.get()); rc != CUDA_SUCCESS)
+    return fail(ncclUnhandledCudaError, "cuLaunchHostFunc failed with CUresult " + std::to_string(rc));
+  if (kept) {
+    std::lock_guard<std::mutex> lock(comm->keptMutex);
+    comm->kept.push_back(std::shared_ptr<void>(std::move(q)));  // replays rerun it; freed by ncclCommDestroy
+  } else {
+    q.release();  // the host function deletes it
+  }
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t fail(ncclResult_t rc, const std::string& text) {
+  std::lock_guard<std::mutex> lock(lastErrorMutex);
+  lastErrorText = "stand-in NCCL: " + text;
+  return rc;
+}
+
+std::string lastError() {
+  std::lock_guard<std::mutex> lock(lastErrorMutex);
+  return lastErrorText;
+}
+
+CommState::~CommState() {
+  if (lateThread.joinable() && lateThread.get_id() == std::this_thread::get_id()) {
+    lateThread.detach();  // the last batch on the planted faults' thread released the communicator
+  } else if (lateThread.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(lateMutex);
+      lateStop = true;
+    }
+    lateCv.notify_all();
+    lateThread.join();
+  }
+}
+
+void CommState::runLate(std::function<void()> f) {
+  std::lock_guard<std::mutex> lock(lateMutex);
+  late.push_back(std::move(f));
+  if (!lateThread.joinable())
+    lateThread = std::thread([this] {
+      std::unique_lock<std::mutex> l(lateMutex);
+      for (;;) {
+        lateCv.wait(l, [this] { return lateStop || !late.empty(); });
+        if (late.empty()) return;
+        std::function<void()> next = std::move(late.front());
+        late.pop_front();
+        l.unlock();
+        next();
+        l.lock();
+      }
+    });
+  lateCv.notify_all();
+}
+
+void Batch::run() {
+  std::lock_guard<std::mutex> lock(comm->run);
+  if (comm->asyncError != ncclSuccess || comm->destroyed) return;
+  const Driver& d = driver();
+  auto view = [&](const Op& o, CUdeviceptr p, size_t elements, const char* which) {
+    std::string what = std::string(callName(o.kind)) + " " + which;
+    return d.hostAddress(p, elements * elementBytes(o.type), what.c_str());
+  };
+  const size_t n = static_cast<size_t>(comm->size);
+  try {
+    std::vector<PointToPoint> p2p;
+    for (const Op& o : ops) {
+      if (o.count == 0) continue;
+      Collectives& c = *comm->core;
+      switch (o.kind) {
+        case Op::AllReduce:
+          c.allReduce(view(o, o.send, o.count, "sendbuff"), view(o, o.recv, o.count, "recvbuff"), o.count, o.type,
+                      o.op);
+          break;
+        case Op::AllGather:
+          c.allGather(view(o, o.send, o.count, "sendbuff"), view(o, o.recv, o.count * n, "recvbuff"), o.count,
+                      o.type);
+          break;
+        case Op::ReduceScatter:
+          c.reduceScatter(view(o, o.send, o.count * n, "sendbuff"), view(o, o.recv, o.count, "recvbuff"), o.count,
+                          o.type, o.op);
+          break;
+        case Op::Broadcast:
+          c.broadcast(comm->rank == o.peer ? view(o, o.send, o.count, "sendbuff") : nullptr,
+                      view(o, o.recv, o.count, "recvbuff"), o.count, o.type, o.peer);
+          break;
+        case Op::Send: p2p.push_back({true, o.peer, view(o, o.send, o.count, "sendbuff"), o.count, o.type}); break;
+        case Op::Recv: p2p.push_back({false, o.peer, view(o, o.recv, o.count, "recvbuff"), o.count, o.type}); break;
+      }
+    }
+    if (!p2p.empty()) comm->core->pointToPoint(p2p);
+  } catch (const TransportError& e) {
+    fail(resultOf(e.kind()), "rank " + std::to_string(comm->rank) + " of " + std::to_string(comm->size) + ": " +
+                                 e.what());
+    comm->asyncError = resultOf(e.kind());
+    comm->transport->abort();  // the peers fail too instead of waiting for this rank
+  }
+}
+
+ncclResult_t enqueue(const std::shared_ptr<CommState>& comm, CUstream stream, const Op& op) {
+  if (groupDepth > 0) {
+    pending.push_back({comm, stream, op});
+    return ncclSuccess;
+  }
+  return launch(comm, stream, {op});
+}
+
+ncclResult_t groupStart() {
+  ++groupDepth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  if (groupDepth == 0) return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  if (--groupDepth > 0) return ncclSuccess;
+  std::vector<Pending> ops = std::move(pending);
+  pending.clear();
+  // One batch per communicator, in the order of its first call; collectives keep their
+  // order, sends and receives run together after them (Batch::run).
+  std::vector<CommState*> order;
+  std::map<CommState*, std::vector<size_t>> byComm;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    auto [it, fresh] = byComm.try_emplace(ops[i].comm.get());
+    if (fresh) order.push_back(ops[i].comm.get());
+    it->second.push_back(i);
+  }
+  for (CommState* c : order) {
+    const std::vector<size_t>& idx = byComm[c];
+    std::vector<Op> batch;
+    for (size_t i : idx) {
+      if (ops[i].stream != ops[idx[0]].stream)
+        return fail(ncclInvalidUsage, "the stand-in runs a group's operations of one communicator on one stream; "
+                                      "this group passed two streams for one communicator");
+      batch.push_back(ops[i].op);
+    }
+    if (ncclResult_t rc = launch(ops[idx[0]].comm, ops[idx[0]].stream, std::move(batch)); rc != ncclSuccess)
+      return rc;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace tessel::standin::nccl
