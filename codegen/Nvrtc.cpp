@@ -290,7 +290,7 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
                                        ec.message()));
   const std::string stem = fmt::format("k{:016x}", key);
   const fs::path cubinPath = dir / (stem + ".cubin"), ptxPath = dir / (stem + ".ptx"),
-                 logPath = dir / (stem + ".log");
+                 logPath = dir / (stem + ".log"), sourcePath = dir / (stem + ".cu");
 
   CudaModule out;
   // The cubin is written last, so its presence means the entry is complete. A cubin without
@@ -300,6 +300,7 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
       (!cubinWanted || cubin.rfind("\x7f" "ELF", 0) == 0)) {
     out.cubin.assign(cubin.begin(), cubin.end());
     out.kernels = parsePtxasInfo(out.log);
+    if (!fs::exists(sourcePath)) writeAtomic(sourcePath, source);  // an entry from before sources were kept
     return out;
   }
 
@@ -331,7 +332,7 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
   out.log = stripNul(fetch(api.getProgramLogSize, api.getProgramLog, "nvrtcGetProgramLog"));
   if (compiled != kNvrtcSuccess) {
     // Keep the source beside the cache, so the lines the message quotes can be read in full.
-    fs::path kept = dir / (stem + ".cu");
+    const fs::path& kept = sourcePath;
     std::string keptNote;
     try {
       writeAtomic(kept, source);
@@ -357,6 +358,7 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
 
   writeAtomic(ptxPath, out.ptx);
   writeAtomic(logPath, out.log);
+  writeAtomic(sourcePath, source);  // which source a cubin came from (the stand-in driver reads it)
   writeAtomic(cubinPath, cubin);
   return out;
 }

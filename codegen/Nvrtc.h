@@ -6,7 +6,9 @@
 // The same source, options and NVRTC version give the same cache key (64-bit FNV-1a); the
 // cubin, PTX and compile log are built once into the cache folder (each written to a
 // temporary name and renamed, the cubin last, so a half-written entry is never read) and a
-// second compile reuses them. NVRTC needs no GPU and no driver. A compile failure is a
+// second compile reuses them. The source is kept beside them (k<key>.cu), so the source of a
+// cached cubin can be read (the tests' stand-in CUDA driver, test/standin, finds it there).
+// NVRTC needs no GPU and no driver. A compile failure is a
 // CudaCompileError whose message holds NVRTC's log with the offending generated lines and
 // the kernel header comments ("// tessel.add at loc(...)") above them. No MLIR here.
 #pragma once

@@ -29,7 +29,7 @@ const DriverApi& driverApi() {
   static const DriverApi api = [] {
     DriverApi a;
     const char* env = std::getenv("TESSEL_LIBCUDA");
-    a.library = env && *env ? env : "libcuda.so.1";
+    a.library = env && *env ? env : cudaLibraryPath("libcuda.so.1");
     void* lib = dlopen(a.library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* err = dlerror();

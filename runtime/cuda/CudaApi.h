@@ -56,12 +56,14 @@ struct BlasLtApi {
 };
 
 /// The driver, opened once per process from $TESSEL_LIBCUDA if set (tests point it at the
-/// toolkit's stub), else libcuda.so.1. Throws std::runtime_error naming the library and
+/// toolkit's stub), else libcuda.so.1 ($TESSEL_CUDA_LIBRARY_PATH/libcuda.so.1 when that is
+/// set: the stand-in driver of the tests, runtime/ToolkitLibrary.h). Throws std::runtime_error naming the library and
 /// dlerror's reason, or the first missing symbol. Does not call cuInit.
 const DriverApi& driverApi();
 
 /// cuBLASLt, opened once per process: $TESSEL_CUBLASLT, libcublasLt.so.13 (loader path),
-/// $CUDA_HOME/lib64, /usr/local/cuda/lib64. Throws std::runtime_error listing what was tried.
+/// $CUDA_HOME/lib64, /usr/local/cuda/lib64 (with $TESSEL_CUDA_LIBRARY_PATH set: only
+/// $TESSEL_CUBLASLT and that folder's libcublasLt.so.13). Throws std::runtime_error listing what was tried.
 const BlasLtApi& blasLtApi();
 
 /// "CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" for a driver result.

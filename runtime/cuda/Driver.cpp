@@ -1,6 +1,8 @@
 // The CUDA driver probe; see Driver.h.
 #include "runtime/cuda/Driver.h"
 
+#include "runtime/ToolkitLibrary.h"
+
 #include <dlfcn.h>
 
 #include <fmt/format.h>
@@ -11,12 +13,16 @@ namespace tessel::rt {
 const CudaDriverStatus& probeCudaDriver() {
   static const CudaDriverStatus status = [] {
     CudaDriverStatus s;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    const std::string path = cudaLibraryPath("libcuda.so.1");
+    void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* err = dlerror();
-      s.why = fmt::format("the CUDA driver libcuda.so.1 cannot be loaded ({}); this machine "
-                          "has no NVIDIA driver",
-                          err ? err : "unknown reason");
+      s.why = cudaLibraryFolder().empty()
+                  ? fmt::format("the CUDA driver libcuda.so.1 cannot be loaded ({}); this machine "
+                                "has no NVIDIA driver",
+                                err ? err : "unknown reason")
+                  : fmt::format("the CUDA driver {} (from $TESSEL_CUDA_LIBRARY_PATH) cannot be loaded ({})",
+                                path, err ? err : "unknown reason");
       return s;
     }
     using CuInit = int (*)(unsigned);
@@ -24,7 +30,7 @@ const CudaDriverStatus& probeCudaDriver() {
     auto init = reinterpret_cast<CuInit>(dlsym(lib, "cuInit"));
     auto count = reinterpret_cast<CuDeviceGetCount>(dlsym(lib, "cuDeviceGetCount"));
     if (!init || !count) {
-      s.why = "libcuda.so.1 lacks cuInit or cuDeviceGetCount";
+      s.why = path + " lacks cuInit or cuDeviceGetCount";
       return s;
     }
     if (int rc = init(0); rc != 0) {

@@ -16,7 +16,8 @@ struct CudaDriverStatus {
   std::string why;       // when !loaded or devices == 0: the reason, for error messages
 };
 
-/// Opens libcuda.so.1 (the driver's soname; never the toolkit's stub) and asks for devices.
+/// Opens libcuda.so.1 (the driver's soname; never the toolkit's stub; the one in
+/// $TESSEL_CUDA_LIBRARY_PATH when that is set, runtime/ToolkitLibrary.h) and asks for devices.
 /// The result is computed once per process.
 const CudaDriverStatus& probeCudaDriver();
 
