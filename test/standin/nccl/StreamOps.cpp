@@ -97,8 +97,10 @@ ncclResult_t launch(const std::shared_ptr<CommState>& comm, CUstream stream, std
                 "with cuLaunchHostFunc and tesselStandinHostAddress is loaded in this process");
   auto q = std::make_unique<Queued>();
   q->batch = std::make_shared<Batch>(Batch{comm, std::move(ops)});
+  // A driver that cannot say whether the stream is being captured: every batch is kept (a
+  // replay must find it), at a few hundred bytes per call until ncclCommDestroy.
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
-  if (d.isCapturing && d.isCapturing(stream, &capture) == CUDA_SUCCESS && capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+  if (!d.isCapturing || (d.isCapturing(stream, &capture) == CUDA_SUCCESS && capture == CU_STREAM_CAPTURE_STATUS_ACTIVE))
     q->kept = true;
   if (comm->fault == Fault::NoComputeWait) {
     auto started = std::make_shared<std::promise<void>>();

@@ -11,7 +11,8 @@
 //   waits for. It turns each device range into a host view with tesselStandinHostAddress
 //   when it runs (the driver aborts on a freed or out-of-bounds range), and runs the
 //   collectives of test/standin/nccl/Collectives.h. Captured into a CUDA graph (the driver's
-//   cuStreamIsCapturing says so), the batch is kept until ncclCommDestroy, so replays rerun it.
+//   cuStreamIsCapturing says so, or the driver lacks that call), the batch is kept until
+//   ncclCommDestroy, so replays rerun it.
 // - A batch that fails (a peer ended, ranks disagree) records the communicator's
 //   asynchronous error (ncclCommGetAsyncError: ncclRemoteError, ncclInvalidUsage or
 //   ncclSystemError) with its text (ncclGetLastError), and aborts the transport so every
