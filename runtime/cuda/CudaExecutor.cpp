@@ -42,6 +42,14 @@ uint16_t toBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
+/// The number of parameters of `f` (cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past
+/// the last one).
+size_t parameterCount(const DriverApi& api, CUfunction f) {
+  size_t n = 0, offset = 0, size = 0;
+  while (api.cuFuncGetParamInfo(f, n, &offset, &size) == CUDA_SUCCESS) ++n;
+  return n;
+}
+
 }  // namespace
 
 struct CudaExecutor::State {
@@ -369,6 +377,11 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
           it = resolved.emplace(k->symbol, fnc).first;
         }
         st.function = it->second;
+        // cuLaunchKernel reads as many arguments as the kernel has parameters, whatever the
+        // step holds: a count that differs would read past the step's arguments on a GPU.
+        if (size_t params = parameterCount(api, st.function); params != k->args.size())
+          throw std::runtime_error(fmt::format("{}: the kernel takes {} arguments but the step passes {}", st.what,
+                                               params, k->args.size()));
         st.launch = *k->launch;
         if (st.launch.sharedBytes > 48 * 1024)  // above the default limit needs an opt-in
           s.ck(api.cuFuncSetAttribute(st.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

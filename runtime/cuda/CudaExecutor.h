@@ -10,7 +10,8 @@
 // resolution against the toolkit's stub driver, and the clear failure without a driver):
 // - Construction: cuInit, the device of this process's local rank (CudaPlan.h
 //   selectCudaDevice), its primary context, one stream, the module from the cubin (or PTX,
-//   CudaPlan.h selectCudaImage), every kernel symbol resolved, ONE device allocation holding
+//   CudaPlan.h selectCudaImage), every kernel symbol resolved and its parameter count
+//   checked against its steps' arguments (cuFuncGetParamInfo), ONE device allocation holding
 //   the persistent buffers (parameters, optimizer state, inputs), the planned arena
 //   (Program::arenaBytes) and the cuBLASLt workspace, zero-filled; every GEMM step's
 //   cuBLASLt descriptors and algorithm chosen. Before allocating, the need is checked

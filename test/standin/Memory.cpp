@@ -122,6 +122,13 @@ extern "C" void* tesselStandinHostAddress(CUdeviceptr p, size_t bytes, const cha
   std::abort();
 }
 
+extern "C" void* tesselStandinTryHostAddress(CUdeviceptr p, size_t bytes, const char** why) {
+  thread_local std::string reason;
+  if (std::byte* v = hostView(p, bytes, &reason)) return v;
+  if (why) *why = reason.c_str();
+  return nullptr;
+}
+
 CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
   if (CUresult rc = status()) return rc;
   if (!dptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc", "null result pointer");

@@ -22,4 +22,10 @@ extern "C" {
 /// pointer), so a wrong leading dimension or a use after free is reported where it happens.
 void* tesselStandinHostAddress(CUdeviceptr p, size_t bytes, const char* what);
 
+/// As tesselStandinHostAddress, but returns nullptr instead of aborting, with *why (when `why`
+/// is not null) set to the reason; the text stays valid until the calling thread's next call.
+/// For work that reports a bad range as a device fault (the stand-in cuBLASLt throws from its
+/// host function, and the stream's next synchronisation fails with CUDA_ERROR_ILLEGAL_ADDRESS).
+void* tesselStandinTryHostAddress(CUdeviceptr p, size_t bytes, const char** why);
+
 }  // extern "C"
