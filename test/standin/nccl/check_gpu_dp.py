@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""GPU data parallelism on the stand-in CUDA driver, cuBLASLt and NCCL (test/standin).
+
+match: `mpirun -np 2 tessel-gpt --device cuda --plan dp=2 --check-replicas` trains the small GPT
+       5 AdamW steps through runtime/comm/NcclCommunicator on the stand-ins, and every step's
+       loss and gradient norm and the validation loss match `--device cpu --plan dp=2` (MPI)
+       and the one-rank CPU run within the SIMT tolerance (below).
+fault KIND: the same GPU run with the stand-in NCCL's planted fault KIND
+       (TESSEL_STANDIN_NCCL_FAULT: no-compute-wait, no-done-wait; test/standin/nccl/StreamOps.h)
+       must be caught: the job fails (--check-replicas finds the replicas apart) or a step
+       leaves the tolerance. Passing means the missing event wait was detected.
+
+Usage: check_gpu_dp.py match|fault KIND MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+# The SIMT tolerance of the GPT's loss (test/unit/SimtExecutorTest.cpp, and the stand-in GPT
+# test): the CUDA and C++ kernels differ only in the order of their row reductions, each
+# within n u of its sum of magnitudes; the loss passes through about 4L + 3 = 11 of them of
+# length <= V = 256 (L = 2), so 11 * 256 u = 1.7e-4 relative, carried over the AdamW steps
+# (continuous in the gradients). The stand-in's GEMMs are OpenBLAS sgemm, as the CPU's, and
+# the stand-in NCCL's all-reduce of two ranks is one addition, as MPI's.
+TOLERANCE = 11 * 256 * 2.0 ** -24
+MODEL = ["--layers", "2", "--channels", "64", "--heads", "4", "--seq", "32", "--batch", "4", "--steps", "5",
+         "--sample-bytes", "0", "--eval-batches", "1", "--seed", "5"]
+TIMEOUT = 600
+
+
+def run(cmd, env, log):
+    r = subprocess.run(cmd + ["--log-json", log], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=TIMEOUT)
+    print("$ " + " ".join(cmd))
+    print(r.stdout[-4000:])
+    steps = []
+    if os.path.exists(log):
+        with open(log) as f:
+            steps = [json.loads(line) for line in f if line.strip()]
+    return r.returncode, steps
+
+
+def values(steps):
+    """(name, value) of every step's loss and norm and the last validation loss."""
+    out = []
+    for s in steps:
+        out.append((f"step {s['step']} loss", s["loss"]))
+        out.append((f"step {s['step']} norm", s["grad_norm"]))
+        if "val_loss" in s:
+            out.append((f"step {s['step']} val", s["val_loss"]))
+    return out
+
+
+def differences(got, want):
+    """Names whose relative difference exceeds the tolerance, and the largest difference."""
+    bad, worst = [], 0.0
+    if len(got) != len(want):
+        return [f"{len(got)} values against {len(want)}"], float("inf")
+    for (name, g), (_, w) in zip(got, want):
+        rel = abs(g - w) / max(abs(w), 1e-30)
+        worst = max(worst, rel)
+        if not rel <= TOLERANCE:
+            bad.append(f"{name}: {g} vs {w} (rel {rel:.2e})")
+    return bad, worst
+
+
+def main():
+    mode = sys.argv[1]
+    fault = sys.argv[2] if mode == "fault" else None
+    mpiexec, gpt, data, lib = sys.argv[-4:]
+    tmp = tempfile.mkdtemp(prefix="tessel-gpu-dp-")
+    env = dict(os.environ, TESSEL_CACHE_DIR=os.path.join(tmp, "cache"))
+    model = MODEL + ["--data", data]
+    mpi = [mpiexec, "--oversubscribe", "-np", "2"]
+
+    # NVRTC compiles the kernels once here, before any process loads the stand-in driver, and
+    # the training run finds the cubin in the cache: NVRTC's ptxas calls cuGetExportTable of an
+    # already-loaded libcuda.so.1 without checking that it exists, and crashes on a stand-in
+    # driver that lacks it (a dp=2 run loads the driver for NCCL before it compiles).
+    subprocess.run([gpt, "--device", "cuda", "--plan", "dp=2", "--emit-bundle", os.path.join(tmp, "bundle")] + model,
+                   env=env, check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+
+    gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES="2")
+    if fault:
+        gpu_env["TESSEL_STANDIN_NCCL_FAULT"] = fault
+    rc, gpu = run(mpi + [gpt, "--device", "cuda", "--plan", "dp=2", "--check-replicas"] + model, gpu_env,
+                  os.path.join(tmp, "gpu.jsonl"))
+    if fault and rc != 0:
+        print(f"PASS: the planted fault {fault} made the job fail (exit {rc})")
+        return 0
+    if rc != 0:
+        print(f"FAIL: the GPU dp=2 run exited {rc}")
+        return 1
+    _, cpu_dp = run(mpi + [gpt, "--device", "cpu", "--plan", "dp=2"] + model, env, os.path.join(tmp, "cpu_dp.jsonl"))
+    _, cpu_one = run([gpt, "--device", "cpu"] + model, env, os.path.join(tmp, "cpu_one.jsonl"))
+    if not cpu_dp or not cpu_one:
+        print("FAIL: a CPU reference run wrote no steps")
+        return 1
+    failures = []
+    for label, ref in (("cpu dp=2", cpu_dp), ("cpu one rank", cpu_one)):
+        bad, worst = differences(values(gpu), values(ref))
+        print(f"cuda dp=2 on the stand-in vs {label}: largest relative difference {worst:.2e} (tolerance {TOLERANCE:.2e})")
+        failures += [f"vs {label}: {b}" for b in bad]
+    if fault:
+        if failures:
+            print(f"PASS: the planted fault {fault} was caught:\n  " + "\n  ".join(failures))
+            return 0
+        print(f"FAIL: the planted fault {fault} went unnoticed (every value within the tolerance)")
+        return 1
+    if failures:
+        print("FAIL:\n  " + "\n  ".join(failures))
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
