@@ -10,7 +10,12 @@ fault KIND: the same GPU run with the stand-in NCCL's planted fault KIND
        must be caught: the job fails (--check-replicas finds the replicas apart) or a step
        leaves the tolerance. Passing means the missing event wait was detected.
 
-Usage: check_gpu_dp.py match|fault KIND MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+bundle: `tessel-run BUNDLE --device cuda` runs CUDA bundles on the stand-ins (one rank, and a dp=2
+       bundle under mpirun -np 2 through the NCCL communicator, with --check-replicas) and
+       matches `tessel-run BUNDLE --device cpu` of the same bundle within the same tolerance.
+
+Usage: check_gpu_dp.py match|fault KIND|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+(TESSEL_RUN, for bundle, is tessel-run beside TESSEL_GPT.)
 """
 import json
 import os
@@ -28,6 +33,7 @@ TOLERANCE = 11 * 256 * 2.0 ** -24
 MODEL = ["--layers", "2", "--channels", "64", "--heads", "4", "--seq", "32", "--batch", "4", "--steps", "5",
          "--sample-bytes", "0", "--eval-batches", "1", "--seed", "5"]
 TIMEOUT = 600
+text = ""  # the output of the last run
 
 
 def run(cmd, env, log):
@@ -35,6 +41,8 @@ def run(cmd, env, log):
                        text=True, timeout=TIMEOUT)
     print("$ " + " ".join(cmd))
     print(r.stdout[-4000:])
+    global text
+    text = r.stdout
     steps = []
     if os.path.exists(log):
         with open(log) as f:
@@ -66,6 +74,40 @@ def differences(got, want):
     return bad, worst
 
 
+def compare(gpu, references):
+    """Failures of `gpu` against each (label, steps) reference, printing the largest differences."""
+    failures = []
+    for label, ref in references:
+        if not ref:
+            failures.append(f"the {label} run wrote no steps")
+            continue
+        bad, worst = differences(values(gpu), values(ref))
+        print(f"stand-in GPU run vs {label}: largest relative difference {worst:.2e} (tolerance {TOLERANCE:.2e})")
+        failures += [f"vs {label}: {b}" for b in bad]
+    return failures
+
+
+def check_bundles(mpi, gpt, model, env, gpu_env, tmp):
+    """tessel-run of a one-rank and of a dp=2 CUDA bundle on the stand-ins against --device cpu."""
+    tessel_run = os.path.join(os.path.dirname(gpt), "tessel-run")
+    one = os.path.join(tmp, "bundle-one")
+    subprocess.run([gpt, "--device", "cuda", "--emit-bundle", one] + model, env=env, check=True,
+                   stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+    run_flags = ["--steps", "5", "--eval-batches", "1", "--seed", "5", "--data", model[model.index("--data") + 1]]
+    failures = []
+    for label, launcher, bundle, extra in (("one rank", [], one, []),
+                                           ("dp=2", mpi, os.path.join(tmp, "bundle"), ["--check-replicas"])):
+        rc, gpu = run(launcher + [tessel_run, bundle, "--device", "cuda"] + extra + run_flags, gpu_env,
+                      os.path.join(tmp, f"run-{label}-gpu.jsonl"))
+        if rc != 0:
+            failures.append(f"tessel-run of the {label} CUDA bundle on the stand-ins exited {rc}")
+            continue
+        _, cpu = run(launcher + [tessel_run, bundle, "--device", "cpu"] + run_flags, env,
+                     os.path.join(tmp, f"run-{label}-cpu.jsonl"))
+        failures += [f"{label} bundle: {f}" for f in compare(gpu, [(f"tessel-run --device cpu ({label})", cpu)])]
+    return failures
+
+
 def main():
     mode = sys.argv[1]
     fault = sys.argv[2] if mode == "fault" else None
@@ -83,26 +125,27 @@ def main():
                    env=env, check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT)
 
     gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES="2")
+    if mode == "bundle":
+        failures = check_bundles(mpi, gpt, model, env, gpu_env, tmp)
+        print("FAIL:\n  " + "\n  ".join(failures) if failures else "PASS")
+        return 1 if failures else 0
     if fault:
         gpu_env["TESSEL_STANDIN_NCCL_FAULT"] = fault
     rc, gpu = run(mpi + [gpt, "--device", "cuda", "--plan", "dp=2", "--check-replicas"] + model, gpu_env,
                   os.path.join(tmp, "gpu.jsonl"))
     if fault and rc != 0:
-        print(f"PASS: the planted fault {fault} made the job fail (exit {rc})")
-        return 0
+        # Only the replica check counts: a crash or another error would not show the fault.
+        if "differs across its replica group" in text:
+            print(f"PASS: the planted fault {fault} made the replicas differ (--check-replicas, exit {rc})")
+            return 0
+        print(f"FAIL: the run with the planted fault {fault} failed otherwise (exit {rc})")
+        return 1
     if rc != 0:
         print(f"FAIL: the GPU dp=2 run exited {rc}")
         return 1
     _, cpu_dp = run(mpi + [gpt, "--device", "cpu", "--plan", "dp=2"] + model, env, os.path.join(tmp, "cpu_dp.jsonl"))
     _, cpu_one = run([gpt, "--device", "cpu"] + model, env, os.path.join(tmp, "cpu_one.jsonl"))
-    if not cpu_dp or not cpu_one:
-        print("FAIL: a CPU reference run wrote no steps")
-        return 1
-    failures = []
-    for label, ref in (("cpu dp=2", cpu_dp), ("cpu one rank", cpu_one)):
-        bad, worst = differences(values(gpu), values(ref))
-        print(f"cuda dp=2 on the stand-in vs {label}: largest relative difference {worst:.2e} (tolerance {TOLERANCE:.2e})")
-        failures += [f"vs {label}: {b}" for b in bad]
+    failures = compare(gpu, [("cpu dp=2", cpu_dp), ("cpu one rank", cpu_one)])
     if fault:
         if failures:
             print(f"PASS: the planted fault {fault} was caught:\n  " + "\n  ".join(failures))
