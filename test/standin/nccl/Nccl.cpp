@@ -156,9 +156,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
     const std::string fault = f;
     if (fault == "no-compute-wait") state->fault = Fault::NoComputeWait;
     else if (fault == "no-done-wait") state->fault = Fault::NoDoneWait;
+    else if (fault == "peer-exits") state->fault = Fault::PeerExits;
     else if (fault != "none")
       return fail(ncclInvalidArgument, "TESSEL_STANDIN_NCCL_FAULT=" + fault +
-                                           " is not a planted fault (no-compute-wait, no-done-wait, none)");
+                                           " is not a planted fault (no-compute-wait, no-done-wait, peer-exits, none)");
   }
   try {
     state->transport = std::make_unique<SocketTransport>(key, rank, nranks, timeout);

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <map>
 
@@ -69,7 +71,8 @@ void hostFunction(void* p) {
   auto* q = static_cast<Queued*>(p);
   std::shared_ptr<Batch> b = q->batch;
   switch (b->comm->fault) {
-    case Fault::None: b->run(); break;
+    case Fault::None:
+    case Fault::PeerExits: b->run(); break;
     case Fault::NoComputeWait: q->started.wait(); break;
     case Fault::NoDoneWait:
       b->comm->runLate([b] {
@@ -170,6 +173,10 @@ void CommState::runLate(std::function<void()> f) {
 void Batch::run() {
   std::lock_guard<std::mutex> lock(comm->run);
   if (comm->asyncError != ncclSuccess || comm->destroyed) return;
+  if (++comm->batches == 2 && comm->fault == Fault::PeerExits && comm->rank == 1) {
+    std::fprintf(stderr, "stand-in NCCL: planted fault peer-exits: rank 1 ends its process\n");
+    std::_Exit(9);
+  }
   const Driver& d = driver();
   auto view = [&](const Op& o, CUdeviceptr p, size_t elements, const char* which) {
     std::string what = std::string(callName(o.kind)) + " " + which;

@@ -26,6 +26,8 @@
 //       so work that waits for the collective's completion event (the compute stream's
 //       cuStreamWaitEvent) goes on before the collective ran, as if that wait were removed.
 //       The thread sleeps 50 ms first, so the reordering happens on every run.
+//     peer-exits: rank 1 of every communicator ends its process (exit status 9, no cleanup) as
+//       its second batch starts, so its peers' batch fails with ncclRemoteError.
 #pragma once
 
 #include "test/standin/nccl/Collectives.h"
@@ -60,7 +62,7 @@ struct Op {
   int peer = 0;  // root of a broadcast, peer of a send/receive
 };
 
-enum class Fault { None, NoComputeWait, NoDoneWait };
+enum class Fault { None, NoComputeWait, NoDoneWait, PeerExits };
 
 /// One rank of one communicator.
 struct CommState {
@@ -71,6 +73,7 @@ struct CommState {
   std::mutex run;  // one batch at a time
   std::atomic<int> asyncError{ncclSuccess};
   std::atomic<bool> destroyed{false};
+  int batches = 0;  // batches run (guarded by `run`)
   std::mutex keptMutex;
   std::vector<std::shared_ptr<void>> kept;  // batches captured into graphs (ncclCommDestroy clears)
 

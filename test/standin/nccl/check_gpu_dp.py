@@ -10,18 +10,25 @@ fault KIND: the same GPU run with the stand-in NCCL's planted fault KIND
        must be caught: the job fails (--check-replicas finds the replicas apart) or a step
        leaves the tolerance. Passing means the missing event wait was detected.
 
+peer-exits: in the GPU dp=2 run, rank 1 ends its process as its second NCCL operation starts
+       (the stand-in's planted fault peer-exits); rank 0 must fail within --comm-timeout with
+       its own report naming the bucket's all_reduce and NCCL's ncclRemoteError (the NCCL
+       communicator's watchdog, through ncclCommGetAsyncError), not hang and not blame a later
+       collective.
 bundle: `tessel-run BUNDLE --device cuda` runs CUDA bundles on the stand-ins (one rank, and a dp=2
        bundle under mpirun -np 2 through the NCCL communicator, with --check-replicas) and
        matches `tessel-run BUNDLE --device cpu` of the same bundle within the same tolerance.
 
-Usage: check_gpu_dp.py match|fault KIND|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+Usage: check_gpu_dp.py match|fault KIND|peer-exits|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
 (TESSEL_RUN, for bundle, is tessel-run beside TESSEL_GPT.)
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 
 # The SIMT tolerance of the GPT's loss (test/unit/SimtExecutorTest.cpp, and the stand-in GPT
 # test): the CUDA and C++ kernels differ only in the order of their row reductions, each
@@ -108,6 +115,30 @@ def check_bundles(mpi, gpt, model, env, gpu_env, tmp):
     return failures
 
 
+def check_peer_exit(mpi, gpt, model, gpu_env, tmp):
+    """Rank 1 ends mid-training; rank 0's report names the NCCL collective and the remote error."""
+    comm_timeout = 120
+    env = dict(gpu_env, TESSEL_STANDIN_NCCL_FAULT="peer-exits")
+    # mpirun would end rank 0 with SIGTERM as soon as rank 1 exits non-zero; keeping it alive
+    # shows what rank 0 itself does.
+    launcher = mpi[:1] + ["--mca", "orte_abort_on_non_zero_status", "0", "-x", "TESSEL_STANDIN_NCCL_FAULT"] + mpi[1:]
+    start = time.time()
+    rc, _ = run(launcher + [gpt, "--device", "cuda", "--plan", "dp=2", "--comm-timeout", str(comm_timeout)] + model, env,
+                os.path.join(tmp, "peer-exits.jsonl"))
+    elapsed = time.time() - start
+    report = [l for l in text.splitlines() if l.startswith("tessel: rank 0: ")]
+    failures = []
+    if not report:
+        failures.append(f"rank 0 printed no report (mpirun exit {rc})")
+    elif not re.search(r"all_reduce 'bucket [^']*' \(collective #\d+, \d+ bytes, step \d+\) failed on rank 0 of 2: "
+                       r"NCCL ncclRemoteError", report[0]):
+        failures.append("rank 0's report does not name the bucket's all_reduce and ncclRemoteError: " + report[0])
+    if elapsed >= comm_timeout:
+        failures.append(f"the job took {elapsed:.0f} s, not less than --comm-timeout {comm_timeout} s")
+    print(f"rank 1 ended; the job ended after {elapsed:.1f} s (--comm-timeout {comm_timeout} s)")
+    return failures
+
+
 def main():
     mode = sys.argv[1]
     fault = sys.argv[2] if mode == "fault" else None
@@ -125,8 +156,9 @@ def main():
                    env=env, check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT)
 
     gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES="2")
-    if mode == "bundle":
-        failures = check_bundles(mpi, gpt, model, env, gpu_env, tmp)
+    if mode in ("bundle", "peer-exits"):
+        failures = (check_bundles(mpi, gpt, model, env, gpu_env, tmp) if mode == "bundle"
+                    else check_peer_exit(mpi, gpt, model, gpu_env, tmp))
         print("FAIL:\n  " + "\n  ".join(failures) if failures else "PASS")
         return 1 if failures else 0
     if fault:
