@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -148,6 +150,17 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataTyp
   if (type != CUDA_R_32F && type != CUDA_R_16BF)
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate",
                   fmt::format("data type {} (Tessel multiplies f32 or bf16)", static_cast<int>(type)));
+  // A planted fault for the tests (docs/gpu.md): TESSEL_STANDIN_FAULT=gemm-ld gives the first
+  // layout of more than one column a leading dimension one too large, as a wrong operand
+  // mapping would.
+  static std::atomic<bool> planted{false};
+  if (const char* f = std::getenv("TESSEL_STANDIN_FAULT"); f && std::string(f) == "gemm-ld" && cols > 1 &&
+                                                           !planted.exchange(true)) {
+    std::fprintf(stderr, "tessel stand-in cuBLASLt: planted fault: a %llux%llu layout gets ld %lld instead of %lld\n",
+                 static_cast<unsigned long long>(rows), static_cast<unsigned long long>(cols),
+                 static_cast<long long>(ld + 1), static_cast<long long>(ld));
+    ++ld;
+  }
   *l = new cublasLtMatrixLayoutOpaque_t{};
   Layout c{kLayoutMagic, type, 1, rows, cols, ld, 0};
   std::memcpy((*l)->data, &c, sizeof c);

@@ -5,6 +5,7 @@
 // bf16 D is rounded to nearest even once, at the end. Every operand's whole extent (all
 // batches) is checked against its allocation when the matmul runs; a range outside it is a
 // device fault naming the operand ("cublasLtMatmul B: ... exceed the allocation ...").
+#include "runtime/numeric/BFloat16.h"
 #include "test/standin/BlasLt.h"
 #include "test/standin/StandinDevice.h"
 
@@ -47,21 +48,6 @@ const std::byte* view(CUdeviceptr p, const Layout& l, int64_t batch, const char*
   throw std::runtime_error(fmt::format("cublasLtMatmul {}: {}", name, why ? why : "not device memory"));
 }
 
-float widen(uint16_t h) {
-  uint32_t u = static_cast<uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-uint16_t roundBf16(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
 /// One batch's matrix (rows x cols, leading dimension ld) as f32 with the same leading dimension.
 std::vector<float> asFloats(const std::byte* p, const Layout& l) {
   const size_t n = static_cast<size_t>(extent(l, 1));
@@ -72,7 +58,7 @@ std::vector<float> asFloats(const std::byte* p, const Layout& l) {
     for (size_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
-      out[i] = widen(h);
+      out[i] = tessel::numeric::floatFromBF16(h);
     }
   }
   return out;
@@ -102,7 +88,7 @@ void run(void* user) {
         if (g.d.type == CUDA_R_32F) {
           std::memcpy(di + at * 4, &fd[at], 4);
         } else {
-          uint16_t h = roundBf16(fd[at]);
+          uint16_t h = tessel::numeric::bf16FromFloat(fd[at]);
           std::memcpy(di + at * 2, &h, 2);
         }
       }

@@ -201,3 +201,10 @@ CUresult cuCtxSetCurrent(CUcontext context) {
   tCurrent = context;
   return CUDA_SUCCESS;
 }
+
+// NVRTC opens libcuda.so.1 when it is loaded and asks it for its private export tables; the
+// stand-in has none, and NVRTC then compiles as it does without a driver.
+CUresult cuGetExportTable(const void** table, const CUuuid*) {
+  if (table) *table = nullptr;
+  return CUDA_ERROR_NOT_FOUND;
+}

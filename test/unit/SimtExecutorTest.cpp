@@ -9,6 +9,7 @@
 #include "test/unit/CudaKernelsTestUtil.h"
 
 #include "examples/gpt/model.h"
+#include "test/support/SmallGpt.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Loop.h"
 
@@ -20,8 +21,8 @@
 namespace tessel::cudatest {
 namespace {
 
-gpt::Config smallGpt() { return {.layers = 2, .channels = 64, .heads = 4, .seq = 32}; }
-constexpr int64_t kBatch = 4;
+using test::smallGpt;
+constexpr int64_t kBatch = test::kSmallGptBatch;
 
 rt::Program lowerGpt(bool cuda) {
   gpt::GPT model(smallGpt());
@@ -56,29 +57,7 @@ std::string simtProgramSource(const rt::Program& p) {
          readFile(std::string(TESSEL_SOURCE_DIR) + "/test/simt/Simt.cpp");
 }
 
-/// Per-step loss and gradient norm of `steps` AdamW steps on fixed random batches.
-std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) {
-  ex.initParameters(7);
-  trainer::TrainOptions o;
-  o.steps = steps;
-  o.lr = 1e-3;
-  o.evalBatches = 1;
-  o.tokensPerStep = kBatch * smallGpt().seq;
-  std::mt19937_64 rng(99);
-  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn) {
-    std::vector<int32_t> tokens(kBatch * smallGpt().seq), targets(tokens.size());
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      tokens[i] = static_cast<int32_t>(rng() % 256);
-      targets[i] = static_cast<int32_t>(rng() % 256);
-    }
-    e.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
-    e.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
-  };
-  trainer::ValidationFeeder val = trainer::orderedValidation(
-      kBatch, kBatch, 0, 1, 1, "rows of random bytes",
-      [&](rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) { feed(e, fn); });
-  return trainer::train(ex, o, feed, val);
-}
+std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) { return test::trainSmallGpt(ex, steps); }
 
 TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
   // The CUDA lowering is the CPU one plus, in a function with two-level sums, one scratch
