@@ -103,13 +103,14 @@ def compare(gpu, references):
 def check_bundles(mpi, gpt, model, env, gpu_env, tmp):
     """tessel-run of a one-rank and of a dp=2 CUDA bundle on the stand-ins against --device cpu."""
     tessel_run = os.path.join(os.path.dirname(gpt), "tessel-run")
-    one = os.path.join(tmp, "bundle-one")
-    subprocess.run([gpt, "--device", "cuda", "--emit-bundle", one] + model, env=env, check=True,
-                   stdout=subprocess.DEVNULL, timeout=TIMEOUT)
+    one, two = os.path.join(tmp, "bundle-one"), os.path.join(tmp, "bundle-dp2")
+    for bundle, plan in ((one, []), (two, ["--plan", "dp=2"])):
+        subprocess.run([gpt, "--device", "cuda", "--emit-bundle", bundle] + plan + model, env=env, check=True,
+                       stdout=subprocess.DEVNULL, timeout=TIMEOUT)
     run_flags = ["--steps", "5", "--eval-batches", "1", "--seed", "5", "--data", model[model.index("--data") + 1]]
     failures = []
     for label, launcher, bundle, extra in (("one rank", [], one, []),
-                                           ("dp=2", mpi, os.path.join(tmp, "bundle"), ["--check-replicas"])):
+                                           ("dp=2", mpi, two, ["--check-replicas"])):
         rc, gpu = run(launcher + [tessel_run, bundle, "--device", "cuda"] + extra + run_flags, gpu_env,
                       os.path.join(tmp, f"run-{label}-gpu.jsonl"))
         if rc != 0:
@@ -156,13 +157,6 @@ def main():
     env = dict(os.environ, TESSEL_CACHE_DIR=os.path.join(tmp, "cache"))
     model = MODEL + ["--data", data]
     mpi = [mpiexec, "--oversubscribe", "-np", "2"]
-
-    # NVRTC compiles the kernels once here, before any process loads the stand-in driver, and
-    # the training run finds the cubin in the cache: NVRTC's ptxas calls cuGetExportTable of an
-    # already-loaded libcuda.so.1 without checking that it exists, and crashes on a stand-in
-    # driver that lacks it (a dp=2 run loads the driver for NCCL before it compiles).
-    subprocess.run([gpt, "--device", "cuda", "--plan", "dp=2", "--emit-bundle", os.path.join(tmp, "bundle")] + model,
-                   env=env, check=True, stdout=subprocess.DEVNULL, timeout=TIMEOUT)
 
     gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES="2")
     if mode in ("bundle", "peer-exits"):
