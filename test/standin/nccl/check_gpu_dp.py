@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """GPU data parallelism on the stand-in CUDA driver, cuBLASLt and NCCL (test/standin).
 
-match [bf16] [graphs]: `mpirun -np 2 tessel-gpt --device cuda --plan dp=2 --check-replicas`
-       trains the small GPT 5 AdamW steps through runtime/comm/NcclCommunicator on the
-       stand-ins (in f32, or bf16 mixed precision; eagerly, or with --cuda-graphs), and every
+match [bf16] [graphs] [tp-sp]: `mpirun -np 2 tessel-gpt --device cuda --plan dp=2
+       --check-replicas` trains the small GPT 5 AdamW steps through runtime/comm/NcclCommunicator
+       on the stand-ins (in f32, or bf16 mixed precision; eagerly, or with --cuda-graphs; with
+       tp-sp the plan is tp=2 --sequence-parallel instead of dp=2), and every
        step's loss and gradient norm and the validation loss match `--device cpu --plan dp=2`
        (MPI) and the one-rank CPU run within the SIMT tolerance (below).
 fault KIND: the same GPU run with the stand-in NCCL's planted fault KIND
@@ -20,7 +21,7 @@ bundle: `tessel-run BUNDLE --device cuda` runs CUDA bundles on the stand-ins (on
        bundle under mpirun -np 2 through the NCCL communicator, with --check-replicas) and
        matches `tessel-run BUNDLE --device cpu` of the same bundle within the same tolerance.
 
-Usage: check_gpu_dp.py match [bf16] [graphs]|fault KIND|peer-exits|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+Usage: check_gpu_dp.py match [bf16] [graphs] [tp-sp]|fault KIND|peer-exits|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
 (TESSEL_RUN, for bundle, is tessel-run beside TESSEL_GPT.)
 """
 import json
@@ -167,7 +168,9 @@ def main():
     if fault:
         gpu_env["TESSEL_STANDIN_NCCL_FAULT"] = fault
     graphs = ["--cuda-graphs"] if "graphs" in options else []
-    rc, gpu = run(mpi + [gpt, "--device", "cuda", "--plan", "dp=2", "--check-replicas"] + graphs + model, gpu_env,
+    # tp-sp: tensor and sequence parallelism (NCCL all_gather and reduce_scatter) instead of dp.
+    plan = ["--plan", "tp=2", "--sequence-parallel"] if "tp-sp" in options else ["--plan", "dp=2"]
+    rc, gpu = run(mpi + [gpt, "--device", "cuda", "--check-replicas"] + plan + graphs + model, gpu_env,
                   os.path.join(tmp, "gpu.jsonl"))
     if fault and rc != 0:
         # Only the replica check counts: a crash or another error would not show the fault.
@@ -179,9 +182,9 @@ def main():
     if rc != 0:
         print(f"FAIL: the GPU dp=2 run exited {rc}")
         return 1
-    _, cpu_dp = run(mpi + [gpt, "--device", "cpu", "--plan", "dp=2"] + model, env, os.path.join(tmp, "cpu_dp.jsonl"))
+    _, cpu_dp = run(mpi + [gpt, "--device", "cpu"] + plan + model, env, os.path.join(tmp, "cpu_dp.jsonl"))
     _, cpu_one = run([gpt, "--device", "cpu"] + model, env, os.path.join(tmp, "cpu_one.jsonl"))
-    failures = compare(gpu, [("cpu dp=2", cpu_dp), ("cpu one rank", cpu_one)])
+    failures = compare(gpu, [("cpu " + " ".join(plan[1:]), cpu_dp), ("cpu one rank", cpu_one)])
     if fault:
         if failures:
             print(f"PASS: the planted fault {fault} was caught:\n  " + "\n  ".join(failures))
