@@ -87,6 +87,15 @@ bool usable(ncclComm_t comm, const char* call, ncclResult_t& rc) {
 
 CUdeviceptr address(const void* p) { return reinterpret_cast<CUdeviceptr>(p); }
 
+/// The checks every operation shares: the communicator, the data type and, for a reduction
+/// (`op` not null), the reduction; fills o.type and o.op. ncclSuccess, or what to return.
+ncclResult_t checkCall(ncclComm_t comm, const char* call, ncclDataType_t datatype, const ncclRedOp_t* op, Op& o) {
+  ncclResult_t rc = ncclSuccess;
+  if (!usable(comm, call, rc)) return rc;
+  if (!dataType(datatype, o.type, call) || (op && !redOp(*op, o.op, call))) return ncclInvalidArgument;
+  return ncclSuccess;
+}
+
 ncclResult_t badBuffer(const char* call, const char* why) {
   return fail(ncclInvalidArgument, std::string(call) + ": " + why);
 }
@@ -201,10 +210,8 @@ ncclResult_t ncclGroupEnd() { return groupEnd(); }
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclAllReduce";
-  ncclResult_t rc = ncclSuccess;
   Op o{Op::AllReduce, address(sendbuff), address(recvbuff), count};
-  if (!usable(comm, call, rc)) return rc;
-  if (!dataType(datatype, o.type, call) || !redOp(op, o.op, call)) return ncclInvalidArgument;
+  if (ncclResult_t rc = checkCall(comm, call, datatype, &op, o); rc != ncclSuccess) return rc;
   const size_t bytes = count * elementBytes(o.type);
   if (count > 0 && (!sendbuff || !recvbuff)) return badBuffer(call, "sendbuff or recvbuff is NULL");
   if (sendbuff != recvbuff && overlaps(o.send, bytes, o.recv, bytes))
@@ -215,10 +222,8 @@ ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, n
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclAllGather";
-  ncclResult_t rc = ncclSuccess;
   Op o{Op::AllGather, address(sendbuff), address(recvbuff), sendcount};
-  if (!usable(comm, call, rc)) return rc;
-  if (!dataType(datatype, o.type, call)) return ncclInvalidArgument;
+  if (ncclResult_t rc = checkCall(comm, call, datatype, nullptr, o); rc != ncclSuccess) return rc;
   const size_t bytes = sendcount * elementBytes(o.type), n = static_cast<size_t>(comm->state->size);
   if (sendcount > 0 && (!sendbuff || !recvbuff)) return badBuffer(call, "sendbuff or recvbuff is NULL");
   if (o.send != o.recv + comm->state->rank * bytes && overlaps(o.send, bytes, o.recv, bytes * n))
@@ -229,10 +234,8 @@ ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcoun
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclReduceScatter";
-  ncclResult_t rc = ncclSuccess;
   Op o{Op::ReduceScatter, address(sendbuff), address(recvbuff), recvcount};
-  if (!usable(comm, call, rc)) return rc;
-  if (!dataType(datatype, o.type, call) || !redOp(op, o.op, call)) return ncclInvalidArgument;
+  if (ncclResult_t rc = checkCall(comm, call, datatype, &op, o); rc != ncclSuccess) return rc;
   const size_t bytes = recvcount * elementBytes(o.type), n = static_cast<size_t>(comm->state->size);
   if (recvcount > 0 && (!sendbuff || !recvbuff)) return badBuffer(call, "sendbuff or recvbuff is NULL");
   if (o.recv != o.send + comm->state->rank * bytes && overlaps(o.send, bytes * n, o.recv, bytes))
@@ -243,11 +246,9 @@ ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recv
 ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                            ncclComm_t comm, cudaStream_t stream) {
   const char* call = "ncclBroadcast";
-  ncclResult_t rc = ncclSuccess;
   Op o{Op::Broadcast, address(sendbuff), address(recvbuff), count};
   o.peer = root;
-  if (!usable(comm, call, rc)) return rc;
-  if (!dataType(datatype, o.type, call)) return ncclInvalidArgument;
+  if (ncclResult_t rc = checkCall(comm, call, datatype, nullptr, o); rc != ncclSuccess) return rc;
   if (root < 0 || root >= comm->state->size)
     return badBuffer(call, ("root " + std::to_string(root) + " outside the communicator").c_str());
   const size_t bytes = count * elementBytes(o.type);
@@ -261,11 +262,9 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
 static ncclResult_t pointToPoint(Op::Kind kind, const void* buff, size_t count, ncclDataType_t datatype, int peer,
                                  ncclComm_t comm, cudaStream_t stream) {
   const char* call = kind == Op::Send ? "ncclSend" : "ncclRecv";
-  ncclResult_t rc = ncclSuccess;
   Op o{kind, address(buff), address(buff), count};
   o.peer = peer;
-  if (!usable(comm, call, rc)) return rc;
-  if (!dataType(datatype, o.type, call)) return ncclInvalidArgument;
+  if (ncclResult_t rc = checkCall(comm, call, datatype, nullptr, o); rc != ncclSuccess) return rc;
   if (peer < 0 || peer >= comm->state->size)
     return badBuffer(call, ("peer " + std::to_string(peer) + " outside the communicator").c_str());
   if (count > 0 && !buff) return badBuffer(call, "the buffer is NULL");
