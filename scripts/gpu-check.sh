@@ -67,15 +67,14 @@ prepare() {
   # multiple of 128, as GPT-2 small's 50257 is padded to 50304), one bundle per micro-batch.
   local model
   read -r -a model <<< "${TESSEL_GPU_CHECK_MODEL:---layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304}"
-  local label="GPT-2 124M"
-  [ -n "${TESSEL_GPU_CHECK_MODEL:-}" ] && label="${TESSEL_GPU_CHECK_MODEL}"
+  local label="${TESSEL_GPU_CHECK_MODEL:-GPT-2 124M}"
   for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
     "$gpt" "${model[@]}" --batch "$mb" \
       --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
     echo "gpu-check: bundle gpt2-b$mb ($label, micro-batch $mb, $precision)"
   done
 
-  [ -n "${TESSEL_GPU_CHECK_STANDIN:-}" ] && ship_standin "$tmp"
+  if [ -n "${TESSEL_GPU_CHECK_STANDIN:-}" ]; then ship_standin "$tmp"; fi
 
   # The shared libraries tessel-run and the bundles' kernels.so load, except glibc's own
   # (libc, libm, libpthread, libdl, librt, the loader): those must come from the node.
@@ -133,7 +132,8 @@ run() {
     driver="$TESSEL_CUDA_LIBRARY_PATH/libcuda.so.1"
     if [ -d "$out/standin/cache" ]; then
       export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-$out/standin/cache}"
-      export TESSEL_STANDIN_SOURCES="$(printf '%s:' "$out"/bundles/*/)"
+      TESSEL_STANDIN_SOURCES="$(printf '%s:' "$out"/bundles/*/)"
+      export TESSEL_STANDIN_SOURCES
     fi
   fi
   if ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$driver" 2> /dev/null; then
