@@ -300,7 +300,7 @@ CudaModule compileCuda(const std::string& source, const CudaCompileOptions& opti
       (!cubinWanted || cubin.rfind("\x7f" "ELF", 0) == 0)) {
     out.cubin.assign(cubin.begin(), cubin.end());
     out.kernels = parsePtxasInfo(out.log);
-    if (!fs::exists(sourcePath)) writeAtomic(sourcePath, source);  // an entry from before sources were kept
+    if (!fs::exists(sourcePath)) writeAtomic(sourcePath, source);  // an entry older than kept sources
     return out;
   }
 

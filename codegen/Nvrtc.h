@@ -8,9 +8,9 @@
 // temporary name and renamed, the cubin last, so a half-written entry is never read) and a
 // second compile reuses them. The source is kept beside them (k<key>.cu), so the source of a
 // cached cubin can be read (the tests' stand-in CUDA driver, test/standin, finds it there).
-// NVRTC needs no GPU and no driver. A compile failure is a
-// CudaCompileError whose message holds NVRTC's log with the offending generated lines and
-// the kernel header comments ("// tessel.add at loc(...)") above them. No MLIR here.
+// NVRTC needs no GPU and no driver. A compile failure is a CudaCompileError whose message
+// holds NVRTC's log with the offending generated lines and the kernel header comments
+// ("// tessel.add at loc(...)") above them. No MLIR here.
 #pragma once
 
 #include <stdexcept>

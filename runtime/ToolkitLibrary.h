@@ -37,8 +37,9 @@ struct ToolkitLibrary {
 };
 
 /// Opens `soname` (e.g. "libnccl.so.2") from the candidates above, with `envVar` (e.g.
-/// "TESSEL_LIBNCCL") first and, when $TESSEL_CUDA_LIBRARY_PATH is set, only DIR/<soname> after it. Throws std::runtime_error "<what> (<soname>) cannot be loaded;
-/// tried:" with every candidate and its dlerror, and how to point `envVar` at the library.
+/// "TESSEL_LIBNCCL") first and, when $TESSEL_CUDA_LIBRARY_PATH is set, only DIR/<soname>
+/// after it. Throws std::runtime_error "<what> (<soname>) cannot be loaded; tried:" with
+/// every candidate and its dlerror, and how to point `envVar` at the library.
 inline ToolkitLibrary openToolkitLibrary(const std::string& what, const std::string& soname,
                                          const char* envVar) {
   std::vector<std::string> candidates;

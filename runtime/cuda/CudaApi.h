@@ -7,7 +7,8 @@
 // against libcuda would make. Nothing links libcuda or libcublasLt: a machine without them
 // gets an error naming the library and why it could not be loaded. Not tested on a GPU here:
 // the unit tests resolve every symbol against the toolkit's stub libcuda.so and the real
-// libcublasLt.so.13, but no call beyond cuInit on the stub is made.
+// libcublasLt.so.13, and the calls run against the tests' stand-in driver and cuBLASLt
+// (test/standin, which execute them on the CPU; docs/gpu.md says what that leaves unchecked).
 #pragma once
 
 #include <cublasLt.h>
@@ -58,8 +59,8 @@ struct BlasLtApi {
 
 /// The driver, opened once per process from $TESSEL_LIBCUDA if set (tests point it at the
 /// toolkit's stub), else libcuda.so.1 ($TESSEL_CUDA_LIBRARY_PATH/libcuda.so.1 when that is
-/// set: the stand-in driver of the tests, runtime/ToolkitLibrary.h). Throws std::runtime_error naming the library and
-/// dlerror's reason, or the first missing symbol. Does not call cuInit.
+/// set: the tests' stand-in driver, runtime/ToolkitLibrary.h). Throws std::runtime_error
+/// naming the library and dlerror's reason, or the first missing symbol. Does not call cuInit.
 const DriverApi& driverApi();
 
 /// cuBLASLt, opened once per process: $TESSEL_CUBLASLT, libcublasLt.so.13 (loader path),

@@ -1,5 +1,6 @@
 // The GPU executor; see CudaExecutor.h. Written against the CUDA 13 driver API and cuBLASLt
-// documentation; never run on a GPU so far (see the header's promise for what is tested).
+// documentation; never run on a GPU so far, only on the tests' stand-in driver (see the
+// header's promise for what is tested).
 #include "runtime/cuda/CudaExecutor.h"
 
 #include "runtime/Init.h"
@@ -42,11 +43,13 @@ uint16_t toBf16(float f) {
   return static_cast<uint16_t>(u >> 16);
 }
 
-/// The number of parameters of `f` (cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past
-/// the last one).
-size_t parameterCount(const DriverApi& api, CUfunction f) {
+/// The number of parameters of `f`: cuFuncGetParamInfo answers CUDA_ERROR_INVALID_VALUE past
+/// the last one; any other error is thrown, naming `what`.
+size_t parameterCount(const DriverApi& api, CUfunction f, const std::string& what) {
   size_t n = 0, offset = 0, size = 0;
-  while (api.cuFuncGetParamInfo(f, n, &offset, &size) == CUDA_SUCCESS) ++n;
+  CUresult rc;
+  while ((rc = api.cuFuncGetParamInfo(f, n, &offset, &size)) == CUDA_SUCCESS) ++n;
+  if (rc != CUDA_ERROR_INVALID_VALUE) check(api, rc, "cuFuncGetParamInfo of " + what);
   return n;
 }
 
@@ -379,7 +382,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
         st.function = it->second;
         // cuLaunchKernel reads as many arguments as the kernel has parameters, whatever the
         // step holds: a count that differs would read past the step's arguments on a GPU.
-        if (size_t params = parameterCount(api, st.function); params != k->args.size())
+        if (size_t params = parameterCount(api, st.function, st.what); params != k->args.size())
           throw std::runtime_error(fmt::format("{}: the kernel takes {} arguments but the step passes {}", st.what,
                                                params, k->args.size()));
         st.launch = *k->launch;

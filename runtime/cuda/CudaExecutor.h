@@ -7,7 +7,9 @@
 // a GPU: the machines it was developed on have none. What is tested without one: the
 // lowering, launches, argument order and step order by running the same program's CUDA
 // source on the CPU (SIMT harness), the GEMM operand mapping against OpenBLAS, symbol
-// resolution against the toolkit's stub driver, and the clear failure without a driver):
+// resolution against the toolkit's stub driver, the clear failure without a driver, and this
+// file's own calls, capture included, against the tests' stand-in driver and cuBLASLt, which
+// run them on the CPU: test/standin, docs/gpu.md):
 // - Construction: cuInit, the device of this process's local rank (CudaPlan.h
 //   selectCudaDevice), its primary context, one stream, the module from the cubin (or PTX,
 //   CudaPlan.h selectCudaImage), every kernel symbol resolved and its parameter count

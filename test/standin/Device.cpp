@@ -59,6 +59,12 @@ CUresult status() {
   return CUDA_SUCCESS;
 }
 
+CUresult contextStatus(const char* call) {
+  if (CUresult rc = status()) return rc;
+  return tCurrent ? CUDA_SUCCESS
+                  : fail(CUDA_ERROR_INVALID_CONTEXT, call, "no current context on this thread (cuCtxSetCurrent)");
+}
+
 }  // namespace tessel::standin
 
 using namespace tessel::standin;

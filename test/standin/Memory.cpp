@@ -130,7 +130,7 @@ extern "C" void* tesselStandinTryHostAddress(CUdeviceptr p, size_t bytes, const 
 }
 
 CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!dptr) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc", "null result pointer");
   if (bytes == 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc", "0 bytes");
   Heap& h = heap();
@@ -152,7 +152,7 @@ CUresult cuMemAlloc(CUdeviceptr* dptr, size_t bytes) {
 }
 
 CUresult cuMemFree(CUdeviceptr p) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   Heap& h = heap();
   std::lock_guard<std::mutex> lock(h.mutex);
   auto it = h.allocations.find(p);
@@ -167,7 +167,7 @@ CUresult cuMemFree(CUdeviceptr p) {
 }
 
 CUresult cuMemGetInfo(size_t* free, size_t* total) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!free || !total) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemGetInfo", "null result pointer");
   *total = kCapacity;
   *free = kCapacity - usedBytes();
@@ -179,7 +179,7 @@ namespace {
 /// A synchronous copy between host and device: waits for the blocking streams first (the
 /// legacy default stream's semantics), then checks the device range.
 CUresult syncCopy(const char* call, CUdeviceptr device, size_t bytes, const std::function<void(std::byte*)>& copy) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(call)) return rc;
   if (CUresult rc = synchronizeAll(call)) return rc;
   std::string why;
   std::byte* view = bytes ? hostView(device, bytes, &why) : nullptr;
@@ -199,7 +199,7 @@ CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
 }
 
 CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream stream) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (bytes && !src) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoDAsync", "null host pointer");
   std::string why;
   if (bytes && !hostView(dst, bytes, &why)) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemcpyHtoDAsync", why);
@@ -213,7 +213,7 @@ CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstr
 }
 
 CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   std::string why;
   if (bytes && !hostView(src, bytes, &why)) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemcpyDtoDAsync source", why);
   if (bytes && !hostView(dst, bytes, &why))
@@ -227,7 +227,7 @@ CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstr
 }
 
 CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   std::string why;
   if (bytes && !hostView(dst, bytes, &why)) return fail(CUDA_ERROR_INVALID_VALUE, "cuMemsetD8Async", why);
   return enqueue(stream, {"cuMemsetD8Async", [=] {

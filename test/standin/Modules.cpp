@@ -174,7 +174,7 @@ bool liveFunction(CUfunction f) {
 }  // namespace tessel::standin
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!module || !image) return fail(CUDA_ERROR_INVALID_VALUE, "cuModuleLoadData", "null argument");
   try {
     auto [size, kernels] = readCubin(static_cast<const unsigned char*>(image));
@@ -204,7 +204,7 @@ CUresult cuModuleUnload(CUmodule module) {
 }
 
 CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!function || !name) return fail(CUDA_ERROR_INVALID_VALUE, "cuModuleGetFunction", "null argument");
   std::lock_guard<std::mutex> lock(gModulesMutex);
   if (!gModules.count(module)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuModuleGetFunction", "not a module");
@@ -232,7 +232,7 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
 }
 
 CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* size) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveFunction(f)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuFuncGetParamInfo", "not a function");
   if (index >= static_cast<size_t>(f->params.count)) return CUDA_ERROR_INVALID_VALUE;  // the end, as in CUDA
   size_t at = 0;
@@ -249,7 +249,7 @@ CUresult cuFuncGetParamInfo(CUfunction f, size_t index, size_t* offset, size_t* 
 }
 
 CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attribute, int value) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveFunction(f)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuFuncSetAttribute", "not a function");
   if (attribute != CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES)
     return fail(CUDA_ERROR_NOT_SUPPORTED, "cuFuncSetAttribute",
@@ -262,7 +262,7 @@ CUresult cuFuncSetAttribute(CUfunction f, CUfunction_attribute attribute, int va
 
 CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                         unsigned sharedBytes, CUstream stream, void** kernelParams, void** extra) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveFunction(f)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuLaunchKernel", "not a function");
   const std::string call = "cuLaunchKernel of " + f->name;
   if (!gx || !gy || !gz || !bx || !by || !bz)

@@ -1,7 +1,8 @@
 // The stand-in CUDA driver's internals, shared by its files (memory, streams, modules, the
 // device and context calls). Tests only; see docs/gpu.md for what the stand-in checks.
 //
-// Model: one device ("Tessel stand-in", sm_90), one primary context. Device memory lives in
+// Model: $TESSEL_STANDIN_DEVICES identical devices (default 1; "Tessel stand-in (CPU)",
+// sm_90, Device.cpp), each with one primary context, sharing one memory. Device memory lives in
 // its own reserved address range (never readable by the host), backed by host memory that
 // only the stand-in touches. Every stream is a worker thread running its queue in order.
 // A failure of queued work (an out-of-bounds copy, a kernel given a freed pointer, a kernel
@@ -26,9 +27,14 @@ CUresult fail(CUresult rc, const std::string& call, const std::string& reason);
 /// CUDA_ERROR_ILLEGAL_ADDRESS.
 void fault(const std::string& what);
 
-/// CUDA_SUCCESS, or the sticky error of an earlier device fault, or CUDA_ERROR_NOT_INITIALIZED
-/// before cuInit.
+/// CUDA_SUCCESS, or the sticky error of an earlier device fault, CUDA_ERROR_NOT_INITIALIZED
+/// before cuInit, or CUDA_ERROR_NOT_PERMITTED inside a host function (CUDA's rule).
 CUresult status();
+
+/// status(), and then CUDA_ERROR_INVALID_CONTEXT (reported, naming `call`) when the calling
+/// thread has no current context: as in CUDA, memory, stream, event, module and launch calls
+/// need one (cuCtxSetCurrent).
+CUresult contextStatus(const char* call);
 
 // ---- memory (Memory.cpp) -------------------------------------------------------------------
 

@@ -76,6 +76,19 @@ TEST(StandinMemory, DeviceMemoryIsNotHostMemory) {
   EXPECT_DEATH((void)*reinterpret_cast<volatile float*>(p), "");
 }
 
+TEST(StandinMemory, CallsNeedACurrentContext) {
+  Device d;  // this thread has one; a new thread has none until it sets it, as in CUDA
+  CUresult without = CUDA_SUCCESS, with = CUDA_ERROR_UNKNOWN;
+  std::thread([&] {
+    CUdeviceptr p = 0;
+    without = d.api.cuMemAlloc(&p, 16);
+    d.api.cuCtxSetCurrent(d.context);
+    with = d.api.cuMemAlloc(&p, 16);
+  }).join();
+  EXPECT_EQ(without, CUDA_ERROR_INVALID_CONTEXT);
+  EXPECT_EQ(with, CUDA_SUCCESS);
+}
+
 TEST(StandinMemory, EveryCopyIsBoundsChecked) {
   Device d;
   CUstream s = d.stream();

@@ -191,7 +191,7 @@ CUresult synchronizeAll(const char* call) {
 }  // namespace tessel::standin
 
 CUresult cuStreamCreate(CUstream* stream, unsigned flags) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!stream) return fail(CUDA_ERROR_INVALID_VALUE, "cuStreamCreate", "null result pointer");
   if (flags & ~unsigned{CU_STREAM_NON_BLOCKING})
     return fail(CUDA_ERROR_INVALID_VALUE, "cuStreamCreate", fmt::format("flags {:#x}", flags));
@@ -233,7 +233,7 @@ CUresult cuStreamSynchronize(CUstream stream) {
 }
 
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* userData) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!fn) return fail(CUDA_ERROR_INVALID_VALUE, "cuLaunchHostFunc", "null function");
   return enqueue(stream, {"host function", [=] {
                             tInHostFunctionGuard guard;
@@ -242,7 +242,7 @@ CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* userData) {
 }
 
 CUresult cuEventCreate(CUevent* event, unsigned flags) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!event) return fail(CUDA_ERROR_INVALID_VALUE, "cuEventCreate", "null result pointer");
   if (flags & ~unsigned{CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING})
     return fail(CUDA_ERROR_INVALID_VALUE, "cuEventCreate", fmt::format("flags {:#x}", flags));
@@ -264,7 +264,7 @@ CUresult cuEventDestroy(CUevent event) {
 }
 
 CUresult cuEventRecord(CUevent event, CUstream stream) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveEvent(event)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord", "not an event");
   CUstream_st* s = streamOf(stream);
   if (!s) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventRecord", "not a live stream");
@@ -293,7 +293,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
 }
 
 CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned flags) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveEvent(event)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent", "not an event");
   CUstream_st* s = streamOf(stream);
   if (!s) return fail(CUDA_ERROR_INVALID_HANDLE, "cuStreamWaitEvent", "not a live stream");
@@ -329,14 +329,14 @@ CUresult cuEventSynchronize(CUevent event) {
 }
 
 CUresult cuEventQuery(CUevent event) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!liveEvent(event)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventQuery", "not an event");
   std::lock_guard<std::mutex> lock(event->mutex);
   return event->completed >= event->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!ms) return fail(CUDA_ERROR_INVALID_VALUE, "cuEventElapsedTime", "null result pointer");
   if (!liveEvent(start) || !liveEvent(end)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuEventElapsedTime", "not an event");
   std::scoped_lock lock(start->mutex, end->mutex);
@@ -349,7 +349,7 @@ CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
 }
 
 CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   if (!stream || !r.streams.count(stream))
@@ -385,7 +385,7 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
 }
 
 CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, unsigned long long flags) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   if (!exec) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiate", "null result pointer");
   if (flags != 0) return fail(CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiate", fmt::format("flags {:#x}", flags));
   Registry& r = registry();
@@ -398,7 +398,7 @@ CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph graph, unsigned long long
 }
 
 CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
-  if (CUresult rc = status()) return rc;
+  if (CUresult rc = contextStatus(__func__)) return rc;
   {
     Registry& r = registry();
     std::lock_guard<std::mutex> lock(r.mutex);
@@ -409,19 +409,20 @@ CUresult cuGraphLaunch(CUgraphExec exec, CUstream stream) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuGraphExecDestroy(CUgraphExec exec) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!r.execs.erase(exec)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphExecDestroy", "not an instantiated graph");
-  // Launched copies of its work are already queued; the object itself can go.
-  delete exec;
+namespace {
+/// Deletes `object` if `live` holds it (under the registry's lock); launched copies of a
+/// graph's work are already queued, so the object itself can go.
+template <typename T>
+CUresult destroyIn(std::set<T*>& live, T* object, const char* call, const char* what) {
+  std::lock_guard<std::mutex> lock(registry().mutex);
+  if (!live.erase(object)) return fail(CUDA_ERROR_INVALID_HANDLE, call, std::string("not ") + what);
+  delete object;
   return CUDA_SUCCESS;
+}
+}  // namespace
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  return destroyIn(registry().execs, exec, "cuGraphExecDestroy", "an instantiated graph");
 }
 
-CUresult cuGraphDestroy(CUgraph graph) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  if (!r.graphs.erase(graph)) return fail(CUDA_ERROR_INVALID_HANDLE, "cuGraphDestroy", "not a graph");
-  delete graph;
-  return CUDA_SUCCESS;
-}
+CUresult cuGraphDestroy(CUgraph graph) { return destroyIn(registry().graphs, graph, "cuGraphDestroy", "a graph"); }
