@@ -6,7 +6,8 @@
 //   closed forms;
 // - what NCCL refuses is refused with ncclInvalidArgument and a reason in ncclGetLastError
 //   (a data type or reduction the stand-in does not implement, a root or peer outside the
-//   communicator, overlapping buffers that are not NCCL's in-place positions, NULL);
+//   communicator, overlapping buffers that are not NCCL's in-place positions, NULL, a buffer
+//   that is not device memory);
 // - a peer that aborts is an asynchronous ncclRemoteError, and later calls return it.
 #include <nccl.h>
 
@@ -101,9 +102,15 @@ TEST(StandinNcclApi, WhatTheStandinDoesNotImplementIsRefusedWithAReason) {
     EXPECT_EQ(ncclAllReduce(x.data(), x.data() + 1, 4, ncclFloat32, ncclSum, comm, kStream), ncclInvalidArgument);
     EXPECT_NE(lastError().find("overlap"), std::string::npos) << lastError();
     // all_gather's in-place position is recvbuff + rank * sendcount; rank 1 at offset 0 is not.
-    if (r == 1)
+    if (r == 1) {
       EXPECT_EQ(ncclAllGather(x.data(), x.data(), 2, ncclFloat32, comm, kStream), ncclInvalidArgument);
+    }
     EXPECT_EQ(ncclAllReduce(nullptr, x.data(), 4, ncclFloat32, ncclSum, comm, kStream), ncclInvalidArgument);
+    // A buffer the driver does not know is refused at the call, naming the argument.
+    EXPECT_EQ(ncclAllGather(x.data(), reinterpret_cast<void*>(64), 2, ncclFloat32, comm, kStream),
+              ncclInvalidArgument);
+    EXPECT_NE(lastError().find("ncclAllGather recvbuff of 4 f32: not a device address"), std::string::npos)
+        << lastError();
     EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 4, ncclFloat32, ncclSum, nullptr, kStream), ncclInvalidArgument);
     // Nothing was queued by the refused calls: a valid collective still pairs up.
     ASSERT_EQ(ncclAllReduce(x.data(), x.data(), 8, ncclFloat32, ncclSum, comm, kStream), ncclSuccess);

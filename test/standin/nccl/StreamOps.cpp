@@ -23,6 +23,7 @@ struct Driver {
   decltype(&::cuLaunchHostFunc) launchHostFunc = nullptr;
   decltype(&::cuStreamIsCapturing) isCapturing = nullptr;  // optional
   decltype(&::tesselStandinHostAddress) hostAddress = nullptr;
+  decltype(&::tesselStandinTryHostAddress) tryHostAddress = nullptr;  // optional
 };
 
 const Driver& driver() {
@@ -33,6 +34,7 @@ const Driver& driver() {
     r.launchHostFunc = reinterpret_cast<decltype(r.launchHostFunc)>(dlsym(lib, "cuLaunchHostFunc"));
     r.isCapturing = reinterpret_cast<decltype(r.isCapturing)>(dlsym(lib, "cuStreamIsCapturing"));
     r.hostAddress = reinterpret_cast<decltype(r.hostAddress)>(dlsym(lib, "tesselStandinHostAddress"));
+    r.tryHostAddress = reinterpret_cast<decltype(r.tryHostAddress)>(dlsym(lib, "tesselStandinTryHostAddress"));
     return r;
   }();
   return d;
@@ -58,6 +60,28 @@ ncclResult_t resultOf(TransportError::Kind k) {
     case TransportError::System: return ncclSystemError;
   }
   return ncclInternalError;
+}
+
+/// One device buffer of an Op: its argument name, address and elements (0: not used).
+struct Buffer {
+  const char* name;
+  CUdeviceptr address;
+  size_t elements;
+};
+
+/// The buffers `o` reads (first) and writes (second) on rank `rank` of `size`, with NCCL's
+/// sizes: all_gather's recvbuff and reduce_scatter's sendbuff hold `size` blocks.
+std::pair<Buffer, Buffer> buffersOf(const Op& o, int rank, int size) {
+  const size_t n = static_cast<size_t>(size), c = o.count;
+  switch (o.kind) {
+    case Op::AllReduce: return {{"sendbuff", o.send, c}, {"recvbuff", o.recv, c}};
+    case Op::AllGather: return {{"sendbuff", o.send, c}, {"recvbuff", o.recv, c * n}};
+    case Op::ReduceScatter: return {{"sendbuff", o.send, c * n}, {"recvbuff", o.recv, c}};
+    case Op::Broadcast: return {{"sendbuff", o.send, rank == o.peer ? c : 0}, {"recvbuff", o.recv, c}};
+    case Op::Send: return {{"sendbuff", o.send, c}, {"recvbuff", 0, 0}};
+    case Op::Recv: return {{"sendbuff", 0, 0}, {"recvbuff", o.recv, c}};
+  }
+  return {};
 }
 
 /// A batch queued on a stream: shared so that a graph can keep it.
@@ -178,35 +202,27 @@ void Batch::run() {
     std::_Exit(9);
   }
   const Driver& d = driver();
-  auto view = [&](const Op& o, CUdeviceptr p, size_t elements, const char* which) {
-    std::string what = std::string(callName(o.kind)) + " " + which;
-    return d.hostAddress(p, elements * elementBytes(o.type), what.c_str());
+  // Host views when the work runs: the driver aborts, naming the call and argument, on a
+  // range that was freed or is out of bounds by now.
+  auto view = [&](const Op& o, const Buffer& b) -> void* {
+    if (b.elements == 0) return nullptr;
+    std::string what = std::string(callName(o.kind)) + " " + b.name;
+    return d.hostAddress(b.address, b.elements * elementBytes(o.type), what.c_str());
   };
-  const size_t n = static_cast<size_t>(comm->size);
   try {
     std::vector<PointToPoint> p2p;
     for (const Op& o : ops) {
       if (o.count == 0) continue;
+      const auto [in, out] = buffersOf(o, comm->rank, comm->size);
+      void *send = view(o, in), *recv = view(o, out);
       Collectives& c = *comm->core;
       switch (o.kind) {
-        case Op::AllReduce:
-          c.allReduce(view(o, o.send, o.count, "sendbuff"), view(o, o.recv, o.count, "recvbuff"), o.count, o.type,
-                      o.op);
-          break;
-        case Op::AllGather:
-          c.allGather(view(o, o.send, o.count, "sendbuff"), view(o, o.recv, o.count * n, "recvbuff"), o.count,
-                      o.type);
-          break;
-        case Op::ReduceScatter:
-          c.reduceScatter(view(o, o.send, o.count * n, "sendbuff"), view(o, o.recv, o.count, "recvbuff"), o.count,
-                          o.type, o.op);
-          break;
-        case Op::Broadcast:
-          c.broadcast(comm->rank == o.peer ? view(o, o.send, o.count, "sendbuff") : nullptr,
-                      view(o, o.recv, o.count, "recvbuff"), o.count, o.type, o.peer);
-          break;
-        case Op::Send: p2p.push_back({true, o.peer, view(o, o.send, o.count, "sendbuff"), o.count, o.type}); break;
-        case Op::Recv: p2p.push_back({false, o.peer, view(o, o.recv, o.count, "recvbuff"), o.count, o.type}); break;
+        case Op::AllReduce: c.allReduce(send, recv, o.count, o.type, o.op); break;
+        case Op::AllGather: c.allGather(send, recv, o.count, o.type); break;
+        case Op::ReduceScatter: c.reduceScatter(send, recv, o.count, o.type, o.op); break;
+        case Op::Broadcast: c.broadcast(send, recv, o.count, o.type, o.peer); break;
+        case Op::Send: p2p.push_back({true, o.peer, send, o.count, o.type}); break;
+        case Op::Recv: p2p.push_back({false, o.peer, recv, o.count, o.type}); break;
       }
     }
     if (!p2p.empty()) comm->core->pointToPoint(p2p);
@@ -219,6 +235,17 @@ void Batch::run() {
 }
 
 ncclResult_t enqueue(const std::shared_ptr<CommState>& comm, CUstream stream, const Op& op) {
+  // As NCCL checks its pointers at the call (cudaPointerGetAttributes), with whole ranges.
+  if (const Driver& d = driver(); d.tryHostAddress && op.count > 0) {
+    const auto [in, out] = buffersOf(op, comm->rank, comm->size);
+    for (const Buffer& b : {in, out}) {
+      const char* why = nullptr;
+      if (b.elements > 0 && !d.tryHostAddress(b.address, b.elements * elementBytes(op.type), &why))
+        return fail(ncclInvalidArgument, std::string(callName(op.kind)) + " " + b.name + " of " +
+                                             std::to_string(b.elements) + " " + typeName(op.type) + ": " +
+                                             (why ? why : "not device memory"));
+    }
+  }
   if (groupDepth > 0) {
     pending.push_back({comm, stream, op});
     return ncclSuccess;

@@ -3,7 +3,9 @@
 //
 // Promise:
 // - An NCCL call checks its arguments at once (the caller gets ncclInvalidArgument and the
-//   reason in ncclGetLastError), then becomes an Op on device addresses. Outside a group it
+//   reason in ncclGetLastError), its buffers too when the driver offers
+//   tesselStandinTryHostAddress (every byte NCCL would touch must lie in one live device
+//   allocation), then becomes an Op on device addresses. Outside a group it
 //   is queued at once; inside ncclGroupStart/End, at the outermost ncclGroupEnd, one batch
 //   per communicator (its collectives in call order, then its sends and receives together).
 // - A batch is queued with the stand-in driver's cuLaunchHostFunc on the caller's stream, so
