@@ -9,7 +9,7 @@ namespace tessel::standin::nccl {
 namespace {
 
 constexpr uint32_t kHeaderMagic = 0x4e43434c;  // "NCCL"
-enum Kind : uint32_t { kAllReduce = 1, kAllGather, kReduceScatter, kBroadcast, kSend };
+enum Kind : uint32_t { kAllReduce = 1, kAllGather, kReduceScatter, kBroadcast, kSend, kRecv };
 const char* kindName(uint32_t k) {
   switch (k) {
     case kAllReduce: return "ncclAllReduce";
@@ -17,6 +17,7 @@ const char* kindName(uint32_t k) {
     case kReduceScatter: return "ncclReduceScatter";
     case kBroadcast: return "ncclBroadcast";
     case kSend: return "ncclSend";
+    case kRecv: return "ncclRecv";
   }
   return "an unknown operation";
 }
@@ -129,7 +130,7 @@ void Collectives::agree(const std::vector<int>& peers, const Header& mine, const
     if (h.kind == kAllReduce || h.kind == kReduceScatter) s += std::string(" ") + opName(static_cast<RedOp>(h.op));
     s += " of " + std::to_string(h.count) + " " + typeName(static_cast<DataType>(h.type));
     if (h.kind == kBroadcast) s += " from root " + std::to_string(h.root);
-    if (h.kind != kSend) s += " (collective #" + std::to_string(h.seq) + ")";
+    if (h.kind != kSend && h.kind != kRecv) s += " (collective #" + std::to_string(h.seq) + ")";
     return s;
   };
   for (size_t k = 0; k < peers.size(); ++k)
@@ -227,38 +228,46 @@ void Collectives::broadcast(const void* send, void* recv, size_t count, DataType
 }
 
 void Collectives::pointToPoint(const std::vector<PointToPoint>& ops) {
-  // First every send's header, checked against the matching receive (k-th send to p is the
-  // k-th receive on p from this rank), then the data.
-  std::vector<Header> sent, got, expected;
-  sent.reserve(ops.size());
-  got.reserve(ops.size());
-  std::vector<Transfer> headers, data;
-  std::vector<int> from;
-  for (const PointToPoint& o : ops) {
+  // 1. A handshake both ways for every operation: a send and its receive exchange their
+  //    headers, so a send cannot complete before the receive runs (NCCL's ncclSend blocks
+  //    until its ncclRecv progresses; only a group lets both run together), and both ranks
+  //    check count and type. To each peer go the headers of this rank's sends to it, then of
+  //    its receives from it; from each peer come the headers of its sends (matching this
+  //    rank's receives, in order), then of its receives (matching this rank's sends).
+  // 2. The data: the k-th send to a peer is the k-th receive there.
+  for (const PointToPoint& o : ops)
     if (o.peer < 0 || o.peer >= size())
       throw TransportError(TransportError::Usage, "peer " + std::to_string(o.peer) + " outside the communicator");
-    Header h = header(kSend, o.count, o.type, RedOp::Sum, 0);
-    h.seq = 0;  // point to point does not count as a collective
-    if (o.send) {
-      sent.push_back(h);
-      headers.push_back({o.peer, true, &sent.back(), sizeof(Header)});
-    } else {
-      expected.push_back(h);
-      got.push_back({});
-      from.push_back(o.peer);
-      headers.push_back({o.peer, false, &got.back(), sizeof(Header)});
-    }
-    data.push_back({o.peer, o.send, o.data, o.count * elementBytes(o.type)});
+  std::vector<Header> mine(ops.size()), theirs(ops.size());
+  std::vector<Transfer> headers, data;
+  for (int p = 0; p < size(); ++p) {
+    for (bool sends : {true, false})
+      for (size_t k = 0; k < ops.size(); ++k)
+        if (ops[k].peer == p && ops[k].send == sends) {
+          mine[k] = header(sends ? kSend : kRecv, ops[k].count, ops[k].type, RedOp::Sum, 0);
+          mine[k].seq = 0;  // point to point does not count as a collective
+          headers.push_back({p, true, &mine[k], sizeof(Header)});
+        }
+    for (bool sends : {false, true})  // the peer's sends first: they match this rank's receives
+      for (size_t k = 0; k < ops.size(); ++k)
+        if (ops[k].peer == p && ops[k].send == sends) headers.push_back({p, false, &theirs[k], sizeof(Header)});
   }
   t_.exchange(headers);
-  for (size_t k = 0; k < got.size(); ++k)
-    if (std::memcmp(&got[k], &expected[k], sizeof(Header)) != 0)
+  for (size_t k = 0; k < ops.size(); ++k) {
+    const PointToPoint& o = ops[k];
+    Header want = mine[k];
+    want.kind = o.send ? kRecv : kSend;
+    if (std::memcmp(&theirs[k], &want, sizeof(Header)) != 0)
       throw TransportError(TransportError::Usage,
-                           "ncclRecv of " + std::to_string(expected[k].count) + " " +
-                               typeName(static_cast<DataType>(expected[k].type)) + " on rank " +
-                               std::to_string(rank()) + " met an ncclSend of " + std::to_string(got[k].count) + " " +
-                               typeName(static_cast<DataType>(got[k].type)) + " from rank " + std::to_string(from[k]) +
-                               " (count and type must match)");
+                           std::string(o.send ? "ncclSend" : "ncclRecv") + " of " + std::to_string(o.count) + " " +
+                               typeName(o.type) + (o.send ? " to" : " from") + " rank " + std::to_string(o.peer) +
+                               " on rank " + std::to_string(rank()) + " met " +
+                               (theirs[k].kind == kSend ? "an ncclSend" : theirs[k].kind == kRecv ? "an ncclRecv"
+                                                                                                 : "another operation") +
+                               " of " + std::to_string(theirs[k].count) + " " +
+                               typeName(static_cast<DataType>(theirs[k].type)) + " (count and type must match)");
+    data.push_back({o.peer, o.send, o.data, o.count * elementBytes(o.type)});
+  }
   t_.exchange(data);
 }
 

@@ -7,7 +7,8 @@
 //   root, in place and not, f32/bf16/i32, counts 1..67 including ones the world size does not
 //   divide; results bitwise equal on every rank (NCCL's promise for one communicator);
 // - a group of sends and receives that every rank lists receive-first (would deadlock if
-//   run one after another), with a send to oneself;
+//   run one after another), with a send to oneself; an ungrouped send that waits for its
+//   receive, and a send and receive of different counts that both fail;
 // - ranks that call different collectives all fail naming both calls; a rank that aborts
 //   makes its peers fail with a remote error instead of waiting.
 #include "test/standin/nccl/Collectives.h"
@@ -15,6 +16,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -216,6 +218,36 @@ TEST_F(StandinNccl, GroupedSendsAndReceivesInAnyOrder) {
   c->pointToPoint(ops);
   EXPECT_EQ(decode(fromPrev.data(), count, DataType::F32), rankInput(prev, count, DataType::F32));
   EXPECT_EQ(decode(self.data(), 4, DataType::F32), (std::vector<double>{1, 2, 3, 4}));
+}
+
+TEST_F(StandinNccl, AnUngroupedSendWaitsForItsReceive) {
+  if (worldSize() < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<float> data(4, 1.0f);
+  // Rank 1 receives 300 ms late; rank 0's send must not complete before (NCCL's ncclSend
+  // blocks until its ncclRecv progresses; only buffering would let it finish early).
+  if (worldRank() == 0) {
+    const auto start = std::chrono::steady_clock::now();
+    c->pointToPoint({{true, 1, data.data(), 4, DataType::F32}});
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(waited, 0.25) << "the send completed before its receive ran";
+  } else if (worldRank() == 1) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    c->pointToPoint({{false, 0, data.data(), 4, DataType::F32}});
+  }
+}
+
+TEST_F(StandinNccl, ASendAndReceiveOfDifferentCountsBothFail) {
+  if (worldSize() < 2 || worldRank() > 1) GTEST_SKIP() << "ranks 0 and 1";
+  std::vector<float> data(5, 1.0f);
+  try {
+    if (worldRank() == 0) c->pointToPoint({{true, 1, data.data(), 4, DataType::F32}});
+    else c->pointToPoint({{false, 0, data.data(), 5, DataType::F32}});
+    FAIL() << "no error";
+  } catch (const TransportError& e) {
+    EXPECT_EQ(e.kind(), TransportError::Usage);
+    EXPECT_NE(std::string(e.what()).find(worldRank() == 0 ? "met an ncclRecv of 5 f32" : "met an ncclSend of 4 f32"),
+              std::string::npos) << e.what();
+  }
 }
 
 TEST_F(StandinNccl, RanksCallingDifferentCollectivesAllFailNamingBoth) {
