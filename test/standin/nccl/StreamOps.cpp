@@ -18,7 +18,8 @@ std::mutex lastErrorMutex;
 std::string lastErrorText;
 
 /// The stand-in driver's entry points this library uses, from the already-loaded
-/// libcuda.so.1 (StandinDevice.h). nullptr members when it is not loaded.
+/// libcuda.so.1 (StandinDevice.h). nullptr members while it is not loaded (looked up again at
+/// the next call, so a program that loads the driver after NCCL still finds it).
 struct Driver {
   decltype(&::cuLaunchHostFunc) launchHostFunc = nullptr;
   decltype(&::cuStreamIsCapturing) isCapturing = nullptr;  // optional
@@ -26,17 +27,17 @@ struct Driver {
   decltype(&::tesselStandinTryHostAddress) tryHostAddress = nullptr;  // optional
 };
 
-const Driver& driver() {
-  static const Driver d = [] {
-    Driver r;
-    void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-    if (!lib) return r;
-    r.launchHostFunc = reinterpret_cast<decltype(r.launchHostFunc)>(dlsym(lib, "cuLaunchHostFunc"));
-    r.isCapturing = reinterpret_cast<decltype(r.isCapturing)>(dlsym(lib, "cuStreamIsCapturing"));
-    r.hostAddress = reinterpret_cast<decltype(r.hostAddress)>(dlsym(lib, "tesselStandinHostAddress"));
-    r.tryHostAddress = reinterpret_cast<decltype(r.tryHostAddress)>(dlsym(lib, "tesselStandinTryHostAddress"));
-    return r;
-  }();
+Driver driver() {
+  static std::mutex mutex;
+  static Driver d;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (d.launchHostFunc && d.hostAddress) return d;
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  if (!lib) return d;
+  d.launchHostFunc = reinterpret_cast<decltype(d.launchHostFunc)>(dlsym(lib, "cuLaunchHostFunc"));
+  d.isCapturing = reinterpret_cast<decltype(d.isCapturing)>(dlsym(lib, "cuStreamIsCapturing"));
+  d.hostAddress = reinterpret_cast<decltype(d.hostAddress)>(dlsym(lib, "tesselStandinHostAddress"));
+  d.tryHostAddress = reinterpret_cast<decltype(d.tryHostAddress)>(dlsym(lib, "tesselStandinTryHostAddress"));
   return d;
 }
 
