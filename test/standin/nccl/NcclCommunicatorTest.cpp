@@ -8,13 +8,16 @@
 //   copies, and of lengths it divides;
 // - all_to_all (grouped ncclSend/ncclRecv with every peer, oneself included), broadcast from
 //   the last rank, send/recv around the ring, and a group communicator (subgroup: even and
-//   odd ranks) with its own unique id.
+//   odd ranks) with its own unique id;
+// - a collective only rank 0 issues times out after the communicator's timeout with the
+//   backend's message (the watchdog, then ncclCommAbort of the blocked collective).
 // Values are small integers, exact in every type, so the sums are exact; avg over 3 ranks is
 // within 2 ulps (NCCL premultiplies by the rounded 1/3, then sums).
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/cuda/CudaApi.h"
 #include "test/mpi/RankMain.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -176,6 +179,30 @@ void pointToPoint(Communicator& c) {
   for (float x : dr.read<float>(5)) CHECK(x == prev, "recv from rank %d: %g", prev, x);
 }
 
+/// A collective that rank 0 issues alone: its wait() throws CommError naming the timeout
+/// after about the 2 s given (the watchdog's deadline, then ncclCommAbort, which ends the
+/// stand-in's blocked collective); nobody hangs, and the destructors return.
+void timeout(MpiCommunicator& world) {
+  auto comm = std::make_unique<NcclCommunicator>(world, NcclOptions{.timeoutSeconds = 2, .hostWait = true});
+  comm->setComputeStream(compute);
+  if (world.rank() == 0) {
+    Device d(std::vector<float>(8, 1.0f));
+    const auto start = std::chrono::steady_clock::now();
+    std::string error;
+    try {
+      comm->allReduce(d.ptr(), 8, DType::F32, ReduceOp::Sum, "alone")->wait();
+    } catch (const CommError& e) {
+      error = e.what();
+    }
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    CHECK(error.find("all_reduce 'alone'") != std::string::npos && error.find("timed out after 2 s") != std::string::npos,
+          "the error names the collective and the timeout: '%s'", error.c_str());
+    CHECK(waited >= 1.9 && waited < 30, "waited %.1f s for a 2 s timeout", waited);
+  }
+  world.allReduce(nullptr, 0, DType::F32, ReduceOp::Sum, "after the timeout")->wait();
+  comm.reset();
+}
+
 void run(MpiCommunicator& world) {
   NcclCommunicator nccl(world, NcclOptions{.timeoutSeconds = 60, .hostWait = true});
   cu = &cuda::driverApi();
@@ -190,6 +217,8 @@ void run(MpiCommunicator& world) {
   std::unique_ptr<Communicator> half = nccl.subgroup(group, "parity");
   allReduces(*half);
   shardedCollectives(*half);
+  half.reset();
+  if (world.worldSize() > 1) timeout(world);
   ck(cu->cuStreamSynchronize(compute), "cuStreamSynchronize");
 }
 
