@@ -16,9 +16,22 @@
 # Environment: TESSEL_GPU_CHECK_DATA (prepare) is the corpus to ship (default
 # ../shared/data/tinyshakespeare.txt next to the checkout, else the Debian fortunes file);
 # TESSEL_GPU_CHECK_BATCHES (prepare) the GPT-2 micro-batch sizes (default "4 8 16").
+# TESSEL_BUILD_DIR (prepare) the build folder (default build/, as scripts/build.sh).
+# TESSEL_GPU_CHECK_DIR (both) the folder written and read (default .gpu-check).
+# For the tests that run both halves on the CPU stand-ins of the CUDA libraries (test/standin;
+# the defaults are what a GPU node gets):
+#   TESSEL_GPU_CHECK_SMALL (prepare) the correctness GPT's shape flags (default
+#     "--layers 2 --channels 64 --heads 4 --seq 64 --batch 8") and TESSEL_GPU_CHECK_STEPS its
+#     steps (default 10); TESSEL_GPU_CHECK_MODEL the benchmark GPT's shape flags without
+#     --batch (default GPT-2 124M's);
+#   TESSEL_GPU_CHECK_STANDIN=DIR (prepare) also ships the stand-in libraries of DIR and, built
+#     here, the host builds of every bundle's kernels that the stand-in driver runs, so that
+#     `run` with TESSEL_CUDA_LIBRARY_PATH set (to $OUT/standin/lib) needs no compiler either.
+#     Without TESSEL_CUDA_LIBRARY_PATH, `run` ignores them and uses the node's driver.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=.gpu-check
+OUT="${TESSEL_GPU_CHECK_DIR:-.gpu-check}"
+BUILD_DIR="${TESSEL_BUILD_DIR:-build}"
 LIMIT_MIB=64
 
 prepare() {
@@ -27,37 +40,47 @@ prepare() {
   rm -rf "$tmp"
   trap 'rm -rf "$tmp"' EXIT
   mkdir -p "$tmp/bin" "$tmp/lib" "$tmp/bundles" "$tmp/data"
-  cp build/bin/tessel-run "$tmp/bin/"
+  cp "$BUILD_DIR/bin/tessel-run" "$tmp/bin/"
 
   local data="${TESSEL_GPU_CHECK_DATA:-../shared/data/tinyshakespeare.txt}"
   [ -f "$data" ] || data=/usr/share/games/fortunes/fortunes
   [ -f "$data" ] || { echo "gpu-check prepare: no corpus (set TESSEL_GPU_CHECK_DATA to a text file)" >&2; exit 1; }
   cp "$data" "$tmp/data/corpus.txt"
 
-  local gpt=build/bin/tessel-gpt precision=bf16
+  local gpt="$BUILD_DIR/bin/tessel-gpt" precision=bf16
 
   # Correctness: a small GPT in f32 and in bf16 mixed precision, 10 CPU steps each.
-  local small=(--layers 2 --channels 64 --heads 4 --seq 64 --batch 8 --seed 5)
+  local small
+  read -r -a small <<< "${TESSEL_GPU_CHECK_SMALL:---layers 2 --channels 64 --heads 4 --seq 64 --batch 8}"
+  small+=(--seed 5)
   # (The writers' "train it with" hints name this temporary folder; the bundles end up in
   # $OUT/bundles, which `scripts/gpu-check.sh run` trains.)
   "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" --precision f32 > /dev/null
   "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16 > /dev/null
   for b in "$tmp"/bundles/small-*; do
-    build/bin/tessel-run "$b" --device cpu --data "$tmp/data/corpus.txt" --seed 5 --steps 10 \
+    "$BUILD_DIR/bin/tessel-run" "$b" --device cpu --data "$tmp/data/corpus.txt" --seed 5 \
+      --steps "${TESSEL_GPU_CHECK_STEPS:-10}" \
       --eval-batches 1 --log-json "$b.cpu.jsonl" > /dev/null
   done
 
   # The benchmark: GPT-2 124M (L=12, C=768, NH=12, T=1024, V=50304: the 256 bytes padded to a
   # multiple of 128, as GPT-2 small's 50257 is padded to 50304), one bundle per micro-batch.
+  local model
+  read -r -a model <<< "${TESSEL_GPU_CHECK_MODEL:---layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304}"
+  local label="${TESSEL_GPU_CHECK_MODEL:-GPT-2 124M}"
   for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
-    "$gpt" --layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304 --batch "$mb" \
+    "$gpt" "${model[@]}" --batch "$mb" \
       --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
-    echo "gpu-check: bundle gpt2-b$mb (GPT-2 124M, micro-batch $mb, $precision)"
+    echo "gpu-check: bundle gpt2-b$mb ($label, micro-batch $mb, $precision)"
   done
+
+  if [ -n "${TESSEL_GPU_CHECK_STANDIN:-}" ]; then ship_standin "$tmp"; fi
 
   # The shared libraries tessel-run and the bundles' kernels.so load, except glibc's own
   # (libc, libm, libpthread, libdl, librt, the loader): those must come from the node.
-  for f in build/bin/tessel-run "$tmp"/bundles/*/kernels.so; do ldd "$f"; done |
+  for f in "$BUILD_DIR/bin/tessel-run" "$tmp"/bundles/*/kernels.so $(find "$tmp/standin" -name '*.so*' 2> /dev/null); do
+    ldd "$f"
+  done |
     awk '/=> \// {print $3}' | sort -u | while read -r lib; do
       case "$(basename "$lib")" in
         libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda.so*) ;;
@@ -80,14 +103,44 @@ prepare() {
   echo "gpu-check prepare: wrote $OUT ($(awk "BEGIN {printf \"%.1f\", $kib / 1024}") MiB of $LIMIT_MIB MiB)"
 }
 
+# TESSEL_GPU_CHECK_STANDIN=DIR: the stand-in libraries into $1/standin/lib, and into
+# $1/standin/cache the host builds of every bundle's kernels that the stand-in driver makes
+# when it loads a cubin (one training step of each bundle on the stand-ins builds them).
+ship_standin() {
+  local tmp=$1 dir=$TESSEL_GPU_CHECK_STANDIN
+  mkdir -p "$tmp/standin/lib"
+  for lib in libcuda.so.1 libcublasLt.so.13 libnccl.so.2; do
+    [ -f "$dir/$lib" ] || { echo "gpu-check prepare: $dir/$lib missing (TESSEL_GPU_CHECK_STANDIN)" >&2; exit 1; }
+    cp -L "$dir/$lib" "$tmp/standin/lib/"
+  done
+  for b in "$tmp"/bundles/*/; do
+    TESSEL_CUDA_LIBRARY_PATH="$tmp/standin/lib" TESSEL_CACHE_DIR="$tmp/standin/cache" TESSEL_STANDIN_SOURCES="$b" \
+      "$BUILD_DIR/bin/tessel-run" "$b" --device cuda --data "$tmp/data/corpus.txt" --steps 1 --eval-batches 1 > /dev/null
+  done
+  echo "gpu-check: stand-in libraries and host builds of the kernels for them"
+}
+
 run() {
   [ -f "$OUT/manifest.json" ] || { echo "gpu-check run: no $OUT/manifest.json; run 'scripts/gpu-check.sh prepare' first" >&2; exit 1; }
-  export LD_LIBRARY_PATH="$PWD/$OUT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  if ! python3 -c "import ctypes; ctypes.CDLL('libcuda.so.1')" 2> /dev/null; then
-    echo "gpu-check run: no CUDA driver (libcuda.so.1 cannot be loaded); run this on a GPU node" >&2
+  local out
+  out=$(cd "$OUT" && pwd)
+  export LD_LIBRARY_PATH="$out/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # The driver tessel-run will open: the node's, or the stand-in's of $TESSEL_CUDA_LIBRARY_PATH
+  # (runtime/ToolkitLibrary.h), which then finds the host builds prepare shipped.
+  local driver=libcuda.so.1
+  if [ -n "${TESSEL_CUDA_LIBRARY_PATH:-}" ]; then
+    driver="$TESSEL_CUDA_LIBRARY_PATH/libcuda.so.1"
+    if [ -d "$out/standin/cache" ]; then
+      export TESSEL_CACHE_DIR="${TESSEL_CACHE_DIR:-$out/standin/cache}"
+      TESSEL_STANDIN_SOURCES="$(printf '%s:' "$out"/bundles/*/)"
+      export TESSEL_STANDIN_SOURCES
+    fi
+  fi
+  if ! python3 -c "import ctypes, sys; ctypes.CDLL(sys.argv[1])" "$driver" 2> /dev/null; then
+    echo "gpu-check run: no CUDA driver ($driver cannot be loaded); run this on a GPU node" >&2
     exit 1
   fi
-  exec python3 scripts/gpu_check.py run "$OUT"
+  exec python3 scripts/gpu_check.py run "$out"
 }
 
 case "${1:-}" in

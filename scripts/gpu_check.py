@@ -182,7 +182,10 @@ def run(out):
         print()
         print("| model | precision | micro-batch x T | step time | tokens/s | model FLOPs/token | MFU | peak | launches |")
         print("|---|---|---|---|---|---|---|---|---|")
-        print(f"| GPT-2 124M (L={info['layers']} C={info['channels']} NH={info['heads']} V={info['vocab']}, "
+        # GPT-2 124M unless prepare was given another benchmark model (TESSEL_GPU_CHECK_MODEL).
+        gpt2 = (info["layers"], info["channels"], info["heads"], info["seq"], info["vocab"]) == (12, 768, 12, 1024, 50304)
+        print(f"| {'GPT-2 124M' if gpt2 else 'GPT'} (L={info['layers']} C={info['channels']} NH={info['heads']} "
+              f"V={info['vocab']}, "
               f"{info['parameters'] / 1e6:.1f}M params) | {info['precision']} | {info['batch']} x {info['seq']} | "
               f"{seconds * 1e3:.1f} ms | {tps:,.0f} | {info['flops_per_token'] / 1e9:.3f} G | "
               f"{100 * mfu:.2f}% of {PEAK[info['precision']] / 1e12:.1f} TFLOP/s | "

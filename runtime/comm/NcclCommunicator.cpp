@@ -138,9 +138,20 @@ struct NcclCommunicator::Impl {
   }
 
   /// Advances `op`: Done once its event completed; Failed on an NCCL async error, a CUDA
-  /// error or its deadline (which fails the communicator).
+  /// error or its deadline (which fails the communicator). The async error is asked first:
+  /// NCCL reports an operation's errors there until it completes, and a collective that
+  /// failed (a peer that ended) can still complete its event, with a result that is not the
+  /// reduction; counting it done would train on it and blame the next collective.
   NcclOp::State pollLocked(NcclOp& op) {
     if (op.state != NcclOp::Pending) return op.state;
+    ncclResult_t async = ncclSuccess;
+    ncclResult_t qrc = nc->ncclCommGetAsyncError(comm, &async);
+    if (qrc != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
+      failLocked(fmt::format("{} failed on rank {} of {}: NCCL {}", op.description, rank, world,
+                             nccl::resultText(*nc, qrc != ncclSuccess ? qrc : async, comm)),
+                 &op);
+      return op.state;
+    }
     CUresult rc = cu->cuEventQuery(op.done);
     if (rc == CUDA_SUCCESS) {
       op.state = NcclOp::Done;
@@ -149,14 +160,6 @@ struct NcclCommunicator::Impl {
     if (rc != CUDA_ERROR_NOT_READY) {
       failLocked(fmt::format("{} failed on rank {}: cuEventQuery: {}", op.description, rank,
                              cuda::errorText(*cu, rc)),
-                 &op);
-      return op.state;
-    }
-    ncclResult_t async = ncclSuccess;
-    ncclResult_t qrc = nc->ncclCommGetAsyncError(comm, &async);
-    if (qrc != ncclSuccess || (async != ncclSuccess && async != ncclInProgress)) {
-      failLocked(fmt::format("{} failed on rank {} of {}: NCCL {}", op.description, rank, world,
-                             nccl::resultText(*nc, qrc != ncclSuccess ? qrc : async, comm)),
                  &op);
       return op.state;
     }

@@ -20,7 +20,9 @@
 //   buffers the compute stream produced; after the collective an event `done` is recorded on
 //   the communication stream. Work::wait() makes the compute stream wait for `done`; with
 //   options.hostWait it also blocks the host until `done` completes.
-// - Collectives: all_reduce (ncclAllReduce; Avg is ncclAvg, Max ncclMax), all_gather / reduce_scatter
+// - Collectives: all_reduce (ncclAllReduce; Avg is ncclAvg, Max ncclMax, which is fmaxf in
+//   NCCL's kernels: a NaN loses against a number, unlike Communicator.h's NaN-propagating Max
+//   and the MPI backend), all_gather / reduce_scatter
 //   (ncclAllGather / ncclReduceScatter; lengths not divisible by the world size through a
 //   padded scratch buffer, NcclPlan.h), all_to_all (grouped ncclSend/ncclRecv, one pair per
 //   peer), broadcast (ncclBroadcast in place), send/recv (ncclSend/ncclRecv). Sizes of 0 issue

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh end to end on the stand-in CUDA driver, cuBLASLt and NCCL (test/standin),
+# with small models (the script's TESSEL_GPU_CHECK_* knobs): `prepare` with
+# TESSEL_GPU_CHECK_STANDIN ships the stand-ins and the host builds of the kernels, then `run`
+# with TESSEL_CUDA_LIBRARY_PATH and no compiler on PATH (as on a GPU node) must pass its four
+# correctness checks (f32, bf16; eager, CUDA graphs) and print the benchmark table. Without
+# TESSEL_CUDA_LIBRARY_PATH, `run` on this machine still refuses: no CUDA driver.
+# Usage: gpu_check_standin_test.sh SOURCE_DIR BUILD_DIR STANDIN_LIB_DIR DATA
+set -u
+SRC=$1 BUILD=$2 LIB=$3 DATA=$4
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+export TESSEL_BUILD_DIR=$BUILD TESSEL_GPU_CHECK_DIR=$tmp/gpu-check TESSEL_CACHE_DIR=$tmp/cache \
+  TESSEL_GPU_CHECK_DATA=$DATA TESSEL_GPU_CHECK_STEPS=3 TESSEL_GPU_CHECK_BATCHES=2 \
+  TESSEL_GPU_CHECK_SMALL="--layers 1 --channels 32 --heads 2 --seq 16 --batch 4" \
+  TESSEL_GPU_CHECK_MODEL="--layers 1 --channels 32 --heads 2 --seq 32"
+TESSEL_GPU_CHECK_STANDIN=$LIB "$SRC/scripts/gpu-check.sh" prepare || fail "prepare exited $?"
+
+# The GPU node's view: no compiler (only bash, python3 and dirname on PATH), nothing cached
+# but what prepare shipped.
+mkdir -p "$tmp/bin"
+ln -s "$(command -v bash)" "$tmp/bin/bash"
+ln -s /usr/bin/python3 "$tmp/bin/python3"
+ln -s "$(command -v dirname)" "$tmp/bin/dirname"
+node=(env -i PATH="$tmp/bin" HOME="$tmp/home" TESSEL_GPU_CHECK_DIR="$tmp/gpu-check")
+out=$("${node[@]}" TESSEL_CUDA_LIBRARY_PATH="$tmp/gpu-check/standin/lib" bash "$SRC/scripts/gpu-check.sh" run 2>&1)
+rc=$?
+echo "$out"
+[ "$rc" -eq 0 ] || fail "run exited $rc"
+[ "$(echo "$out" | grep -c '^| correctness small-.* | ok |')" -eq 4 ] || fail "not four correctness rows that are ok"
+echo "$out" | grep -q '^| GPT (L=1 C=32 NH=2 V=256.* | CUDA graphs |$' || fail "no benchmark row with CUDA graphs"
+
+out=$("${node[@]}" bash "$SRC/scripts/gpu-check.sh" run 2>&1)
+rc=$?
+echo "$out"
+if [ ! -e /dev/nvidiactl ]; then
+  [ "$rc" -eq 1 ] && echo "$out" | grep -q "no CUDA driver (libcuda.so.1 cannot be loaded)" ||
+    fail "without TESSEL_CUDA_LIBRARY_PATH, run did not refuse for want of a driver (exit $rc)"
+fi
+echo PASS
