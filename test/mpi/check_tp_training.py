@@ -78,9 +78,11 @@ def load_safetensors(path):
     return out
 
 
-def run(mpiexec, exe, data, tmp, name, ranks, extra):
+def launch(mpiexec, tmp, name, ranks, cmd):
+    """Runs `cmd` (a trainer's command line) on `ranks` ranks with --log-json and --export-params;
+    returns the steps' JSON objects, the exported parameters and stdout."""
     log, params = Path(tmp) / f"{name}.json", Path(tmp) / f"{name}.safetensors"
-    cmd = [exe, "--data", data, *COMMON, "--log-json", str(log), "--export-params", str(params), *extra]
+    cmd = [*cmd, "--log-json", str(log), "--export-params", str(params)]
     if ranks > 1:
         cmd = [mpiexec, "--oversubscribe", "-np", str(ranks), *cmd, "--check-replicas", "--check-schedule"]
     print("running:", " ".join(cmd), flush=True)
@@ -88,6 +90,10 @@ def run(mpiexec, exe, data, tmp, name, ranks, extra):
     if p.returncode != 0:
         raise RuntimeError(f"{name} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     return [json.loads(line) for line in log.read_text().splitlines()], load_safetensors(params), p.stdout
+
+
+def run(mpiexec, exe, data, tmp, name, ranks, extra):
+    return launch(mpiexec, tmp, name, ranks, [exe, "--data", data, *COMMON, *extra])
 
 
 def volume(name, out, tp, layers=2, batch=8, seq=32, channels=64, steps=5, evals=1):
@@ -109,16 +115,8 @@ def volume(name, out, tp, layers=2, batch=8, seq=32, channels=64, steps=5, evals
 
 
 def run_mlp(mpiexec, mlp, tmp, name, ranks, extra):
-    log, params = Path(tmp) / f"{name}.json", Path(tmp) / f"{name}.safetensors"
-    cmd = [mlp, "--batch", "16", "--steps", "5", "--threads", "1", "--eval-batches", "1", "--weight-decay", "0.1",
-           "--grad-clip", "0.5", "--log-json", str(log), "--export-params", str(params), *extra]
-    if ranks > 1:
-        cmd = [mpiexec, "--oversubscribe", "-np", str(ranks), *cmd, "--check-replicas", "--check-schedule"]
-    print("running:", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    if p.returncode != 0:
-        raise RuntimeError(f"{name} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return [json.loads(line) for line in log.read_text().splitlines()], load_safetensors(params), p.stdout
+    return launch(mpiexec, tmp, name, ranks, [mlp, "--batch", "16", "--steps", "5", "--threads", "1", "--eval-batches",
+                                              "1", "--weight-decay", "0.1", "--grad-clip", "0.5", *extra])
 
 
 def mlp_accuracy(mpiexec, mlp, ranks, extra):
