@@ -27,6 +27,9 @@ const Subcommand kSubcommands[] = {
                    "through the trainer's communicators (MPI on CPU); time, algbw and busbw per size, every "
                    "result verified (run under mpirun)",
      tessel::cli::setupBenchComm},
+    {"memory", "memory per GPU before launch: the ZeRO paper's formula for model states at stages 0-3 "
+               "(--params-billions, --gpus), and whether it fits --device-memory",
+     tessel::cli::setupMemory},
 };
 
 }  // namespace
