@@ -1,8 +1,8 @@
 // tessel: the command-line suite of measurements that need no compiler (runtime libraries
 // only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
-// GPU by the ZeRO formula. Every subcommand has complete
-// --help, prints tables by default and one JSON object with --json.
+// GPU by the ZeRO formula. Every subcommand has complete --help, prints tables by default and
+// one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
 // add one).
