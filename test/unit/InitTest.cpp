@@ -155,36 +155,47 @@ TEST(InitTest, InvalidArgumentsThrowNamingTheParameter) {
 }
 
 TEST(InitTest, NormalSamplesHaveTheRequestedMeanAndStd) {
-  const int64_t n = 1'000'000;
-  const double sigma = 0.02;
-  const auto v = initParameter(n, InitKind::Normal, sigma, 2024, "blocks.3.mlp.proj.weight");
-  double sum = 0.0;
-  for (float x : v) sum += x;
-  const double mean = sum / n;
-  double sq = 0.0, fourth = 0.0;
-  int64_t withinOneSigma = 0;
-  for (float x : v) {
-    const double d = x - mean;
-    sq += d * d;
-    fourth += d * d * d * d;
-    withinOneSigma += std::abs(x) <= sigma;
-  }
-  const double sd = std::sqrt(sq / (n - 1));
-  const double kurtosis = (fourth / n) / ((sq / n) * (sq / n));
+  // From the start of a tensor and from far into one (counters past 2^32, an odd first index),
+  // since a shard draws from anywhere.
+  for (int64_t first : {int64_t{0}, (int64_t{1} << 40) + 1}) {
+    SCOPED_TRACE(first);
+    const int64_t n = 1'000'000;
+    const double sigma = 0.02;
+    std::vector<float> v(n);
+    initParameterRange(v.data(), first, n, InitKind::Normal, sigma, 2024, "blocks.3.mlp.proj.weight");
+    double sum = 0.0;
+    for (float x : v) sum += x;
+    const double mean = sum / n;
+    double sq = 0.0, fourth = 0.0, lag1 = 0.0;
+    int64_t withinOneSigma = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = v[static_cast<size_t>(i)] - mean;
+      sq += d * d;
+      fourth += d * d * d * d;
+      withinOneSigma += std::abs(v[static_cast<size_t>(i)]) <= sigma;
+      if (i + 1 < n) lag1 += d * (v[static_cast<size_t>(i + 1)] - mean);
+    }
+    const double sd = std::sqrt(sq / (n - 1));
+    const double kurtosis = (fourth / n) / ((sq / n) * (sq / n));
+    const double correlation = lag1 / sq;
 
-  // Each tolerance is 5 standard errors of the statistic for a true N(0, sigma^2) sample,
-  // so a correct generator fails with probability < 1e-6 per check (and the seed is fixed,
-  // so the test is deterministic); a wrong scale, offset or shape misses by far more.
-  // Mean: standard error sigma / sqrt(n) = 2e-5  -> tolerance 1e-4.
-  EXPECT_NEAR(mean, 0.0, 5 * sigma / std::sqrt(double(n)));
-  // Std: the sample std of a normal has standard error sigma / sqrt(2n) ~ 1.41e-5 -> 7.1e-5.
-  EXPECT_NEAR(sd, sigma, 5 * sigma / std::sqrt(2.0 * n));
-  // Shape, P(|x| <= sigma) = 0.682689: binomial standard error sqrt(p(1-p)/n) ~ 4.65e-4.
-  // Catches e.g. a uniform of the right variance (which has 0.577 inside one sigma).
-  const double p = 0.6826894921370859;
-  EXPECT_NEAR(double(withinOneSigma) / n, p, 5 * std::sqrt(p * (1 - p) / n));
-  // Kurtosis 3 for a normal; its standard error is sqrt(24 / n) ~ 4.9e-3 -> tolerance 0.0245.
-  EXPECT_NEAR(kurtosis, 3.0, 5 * std::sqrt(24.0 / n));
+    // Each tolerance is 5 standard errors of the statistic for a true N(0, sigma^2) sample,
+    // so a correct generator fails with probability < 1e-6 per check (and the seed is fixed,
+    // so the test is deterministic); a wrong scale, offset or shape misses by far more.
+    // Mean: standard error sigma / sqrt(n) = 2e-5  -> tolerance 1e-4.
+    EXPECT_NEAR(mean, 0.0, 5 * sigma / std::sqrt(double(n)));
+    // Std: the sample std of a normal has standard error sigma / sqrt(2n) ~ 1.41e-5 -> 7.1e-5.
+    EXPECT_NEAR(sd, sigma, 5 * sigma / std::sqrt(2.0 * n));
+    // Shape, P(|x| <= sigma) = 0.682689: binomial standard error sqrt(p(1-p)/n) ~ 4.65e-4.
+    // Catches e.g. a uniform of the right variance (which has 0.577 inside one sigma).
+    const double p = 0.6826894921370859;
+    EXPECT_NEAR(double(withinOneSigma) / n, p, 5 * std::sqrt(p * (1 - p) / n));
+    // Kurtosis 3 for a normal; its standard error is sqrt(24 / n) ~ 4.9e-3 -> tolerance 0.0245.
+    EXPECT_NEAR(kurtosis, 3.0, 5 * std::sqrt(24.0 / n));
+    // Neighbours (within a Box-Muller pair and across consecutive counters) are independent:
+    // lag-1 correlation 0 with standard error 1 / sqrt(n) = 1e-3 -> tolerance 5e-3.
+    EXPECT_NEAR(correlation, 0.0, 5 / std::sqrt(double(n)));
+  }
 }
 
 }  // namespace

@@ -257,6 +257,30 @@ TEST(ShardedProgram, PaddedShardsTileTheTensorOnceAndStartTheirPaddingAtZero) {
   }
 }
 
+TEST(ShardedProgram, ShardWithBlocksInTheLastDimensionAndPaddedRowsIsTheSlice) {
+  // The shard is generated run by run along the last dimension; here that dimension has 3
+  // blocks split over tp (runs of 2 of each block of 4) and the rows are padded (5 over dp = 2:
+  // 3 each, one of padding). Every element equals the whole tensor's at globalIndices (checked
+  // against the layout rule above), and padding is 0.
+  const MeshLayout mesh({{"dp", 2}, {"tp", 2}});
+  Buffer w = buffer("blocks.0.attn.qkv.weight", {3, 6}, BufferKind::Parameter);
+  w.globalShape = {5, 12};
+  w.sharding = {ShardDim{{"dp"}, 1, 1}, ShardDim{{"tp"}, 3}};
+  const std::vector<float> whole = tessel::initParameter(60, tessel::InitKind::Normal, 0.02, 7, w.name);
+  std::set<int64_t> covered;
+  for (int r = 0; r < 4; ++r) {
+    const std::vector<int> at = mesh.coordinates(r);
+    std::vector<float> shard(18, -7.0f);
+    initParameterShard(w, &mesh, at, 7, shard.data());
+    const std::vector<int64_t> index = globalIndices(w, mesh, at);
+    for (size_t i = 0; i < 18; ++i) {
+      EXPECT_EQ(shard[i], index[i] < 0 ? 0.0f : whole[static_cast<size_t>(index[i])]) << "rank " << r << " local " << i;
+      if (index[i] >= 0) covered.insert(index[i]);
+    }
+  }
+  EXPECT_EQ(covered.size(), 60u);
+}
+
 TEST(ShardedProgram, ShardOfAHugeParameterIsGeneratedWithoutTheGlobalTensor) {
   // A [2^24, 1024] weight (2^34 elements, 64 GiB of f32) split by rows over tp = 2^20: the
   // last rank holds its last 16 rows. Building the global tensor first would need 64 GiB and
