@@ -82,8 +82,9 @@ class Executor final : public ProgramExecutor {
   Executor& operator=(const Executor&) = delete;
 
   /// Parameters from runtime/Init.h (initParameter with their name and this seed; a sharded
-  /// one is initialised whole and this rank keeps its shard: runtime/exec/Sharding.h
-  /// initParameterShard at the mesh's coordinates, so a sharded program needs setMesh first);
+  /// one generates only this rank's elements, the values the whole tensor has there:
+  /// runtime/exec/Sharding.h initParameterShard at the mesh's coordinates, so a sharded
+  /// program needs setMesh first);
   /// State buffers are set to zero.
   void initParameters(uint64_t seed) override;
 

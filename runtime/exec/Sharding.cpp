@@ -12,31 +12,52 @@
 
 namespace tessel::rt {
 
-std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates) {
-  // Row-major composition, one dimension at a time: the indices so far (over the leading
-  // dimensions) times this dimension's global size, plus where each of its local indices
-  // lies: local index i is in block j = i / l (l = local / blocks) at offset i % l, and this
-  // rank's part p of block j starts at j * (global / blocks) + p * l.
-  std::vector<int64_t> out{0};
-  for (size_t d = 0; d < b.shape.size(); ++d) {
-    const ShardDim s = b.sharding.empty() ? ShardDim{} : b.sharding[d];
-    int64_t part = 0;
-    for (const std::string& axis : s.axes) {
-      const int a = mesh.axisIndex(axis);
-      part = part * mesh.axes()[static_cast<size_t>(a)].size + coordinates.at(static_cast<size_t>(a));
-    }
-    const int64_t local = b.shape[d], global = b.globalShape.empty() ? local : b.globalShape[d];
-    const int64_t l = local / s.blocks, g = global / s.blocks;
-    std::vector<int64_t> next;
-    next.reserve(out.size() * static_cast<size_t>(local));
-    for (int64_t base : out)
-      for (int64_t i = 0; i < local; ++i) {
-        // Padding (only in an unblocked dimension: g = global) lies past the global end.
-        const int64_t at = (i / l) * g + part * l + i % l;
-        next.push_back(base < 0 || at >= global ? -1 : base * global + at);
-      }
-    out = std::move(next);
+namespace {
+
+/// Where dimension d of `b` lies in the global tensor on the rank at `coordinates` (the layout
+/// rule of Program.h ShardDim): local index i is in block j = i / l (l = local / blocks) at
+/// offset i % l, and this rank's part p of block j starts at j * g + p * l (g = global /
+/// blocks). Padding (only in an unblocked dimension: g = global) lies past the global end.
+struct DimLayout {
+  int64_t part = 0, local = 1, global = 1, blocks = 1, l = 1, g = 1;
+  /// The global index of local index i, or >= global for padding.
+  int64_t at(int64_t i) const { return (i / l) * g + part * l + i % l; }
+};
+
+DimLayout dimLayout(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates, size_t d) {
+  const ShardDim s = b.sharding.empty() ? ShardDim{} : b.sharding[d];
+  DimLayout out;
+  for (const std::string& axis : s.axes) {
+    const int a = mesh.axisIndex(axis);
+    out.part = out.part * mesh.axes()[static_cast<size_t>(a)].size + coordinates.at(static_cast<size_t>(a));
   }
+  out.local = b.shape[d];
+  out.global = b.globalShape.empty() ? out.local : b.globalShape[d];
+  out.blocks = s.blocks;
+  out.l = out.local / s.blocks;
+  out.g = out.global / s.blocks;
+  return out;
+}
+
+/// Row-major composition of one more dimension: `index` holds the flat global indices over the
+/// dimensions so far (-1: padding), in local order; each is multiplied by this dimension's
+/// global size and offset by where each of its local indices lies.
+void appendDimension(std::vector<int64_t>& index, const DimLayout& dim) {
+  std::vector<int64_t> next;
+  next.reserve(index.size() * static_cast<size_t>(dim.local));
+  for (int64_t base : index)
+    for (int64_t i = 0; i < dim.local; ++i) {
+      const int64_t at = dim.at(i);
+      next.push_back(base < 0 || at >= dim.global ? -1 : base * dim.global + at);
+    }
+  index = std::move(next);
+}
+
+}  // namespace
+
+std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates) {
+  std::vector<int64_t> out{0};
+  for (size_t d = 0; d < b.shape.size(); ++d) appendDimension(out, dimLayout(b, mesh, coordinates, d));
   return out;
 }
 
@@ -75,9 +96,21 @@ void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vect
   if (!mesh)
     throw std::runtime_error(fmt::format("parameter '{}' is sharded, but no device mesh was given to place this "
                                          "rank's shard", b.name));
-  std::vector<float> global = initParameter(b.globalNumel(), kind, b.stddev, seed, b.name);
-  std::vector<int64_t> index = globalIndices(b, *mesh, coordinates);
-  for (size_t i = 0; i < index.size(); ++i) out[i] = index[i] < 0 ? 0.0f : global[static_cast<size_t>(index[i])];
+  // The last dimension's local indices form, per block, one contiguous run of global
+  // indices (its tail past the global end is padding), so each run is generated on its own
+  // (initParameterRange) and nothing global is built: O(local) work and memory.
+  const size_t last = b.shape.size() - 1;
+  std::vector<int64_t> rows{0};  // flat global index over the leading dimensions, per local row
+  for (size_t d = 0; d < last; ++d) appendDimension(rows, dimLayout(b, *mesh, coordinates, d));
+  const DimLayout dim = dimLayout(b, *mesh, coordinates, last);
+  float* o = out;
+  for (int64_t row : rows)
+    for (int64_t j = 0; j < dim.blocks; ++j, o += dim.l) {
+      const int64_t start = dim.at(j * dim.l);
+      const int64_t valid = row < 0 ? 0 : std::clamp<int64_t>(dim.global - start, 0, dim.l);
+      if (valid > 0) initParameterRange(o, row * dim.global + start, valid, kind, b.stddev, seed, b.name);
+      std::fill(o + valid, o + dim.l, 0.0f);
+    }
 }
 
 std::vector<std::string> replicaAxes(const Buffer& b, const std::vector<MeshAxis>& mesh) {

@@ -24,11 +24,12 @@ namespace tessel::rt {
 /// against `mesh`.
 std::vector<int64_t> globalIndices(const Buffer& b, const MeshLayout& mesh, const std::vector<int>& coordinates);
 
-/// Fills `out` (b.numel() floats) with this rank's shard of parameter `b` initialised as a
-/// whole: runtime/Init.h initParameter over the global element count, under b's name and
-/// `seed`, then the elements globalIndices picks, and 0 for padding (so padding contributes
-/// nothing to any product, whatever b's init). So every plan starts from the same global
-/// weights as one rank. `coordinates` may be empty for an unsharded buffer.
+/// Fills `out` (b.numel() floats) with this rank's shard of parameter `b`: each element is
+/// runtime/Init.h's value for its flat global index (globalIndices) under b's name and `seed`,
+/// and 0 for padding (so padding contributes nothing to any product, whatever b's init). So
+/// every plan starts from the same global weights as one rank. Only this rank's elements are
+/// generated (O(b.numel()) work and memory, never the global tensor). `coordinates` may be
+/// empty for an unsharded buffer; throws std::runtime_error for a sharded one without a mesh.
 void initParameterShard(const Buffer& b, const MeshLayout* mesh, const std::vector<int>& coordinates,
                         uint64_t seed, float* out);
 

@@ -1,5 +1,5 @@
-// Tests for runtime/Init: parameter values depend only on (seed, name, element index), and
-// Normal init really draws N(0, std^2).
+// Tests for runtime/Init: parameter values depend only on (seed, name, element index), any
+// range of elements can be generated on its own, and Normal init really draws N(0, std^2).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,22 +75,49 @@ TEST(InitTest, DifferentNamesAndSeedsGiveDifferentStreams) {
 
 TEST(InitTest, GoldenValuesPinTheAlgorithm) {
   // Computed by an independent Python implementation of the documented algorithm (FNV-1a 64,
-  // splitmix64, MT19937-64 written out, Box-Muller on 53-bit uniforms in (0, 1]). A change
-  // here silently changes every model's initial weights, so it must be deliberate.
+  // splitmix64, Philox-4x32-10 checked against its published known-answer vectors, Box-Muller
+  // on 53-bit uniforms in (0, 1]). A change here silently changes every model's initial
+  // weights, so it must be deliberate.
   // Tolerance: std::log/cos/sin may differ by an ulp between C libraries; 1e-6 relative is
   // ~8 float ulps, far below any algorithmic change (which moves values by O(std)).
-  const std::vector<double> expected1 = {-0.015226730145514011, 0.03663947433233261,
-                                         -0.01239809487015009, -0.016127727925777435,
-                                         0.0031996495090425014};
+  const std::vector<double> expected1 = {0.00032265855493459825, -0.0014941712222260274,
+                                         -0.01295368551135465, 0.006726431207076072,
+                                         0.0019507455890073432};
   const auto got1 = initParameter(5, InitKind::Normal, 0.02, 1234, "blocks.0.attn.qkv.weight");
-  const std::vector<double> expected2 = {0.023497411981225014, -0.027244295924901962,
-                                         0.019258998334407806, 0.002794599859043956,
-                                         -0.029772793874144554};
+  const std::vector<double> expected2 = {-0.0330433802162067, -0.016887133454978547,
+                                         0.015451983430414009, -0.011816686846056664,
+                                         0.009277604444336259};
   const auto got2 = initParameter(5, InitKind::Normal, 0.02, 0, "wte.weight");
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_NEAR(got1[i], expected1[i], 1e-6 * std::abs(expected1[i])) << "i = " << i;
     EXPECT_NEAR(got2[i], expected2[i], 1e-6 * std::abs(expected2[i])) << "i = " << i;
   }
+  // Far into a tensor (the last elements of a 2^34-element one, an odd start): the counter's
+  // high word is in use, and nothing before the range is generated.
+  const std::vector<double> expected3 = {-1.260786057948083, -0.28200798421416556, -0.03629131657348856};
+  float got3[3];
+  initParameterRange(got3, (int64_t{1} << 34) - 3, 3, InitKind::Normal, 1.0, 7, "huge.weight");
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got3[i], expected3[i], 1e-6 * std::abs(expected3[i])) << "i = " << i;
+}
+
+TEST(InitTest, AnyRangeEqualsTheSliceOfTheWhole) {
+  // Every (first, n), odd and even ends included (a Box-Muller pair split across ranges), is
+  // bitwise the slice of the whole tensor: the element is a function of its index alone.
+  const auto whole = initParameter(203, InitKind::Normal, 0.02, 11, "blocks.0.mlp.fc.weight");
+  for (int64_t first = 0; first <= 203; first += 7)
+    for (int64_t n : {0, 1, 2, 3, 64}) {
+      if (first + n > 203) continue;
+      std::vector<float> part(static_cast<size_t>(n) + 1, -7.0f);
+      initParameterRange(part.data(), first, n, InitKind::Normal, 0.02, 11, "blocks.0.mlp.fc.weight");
+      EXPECT_TRUE(std::memcmp(part.data(), whole.data() + first, static_cast<size_t>(n) * sizeof(float)) == 0)
+          << "first " << first << " n " << n;
+      EXPECT_EQ(part[static_cast<size_t>(n)], -7.0f) << "wrote past n";  // exactly n written
+    }
+  // Ranges past 2^62 (where first + n could overflow) are refused, naming the parameter.
+  float x = 0;
+  EXPECT_THROW(initParameterRange(&x, -1, 1, InitKind::Normal, 0.02, 1, "w"), std::invalid_argument);
+  EXPECT_THROW(initParameterRange(&x, int64_t{1} << 62, 1, InitKind::Normal, 0.02, 1, "w"), std::invalid_argument);
+  EXPECT_THROW(initParameterRange(&x, INT64_MAX, 1, InitKind::Normal, 0.02, 1, "w"), std::invalid_argument);
 }
 
 TEST(InitTest, ZerosAndOnesAreExactAndIgnoreStd) {
@@ -128,36 +155,47 @@ TEST(InitTest, InvalidArgumentsThrowNamingTheParameter) {
 }
 
 TEST(InitTest, NormalSamplesHaveTheRequestedMeanAndStd) {
-  const int64_t n = 1'000'000;
-  const double sigma = 0.02;
-  const auto v = initParameter(n, InitKind::Normal, sigma, 2024, "blocks.3.mlp.proj.weight");
-  double sum = 0.0;
-  for (float x : v) sum += x;
-  const double mean = sum / n;
-  double sq = 0.0, fourth = 0.0;
-  int64_t withinOneSigma = 0;
-  for (float x : v) {
-    const double d = x - mean;
-    sq += d * d;
-    fourth += d * d * d * d;
-    withinOneSigma += std::abs(x) <= sigma;
-  }
-  const double sd = std::sqrt(sq / (n - 1));
-  const double kurtosis = (fourth / n) / ((sq / n) * (sq / n));
+  // From the start of a tensor and from far into one (counters past 2^32, an odd first index),
+  // since a shard draws from anywhere.
+  for (int64_t first : {int64_t{0}, (int64_t{1} << 40) + 1}) {
+    SCOPED_TRACE(first);
+    const int64_t n = 1'000'000;
+    const double sigma = 0.02;
+    std::vector<float> v(n);
+    initParameterRange(v.data(), first, n, InitKind::Normal, sigma, 2024, "blocks.3.mlp.proj.weight");
+    double sum = 0.0;
+    for (float x : v) sum += x;
+    const double mean = sum / n;
+    double sq = 0.0, fourth = 0.0, lag1 = 0.0;
+    int64_t withinOneSigma = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double d = v[static_cast<size_t>(i)] - mean;
+      sq += d * d;
+      fourth += d * d * d * d;
+      withinOneSigma += std::abs(v[static_cast<size_t>(i)]) <= sigma;
+      if (i + 1 < n) lag1 += d * (v[static_cast<size_t>(i + 1)] - mean);
+    }
+    const double sd = std::sqrt(sq / (n - 1));
+    const double kurtosis = (fourth / n) / ((sq / n) * (sq / n));
+    const double correlation = lag1 / sq;
 
-  // Each tolerance is 5 standard errors of the statistic for a true N(0, sigma^2) sample,
-  // so a correct generator fails with probability < 1e-6 per check (and the seed is fixed,
-  // so the test is deterministic); a wrong scale, offset or shape misses by far more.
-  // Mean: standard error sigma / sqrt(n) = 2e-5  -> tolerance 1e-4.
-  EXPECT_NEAR(mean, 0.0, 5 * sigma / std::sqrt(double(n)));
-  // Std: the sample std of a normal has standard error sigma / sqrt(2n) ~ 1.41e-5 -> 7.1e-5.
-  EXPECT_NEAR(sd, sigma, 5 * sigma / std::sqrt(2.0 * n));
-  // Shape, P(|x| <= sigma) = 0.682689: binomial standard error sqrt(p(1-p)/n) ~ 4.65e-4.
-  // Catches e.g. a uniform of the right variance (which has 0.577 inside one sigma).
-  const double p = 0.6826894921370859;
-  EXPECT_NEAR(double(withinOneSigma) / n, p, 5 * std::sqrt(p * (1 - p) / n));
-  // Kurtosis 3 for a normal; its standard error is sqrt(24 / n) ~ 4.9e-3 -> tolerance 0.0245.
-  EXPECT_NEAR(kurtosis, 3.0, 5 * std::sqrt(24.0 / n));
+    // Each tolerance is 5 standard errors of the statistic for a true N(0, sigma^2) sample,
+    // so a correct generator fails with probability < 1e-6 per check (and the seed is fixed,
+    // so the test is deterministic); a wrong scale, offset or shape misses by far more.
+    // Mean: standard error sigma / sqrt(n) = 2e-5  -> tolerance 1e-4.
+    EXPECT_NEAR(mean, 0.0, 5 * sigma / std::sqrt(double(n)));
+    // Std: the sample std of a normal has standard error sigma / sqrt(2n) ~ 1.41e-5 -> 7.1e-5.
+    EXPECT_NEAR(sd, sigma, 5 * sigma / std::sqrt(2.0 * n));
+    // Shape, P(|x| <= sigma) = 0.682689: binomial standard error sqrt(p(1-p)/n) ~ 4.65e-4.
+    // Catches e.g. a uniform of the right variance (which has 0.577 inside one sigma).
+    const double p = 0.6826894921370859;
+    EXPECT_NEAR(double(withinOneSigma) / n, p, 5 * std::sqrt(p * (1 - p) / n));
+    // Kurtosis 3 for a normal; its standard error is sqrt(24 / n) ~ 4.9e-3 -> tolerance 0.0245.
+    EXPECT_NEAR(kurtosis, 3.0, 5 * std::sqrt(24.0 / n));
+    // Neighbours (within a Box-Muller pair and across consecutive counters) are independent:
+    // lag-1 correlation 0 with standard error 1 / sqrt(n) = 1e-3 -> tolerance 5e-3.
+    EXPECT_NEAR(correlation, 0.0, 5 / std::sqrt(double(n)));
+  }
 }
 
 }  // namespace

@@ -322,5 +322,14 @@ TEST(Tables, AlignedColumnsAndRowWidth) {
   EXPECT_EQ(humanBytes(int64_t{1} << 30), "1 GiB");
 }
 
+TEST(Tables, WidthsCountCodePointsNotBytes) {
+  // "16Ψ/N" is 5 columns on a terminal but 6 bytes (Ψ is 2 in UTF-8): counted in bytes, the
+  // rows below it would be one column off.
+  Table t({"formula", "GB"});
+  t.add({"16Ψ/N", "1.5"});
+  t.add({"4Ψ + 12Ψ/N", "31.41"});
+  EXPECT_EQ(t.render(0), "formula     GB\n----------  -----\n16Ψ/N         1.5\n4Ψ + 12Ψ/N  31.41\n");
+}
+
 }  // namespace
 }  // namespace tessel::cli

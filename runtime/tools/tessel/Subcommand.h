@@ -47,6 +47,8 @@ struct Subcommand {
 Action setupTopology(CLI::App& sub);
 /// `tessel bench-comm` (BenchComm.cpp).
 Action setupBenchComm(CLI::App& sub);
+/// `tessel memory` (Memory.cpp).
+Action setupMemory(CLI::App& sub);
 
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {

@@ -18,6 +18,14 @@ bool numeric(const std::string& cell) {
   return end == cell.c_str() + cell.size();
 }
 
+/// The cell's width on a terminal: its UTF-8 code points (bytes that do not continue a
+/// sequence), so "16Ψ" is 3 columns, not 4 bytes.
+size_t displayWidth(const std::string& cell) {
+  size_t n = 0;
+  for (unsigned char c : cell) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
 }  // namespace
 
 Table::Table(std::vector<std::string> header) : header_(std::move(header)) {}
@@ -31,16 +39,16 @@ void Table::add(std::vector<std::string> row) {
 std::string Table::render(int indent) const {
   std::vector<size_t> width(header_.size());
   for (size_t c = 0; c < header_.size(); ++c) {
-    width[c] = header_[c].size();
-    for (const auto& row : rows_) width[c] = std::max(width[c], row[c].size());
+    width[c] = displayWidth(header_[c]);
+    for (const auto& row : rows_) width[c] = std::max(width[c], displayWidth(row[c]));
   }
   const std::string pad(static_cast<size_t>(indent), ' ');
   auto line = [&](const std::vector<std::string>& cells, bool header) {
     std::string out = pad;
     for (size_t c = 0; c < cells.size(); ++c) {
       if (c) out += "  ";
-      bool right = !header && numeric(cells[c]);
-      out += right ? fmt::format("{:>{}}", cells[c], width[c]) : fmt::format("{:<{}}", cells[c], width[c]);
+      const std::string fill(width[c] - displayWidth(cells[c]), ' ');
+      out += !header && numeric(cells[c]) ? fill + cells[c] : cells[c] + fill;
     }
     while (!out.empty() && out.back() == ' ') out.pop_back();
     return out + "\n";

@@ -1,8 +1,9 @@
 // Plain-text tables for the `tessel` subcommands' default output.
 //
 // Promise: every row has the header's number of cells (add() throws std::logic_error
-// otherwise); columns are as wide as their widest cell; a cell that reads as a number is
-// right-aligned, anything else left-aligned, so columns of figures line up on their last digit.
+// otherwise); columns are as wide as their widest cell, counted in UTF-8 code points; a cell
+// that reads as a number is right-aligned, anything else left-aligned, so columns of figures
+// line up on their last digit.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,8 @@
 // tessel: the command-line suite of measurements that need no compiler (runtime libraries
 // only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
-// bench-comm` measures the collectives the trainer uses. Every subcommand has complete
-// --help, prints tables by default and one JSON object with --json.
+// bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
+// GPU by the ZeRO formula. Every subcommand has complete --help, prints tables by default and
+// one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
 // add one).
@@ -27,12 +28,15 @@ const Subcommand kSubcommands[] = {
                    "through the trainer's communicators (MPI on CPU); time, algbw and busbw per size, every "
                    "result verified (run under mpirun)",
      tessel::cli::setupBenchComm},
+    {"memory", "memory per GPU before launch: the ZeRO paper's formula for model states at stages 0-3 "
+               "(--params-billions, --gpus), and whether it fits --device-memory",
+     tessel::cli::setupMemory},
 };
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tessel: measure and audit what a training job runs on (topology, collective bandwidth). "
+  CLI::App app{"tessel: measure and audit what a training job runs on (topology, collective bandwidth, memory). "
                "Run `tessel SUBCOMMAND --help` for a subcommand's flags.",
                "tessel"};
   app.require_subcommand(1, 1);

@@ -54,6 +54,10 @@ OUT_OF_RANGE = {
     "--max-bytes": ["0", "1099511627777"],
     "--step-bytes": ["-1", "1099511627777"],  # [0, 2^40]
     "--iters": ["0", "1048577"],  # [1, 2^20]
+    # tessel memory
+    "--params-billions": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e5]
+    "--gpus": ["0", "-1", "1048577"],  # [1, 2^20]
+    "--zero-stage": ["-1", "4"],  # 0-3
 }
 HUGE = ["1e10", "1e30"]
 # FLOAT flags for which huge values are in range, and why.
