@@ -270,11 +270,19 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     coefficient on every rank. Explicit zero gradients (a parameter the loss ignores) are
     not reduced. `tessel-bucket-gradients` then coalesces the pairs.
 
+    `axis` may list several axes, comma-separated ("dp,fsdp"), when the batch is split over
+    all of them (`group` ranks together; the module's @mesh must have them). A gradient whose
+    parameter is stored split over some of them (tessel-fully-shard) comes from the
+    reduce-scatter sum that autodiff made of the parameter's all-gather: its kind becomes
+    `avg`, and it is all-reduced over the remaining axes only (HSDP's replicas), or not at
+    all.
+
     Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
     reduced yet (a second run would reduce them twice), no optimizer yet, not fused.
   }];
   let options = [
-    Option<"axis", "axis", "std::string", "\"dp\"", "the mesh axis of the replica group">,
+    Option<"axis", "axis", "std::string", "\"dp\"",
+           "the mesh axis (or comma-separated axes) the batch is split over">,
     Option<"group", "group", "int64_t", "2", "ranks in the replica group">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
@@ -514,6 +522,35 @@ def ReshardToCollectives : Pass<"tessel-reshard-to-collectives", "mlir::ModuleOp
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def FullyShard : Pass<"tessel-fully-shard", "mlir::ModuleOp"> {
+  let summary = "Store every parameter split on dimension 0 over the FSDP axis (ZeRO-3)";
+  let description = [{
+    Fully sharded data parallelism, FSDP2-style (per parameter, no flattening). Every
+    `tessel.param` of rank >= 1 keeps the layout tessel-propagate-sharding gave it for
+    compute, S, and is stored as S with dimension 0 split over `axis`; its users read
+    `tessel.reshard %p from <stored> to S`, placed right before the first user, which
+    tessel-reshard-to-collectives turns into an all-gather along dimension 0. Autodiff
+    transposes the gather into a reduce-scatter sum, which adds the per-rank gradients of
+    the split batch into each rank's shard; tessel-gradient-all-reduce makes it the mean.
+    `axis` must also split the batch (a batch axis of tessel-shard-batch and of tessel-partition's
+    `batch-axes`). Scalars stay replicated. A first dimension the axis does not divide, and
+    one already split (tensor parallelism), are errors at the parameter (not supported yet).
+
+    ```mlir
+    %w = tessel.param "fc.weight" {tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x64xf32>
+    %g = tessel.reshard %w : tensor<16x64xf32> from #tessel.sharding<@mesh, [[0], []]>
+        to #tessel.sharding<@mesh, [[], []]> -> tensor<16x64xf32>
+    ```
+
+    Stage: after tessel-insert-reshards (shardings on ops), before tessel-partition; once.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+    Option<"axis", "axis", "std::string", "\"fsdp\"", "the mesh axis parameters are sharded over">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let summary = "Give the forward function per-rank local shapes";
   let description = [{
@@ -532,13 +569,17 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
        their two layouts; a tensor gathered from splits needs no `tessel.replicate` over
        those axes (the gather's transpose already sums its users' per-rank gradients), and
        a gathered tensor read by a computation that is not split over those axes is refused
-       (its gradient would be counted once per rank).
+       (its gradient would be counted once per rank), except over `batch-axes`: every op
+       then runs on the rank's part of the batch, and the gradient reduction over those axes
+       averages the per-rank terms (fully sharded data parallelism).
 
     Stage: after tessel-insert-reshards (shardings on ops), before
     tessel-reshard-to-collectives; once.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+    ListOption<"batchAxes", "batch-axes", "std::string",
+               "the mesh axes the batch is split over (tessel-shard-batch)">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
