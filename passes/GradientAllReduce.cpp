@@ -72,8 +72,9 @@ mlir::FailureOr<llvm::SmallVector<int16_t>> meshAxes(mlir::ModuleOp module, llvm
     size *= grid.getShape()[indices.back()];
   }
   if (size != group) {
-    grid.emitError() << "tessel-gradient-all-reduce: mesh axes '" << llvm::join(axes, ",") << "' have "
-                     << size << " ranks, but the pass was asked for " << group;
+    grid.emitError() << "tessel-gradient-all-reduce: mesh " << (axes.size() == 1 ? "axis '" : "axes '")
+                     << llvm::join(axes, ",") << (axes.size() == 1 ? "' has " : "' have ") << size
+                     << " ranks, but the pass was asked for " << group;
     return mlir::failure();
   }
   llvm::sort(indices);  // a replica group names its axes in mesh order
