@@ -100,6 +100,9 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                      pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
                    }});
     s.push_back({"cleanup", cleanup});
+    if (!o.fullyShardAxis.empty() && o.reshardAfterForward)
+      s.push_back({"reshard-after-forward",
+                   [](mlir::OpPassManager& pm) { pm.addPass(createReshardAfterForward()); }});
     if (dataParallel) {
       s.push_back({"bucket-gradients", [o](mlir::OpPassManager& pm) {
                      pm.addNestedPass<mlir::func::FuncOp>(
@@ -158,6 +161,10 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<std::string> fullyShard{*this, "fully-shard",
                                  llvm::cl::desc("the mesh axis every parameter is stored split over (ZeRO-3)"),
                                  llvm::cl::init(defaults.fullyShardAxis)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("with fully-shard: gather each parameter again in the backward pass"),
+      llvm::cl::init(defaults.reshardAfterForward)};
   Option<std::string> tensorParallel{
       *this, "tensor-parallel",
       llvm::cl::desc("the mesh axis of Megatron tensor parallelism (the module's @mesh must have it)"),
@@ -189,6 +196,7 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.overlap = overlap;
     o.batchAxis = batchAxis;
     o.fullyShardAxis = fullyShard;
+    o.reshardAfterForward = reshardAfterForward;
     o.tensorParallelAxis = tensorParallel;
     o.shardedParameters = shardedParameters;
     o.sequenceParallel = sequenceParallel;
@@ -265,7 +273,7 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "batch-axis, fully-shard, tensor-parallel, sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
+      "batch-axis, fully-shard, reshard-after-forward, tensor-parallel, sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

@@ -78,6 +78,9 @@ struct PipelineOptions {
   /// parameter is stored split over on dimension 0 (tessel-fully-shard), or "". It must be
   /// one of the batch axes.
   std::string fullyShardAxis;
+  /// With fullyShardAxis: gather each parameter again in the backward pass rather than
+  /// keep the forward pass's gathered copy (tessel-reshard-after-forward; FSDP2's default).
+  bool reshardAfterForward = true;
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -101,7 +104,7 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, batch-axis, fully-shard (the axis), tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
+/// overlap, batch-axis, fully-shard (the axis), reshard-after-forward, tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
 /// globs) and checkpoint-mode, whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();

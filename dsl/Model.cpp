@@ -70,6 +70,7 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   }
   pipeline.sequenceParallel = plan.sequence_parallel();
   if (plan.mesh().size(plan.fully_shard_axis()) > 1) pipeline.fullyShardAxis = plan.fully_shard_axis();
+  pipeline.reshardAfterForward = plan.reshard_after_forward();
   pipeline.shardedParameters = !shardings.empty();
 }
 

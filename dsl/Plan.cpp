@@ -184,6 +184,7 @@ Plan& Plan::fully_shard(const std::string& axis, FullyShardOptions options, Plan
   fullyShardAxis_ = axis;
   fullyShardSite_ = std::move(site);
   zeroStage_ = options.stage;
+  reshardAfterForward_ = options.reshard_after_forward;
   return *this;
 }
 
@@ -362,7 +363,9 @@ void Plan::check_batch(int64_t globalBatch) const {
 
 std::string Plan::describe() const {
   std::string s = axesString(mesh_);
-  if (!fullyShardAxis_.empty()) s += fmt::format(" fully_shard={} zero_stage={}", fullyShardAxis_, zeroStage_);
+  if (!fullyShardAxis_.empty())
+    s += fmt::format(" fully_shard={} zero_stage={}{}", fullyShardAxis_, zeroStage_,
+                     reshardAfterForward_ ? "" : " reshard_after_forward=off");
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));

@@ -138,6 +138,10 @@ struct FullyShardOptions {
   /// sharded on dimension 0 over the axis; each parameter is all-gathered before its use and
   /// its gradient reduce-scattered. Stages 1 and 2 are refused (not implemented yet).
   int stage = 3;
+  /// Free each gathered parameter after the forward pass and gather it again in the
+  /// backward pass (FSDP2's default, for memory); false keeps the forward pass's copy until
+  /// the backward pass has read it (one all-gather per parameter per step instead of two).
+  bool reshard_after_forward = true;
 };
 
 /// A parallelism plan on a mesh. The default plan is one rank: the single-device program.
@@ -228,6 +232,7 @@ class Plan {
   const std::string& fully_shard_axis() const { return fullyShardAxis_; }
   const PlanSite& fully_shard_site() const { return fullyShardSite_; }
   int zero_stage() const { return zeroStage_; }
+  bool reshard_after_forward() const { return reshardAfterForward_; }
   /// The axis of tensor_parallel ("" without it), where it was called, and its size (1
   /// without it).
   const std::string& tensor_parallel_axis() const { return tensorParallelAxis_; }
@@ -288,6 +293,7 @@ class Plan {
   std::string batchAxis_, tensorParallelAxis_, fullyShardAxis_;
   PlanSite fullyShardSite_;
   int zeroStage_ = 3;
+  bool reshardAfterForward_ = true;
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
   std::vector<CheckpointEntry> checkpoints_;

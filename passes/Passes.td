@@ -551,6 +551,23 @@ def FullyShard : Pass<"tessel-fully-shard", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def ReshardAfterForward : Pass<"tessel-reshard-after-forward", "mlir::ModuleOp"> {
+  let summary = "FSDP: gather each parameter again in the backward pass instead of keeping it";
+  let description = [{
+    In every function with a loss (`@train_step`, `@accumulate_step`), each
+    `tessel.all_gather` of a `tessel.param` (tessel-fully-shard's gather of a stored shard)
+    that the backward pass also reads is cloned right before its first backward reader,
+    which then reads the clone. Forward ops are those the loss depends on. The forward
+    gather's result then dies after its last forward use: the gathered parameter is not
+    held from forward to backward (FSDP's reshard_after_forward), and each parameter is
+    all-gathered twice per step, once in each pass.
+
+    Stage: after tessel-autodiff, partitioned, and after the last CSE (which would merge
+    the clone back into the forward gather).
+  }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let summary = "Give the forward function per-rank local shapes";
   let description = [{

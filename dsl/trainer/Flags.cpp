@@ -45,6 +45,9 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_option("--zero-stage", f.zeroStage,
                  "ZeRO stage of the plan's fsdp axis: 3 (default) shards parameters, gradients and optimizer "
                  "state (1 and 2 are not implemented yet)");
+  app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", f.reshardAfterForward,
+               "with an fsdp axis: gather each parameter again in the backward pass (default on); off keeps the "
+               "forward pass's gathered copy until backward (less communication, more memory)");
   app.add_flag("--sequence-parallel", f.sequenceParallel,
                "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
@@ -67,16 +70,19 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
 Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
-  if (f.zeroStage != 0) {
-    PlanSite site{"--zero-stage", 1, 1};
+  if (f.zeroStage != 0 || !f.reshardAfterForward) {
+    PlanSite site{f.zeroStage != 0 ? "--zero-stage" : "--no-reshard-after-forward", 1, 1};
+    auto fail = [&](const std::string& message) {
+      throw ModelError(Diagnostic{site.file, site.line, site.column, "", message});
+    };
     if (plan.fully_shard_axis().empty())
-      throw ModelError(Diagnostic{site.file, site.line, site.column, "",
-                                  fmt::format("--zero-stage {} needs an fsdp axis in --plan (e.g. --plan fsdp=4)",
-                                              f.zeroStage)});
-    if (f.zeroStage < 1 || f.zeroStage > 3)
-      throw ModelError(Diagnostic{site.file, site.line, site.column, "",
-                                  fmt::format("ZeRO stage {} does not exist (stages are 1, 2 and 3)", f.zeroStage)});
-    plan.fully_shard(plan.fully_shard_axis(), {.stage = static_cast<int>(f.zeroStage)}, site);
+      fail(fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file));
+    if (f.zeroStage != 0 && (f.zeroStage < 1 || f.zeroStage > 3))
+      fail(fmt::format("ZeRO stage {} does not exist (stages are 1, 2 and 3)", f.zeroStage));
+    plan.fully_shard(plan.fully_shard_axis(),
+                     {.stage = f.zeroStage != 0 ? static_cast<int>(f.zeroStage) : plan.zero_stage(),
+                      .reshard_after_forward = f.reshardAfterForward},
+                     site);
   }
   if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});
   if (!f.activationCheckpointing.empty())

@@ -1,8 +1,8 @@
 """Acceptance: a plan never changes the math, for fully sharded data parallelism (ZeRO-3).
 tessel-gpt (L=2, C=64, NH=4, T=32, V=256, global batch B=8, tied embeddings, AdamW with weight
 decay 0.1, global-norm clipping at 0.5, which is active: the norms are ~2-3) trains 5 steps on
-one rank and under fsdp=2, fsdp=4 and dp=2,fsdp=2 (HSDP: replicated over dp, sharded over
-fsdp), on the same global batches, with --check-replicas and --check-schedule. Every fsdp
+one rank and under fsdp=2, fsdp=4, dp=2,fsdp=2 (HSDP: replicated over dp, sharded over
+fsdp) and fsdp=2 with --no-reshard-after-forward, on the same global batches, with --check-replicas and --check-schedule. Every fsdp
 degree divides every parameter's first dimension (64, 192, 256, 32 = T), so no padding.
 Compared, as check_tp_training.py does (its run and compare are reused): the loss and the
 gradient norm of every step, and every parameter after the last step through --export-params
@@ -20,10 +20,15 @@ counted per rank) moves the loss by 1e-2 or more by the second step.
 
 Volume: the runtime counts the payload bytes of each kind (the "communication by kind"
 line: an all-gather or reduce-scatter counts its gathered, global tensor). The compiler
-gathers each parameter once per step, right before its first use in the forward pass, and
-keeps the gathered tensor for the backward pass (FSDP's reshard_after_forward = false), so
-with P parameters of 4 bytes, per training step:
-  all_gather      4 P  (each parameter once) + 4 F (global-norm clipping's per-rank norms)
+gathers each parameter right before its first use in the forward pass; by default
+(reshard_after_forward) the gathered copy is freed after the forward pass and gathered again
+right before the backward pass first reads it. Gathering is per parameter, so a parameter
+whose value the backward pass does not read is not gathered again: the biases (their
+gradient is a sum of the output gradient), the layer norms' betas, and the position table
+wpe (an embedding's gradient needs only the ids); P_bwd = P - L (9 C + 2 C) - C - T C
+parameters are. With P parameters of 4 bytes and fsdp degree F, per training step:
+  all_gather      4 P (forward) + 4 P_bwd (backward; 0 with --no-reshard-after-forward)
+                  + 4 F (global-norm clipping's per-rank norms, gathered over fsdp)
   reduce_scatter  4 P  (each gradient once, the transpose of its all-gather)
   all_reduce      4 P / F under HSDP (the gradient shards, averaged over dp), else 0
 and the final evaluation's forward pass gathers every parameter once more (4 P). The counts
@@ -47,14 +52,15 @@ from check_tp_training import COMMON, compare, run  # noqa: E402
 
 C64 = ["--channels", "64", "--heads", "4"]
 PARAMS = 118528  # L=2, C=64, V=256, T=32: 2 (12 C^2 + 13 C) + V C + T C + 2 C
+BACKWARD_PARAMS = PARAMS - 2 * (9 * 64 + 2 * 64) - 64 - 32 * 64  # read by the backward pass
 STEPS, EVALS = 5, 1
 
 
-def volume(name, out, fsdp, dp):
+def volume(name, out, fsdp, dp, regather):
     """The counted bytes per step of each kind against the closed form (docstring)."""
     kinds = dict((k, int(b)) for k, b in re.findall(r"(all_reduce|all_gather|reduce_scatter) [0-9.]+/step "
                                                    r"([0-9]+) bytes/step", out.split("communication by kind:")[-1]))
-    train = {"all_gather": 4 * PARAMS + 4 * fsdp, "reduce_scatter": 4 * PARAMS,
+    train = {"all_gather": 4 * PARAMS + (4 * BACKWARD_PARAMS if regather else 0) + 4 * fsdp, "reduce_scatter": 4 * PARAMS,
              "all_reduce": 4 * PARAMS // fsdp if dp > 1 else 0}
     evaluation = {"all_gather": 4 * PARAMS, "reduce_scatter": 0, "all_reduce": 0}
     bad = 0
@@ -83,9 +89,11 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         try:
             one = run(mpiexec, exe, data, tmp, "one", 1, C64)
-            plans = [("fsdp2", 2, 2, 1, "fsdp=2"), ("fsdp4", 4, 4, 1, "fsdp=4"),
-                     ("dp2-fsdp2", 4, 2, 2, "dp=2,fsdp=2")]
-            cases = [(name, run(mpiexec, exe, data, tmp, name, ranks, [*C64, "--plan", plan]), fsdp, dp)
+            plans = [("fsdp2", 2, 2, 1, ["--plan", "fsdp=2"]), ("fsdp4", 4, 4, 1, ["--plan", "fsdp=4"]),
+                     ("dp2-fsdp2", 4, 2, 2, ["--plan", "dp=2,fsdp=2"]),
+                     ("fsdp2-keep", 2, 2, 1, ["--plan", "fsdp=2", "--no-reshard-after-forward"])]
+            cases = [(name, run(mpiexec, exe, data, tmp, name, ranks, [*C64, *plan]), fsdp, dp,
+                      "--no-reshard-after-forward" not in plan)
                      for name, ranks, fsdp, dp, plan in plans]
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
@@ -93,8 +101,8 @@ def main():
     if not all(s["grad_norm"] > 0.5 for s in one[0]):
         print("FAIL: the clipping threshold does not clip (a norm is below it)")
         return 1
-    failures = sum(compare(name, got, one) for name, got, _, _ in cases)
-    failures += sum(volume(name, got[2], fsdp, dp) for name, got, fsdp, dp in cases)
+    failures = sum(compare(name, got, one) for name, got, _, _, _ in cases)
+    failures += sum(volume(name, got[2], fsdp, dp, regather) for name, got, fsdp, dp, regather in cases)
     failures += refused(mpiexec, exe, data, 2, ["--plan", "fsdp=2", "--zero-stage", "2"],
                         "ZeRO stage 2 is not implemented yet")
     failures += refused(mpiexec, exe, data, 3, ["--plan", "fsdp=3", "--batch", "6"],
@@ -102,7 +110,7 @@ def main():
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1
-    print("PASS: fsdp=2, fsdp=4 and dp=2,fsdp=2 match one rank; replicas identical every step; volume = closed "
+    print("PASS: fsdp=2, fsdp=4, dp=2,fsdp=2 and fsdp=2 without resharding after forward match one rank; replicas identical every step; volume = closed "
           "form; stage 2 and an uneven first dimension refused")
     return 0
 
