@@ -44,7 +44,8 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
       ->capture_default_str();
   app.add_option("--zero-stage", f.zeroStage,
                  "ZeRO stage of the plan's fsdp axis: 3 (default) shards parameters, gradients and optimizer "
-                 "state (1 and 2 are not implemented yet)");
+                 "state (1 and 2 are not implemented yet)")
+      ->check(integerIn(1, 3));
   app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", f.reshardAfterForward,
                "with an fsdp axis: gather each parameter again in the backward pass (default on); off keeps the "
                "forward pass's gathered copy until backward (less communication, more memory)");
@@ -77,8 +78,6 @@ Plan planFromFlags(const Flags& f) {
     };
     if (plan.fully_shard_axis().empty())
       fail(fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file));
-    if (f.zeroStage != 0 && (f.zeroStage < 1 || f.zeroStage > 3))
-      fail(fmt::format("ZeRO stage {} does not exist (stages are 1, 2 and 3)", f.zeroStage));
     plan.fully_shard(plan.fully_shard_axis(),
                      {.stage = f.zeroStage != 0 ? static_cast<int>(f.zeroStage) : plan.zero_stage(),
                       .reshard_after_forward = f.reshardAfterForward},
