@@ -6,8 +6,8 @@
 //   %r = tessel.all_reduce_wait %f
 // and the function returns %r. `axis` may list several axes ("dp,fsdp": the batch is split
 // over all of them); a gradient whose parameter is stored split over some of them (fully
-// sharded) is already a reduce-scatter sum over those, which becomes an average, and is
-// all-reduced over the rest only. The plan's mesh is the module's `shard.grid @mesh`; the pass
+// sharded) is already a reduce-scatter sum over those, which becomes an average (a scale by
+// 1 / ranks after gradient accumulation), and is all-reduced over the rest only. The plan's mesh is the module's `shard.grid @mesh`; the pass
 // creates it, `shard.grid @mesh(shape = <N>) {tessel.axis_names = ["<axis>"]}`, when the
 // module has none, and otherwise finds `axis` among its axis names. Buckets are numbered in
 // result order here; tessel-bucket-gradients renumbers them in production order.
@@ -131,13 +131,17 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
         (param && shardingOf(param.getResult()).usesAxis(a) ? scattered : replicas).push_back(a);
       if (!scattered.empty()) {
         auto rs = g.getDefiningOp<ReduceScatterOp>();
-        if (!rs || rs.getReduce() != ReduceKind::sum || rs.getGridAxes() != llvm::ArrayRef<int16_t>(scattered)) {
-          mlir::emitError(g.getLoc()) << "tessel-gradient-all-reduce: the gradient of '" << name.getValue()
-                                      << "', stored split over batch axes, does not come straight from the "
-                                         "reduce-scatter sum over them that its all-gather's transpose makes";
-          return signalPassFailure();
+        if (rs && rs.getReduce() == ReduceKind::sum && rs.getGridAxes() == llvm::ArrayRef<int16_t>(scattered)) {
+          rs.setReduceAttr(avg);
+        } else {
+          // Gradient accumulation sums (and averages) the microsteps' reduce-scatters
+          // before this point: the mean over the ranks is then a scale of that sum.
+          int64_t ranks = 1;
+          for (int16_t a : scattered) ranks *= mlir::cast<mlir::shard::GridOp>(
+                                           mlir::SymbolTable(module).lookup(kMeshName)).getShape()[a];
+          g = ScaleOp::create(b, g.getLoc(), g.getType(), g, b.getF64FloatAttr(1.0 / static_cast<double>(ranks)));
+          ret.setOperand(i, g);
         }
-        rs.setReduceAttr(avg);
       }
       if (replicas.empty()) continue;
       mlir::Location loc = g.getLoc();

@@ -274,8 +274,9 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     all of them (`group` ranks together; the module's @mesh must have them). A gradient whose
     parameter is stored split over some of them (tessel-fully-shard) comes from the
     reduce-scatter sum that autodiff made of the parameter's all-gather: its kind becomes
-    `avg`, and it is all-reduced over the remaining axes only (HSDP's replicas), or not at
-    all.
+    `avg` (after gradient accumulation, which sums the microsteps' reduce-scatters, a
+    `tessel.scale` by 1 / their ranks does the same), and it is all-reduced over the
+    remaining axes only (HSDP's replicas), or not at all.
 
     Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
     reduced yet (a second run would reduce them twice), no optimizer yet, not fused.

@@ -2,7 +2,8 @@
 tessel-gpt (L=2, C=64, NH=4, T=32, V=256, global batch B=8, tied embeddings, AdamW with weight
 decay 0.1, global-norm clipping at 0.5, which is active: the norms are ~2-3) trains 5 steps on
 one rank and under fsdp=2, fsdp=4, dp=2,fsdp=2 (HSDP: replicated over dp, sharded over
-fsdp) and fsdp=2 with --no-reshard-after-forward, on the same global batches, with --check-replicas and --check-schedule. Every fsdp
+fsdp), fsdp=2 with --no-reshard-after-forward and fsdp=4 with gradient accumulation over 2
+microsteps (1 row per rank per microstep), on the same global batches, with --check-replicas and --check-schedule. Every fsdp
 degree divides every parameter's first dimension (64, 192, 256, 32 = T), so no padding.
 Compared, as check_tp_training.py does (its run and compare are reused): the loss and the
 gradient norm of every step, and every parameter after the last step through --export-params
@@ -31,7 +32,12 @@ parameters are. With P parameters of 4 bytes and fsdp degree F, per training ste
                   + 4 F (global-norm clipping's per-rank norms, gathered over fsdp)
   reduce_scatter  4 P  (each gradient once, the transpose of its all-gather)
   all_reduce      4 P / F under HSDP (the gradient shards, averaged over dp), else 0
-and the final evaluation's forward pass gathers every parameter once more (4 P). The counts
+and the final evaluation's forward pass gathers every parameter once more (4 P). With
+gradient accumulation over k microsteps each microstep gathers and reduce-scatters as above
+(a reduce-scatter every microstep, FSDP2's default: the accumulated gradient is a shard), so
+the gathers of parameters and the reduce-scatters are k times those; the norms' gather stays
+once per step. The evaluation feeds each rank the same rows as training, one microstep at a
+time, so it also gathers every parameter k times. The counts
 are per step over 5 steps and 1 evaluation, in integer bytes. Required ratio: 1.00 exactly.
 The ring's wire bytes per rank, (N - 1) / N of the gathers and reduce-scatters, are printed
 beside them.
@@ -56,13 +62,14 @@ BACKWARD_PARAMS = PARAMS - 2 * (9 * 64 + 2 * 64) - 64 - 32 * 64  # read by the b
 STEPS, EVALS = 5, 1
 
 
-def volume(name, out, fsdp, dp, regather):
+def volume(name, out, fsdp, dp, regather, k):
     """The counted bytes per step of each kind against the closed form (docstring)."""
     kinds = dict((k, int(b)) for k, b in re.findall(r"(all_reduce|all_gather|reduce_scatter) [0-9.]+/step "
                                                    r"([0-9]+) bytes/step", out.split("communication by kind:")[-1]))
-    train = {"all_gather": 4 * PARAMS + (4 * BACKWARD_PARAMS if regather else 0) + 4 * fsdp, "reduce_scatter": 4 * PARAMS,
+    train = {"all_gather": k * (4 * PARAMS + (4 * BACKWARD_PARAMS if regather else 0)) + 4 * fsdp,
+             "reduce_scatter": k * 4 * PARAMS,
              "all_reduce": 4 * PARAMS // fsdp if dp > 1 else 0}
-    evaluation = {"all_gather": 4 * PARAMS, "reduce_scatter": 0, "all_reduce": 0}
+    evaluation = {"all_gather": k * 4 * PARAMS, "reduce_scatter": 0, "all_reduce": 0}
     bad = 0
     for kind in ("all_gather", "reduce_scatter", "all_reduce"):
         want = (STEPS * train[kind] + EVALS * evaluation[kind]) // STEPS
@@ -91,9 +98,10 @@ def main():
             one = run(mpiexec, exe, data, tmp, "one", 1, C64)
             plans = [("fsdp2", 2, 2, 1, ["--plan", "fsdp=2"]), ("fsdp4", 4, 4, 1, ["--plan", "fsdp=4"]),
                      ("dp2-fsdp2", 4, 2, 2, ["--plan", "dp=2,fsdp=2"]),
-                     ("fsdp2-keep", 2, 2, 1, ["--plan", "fsdp=2", "--no-reshard-after-forward"])]
+                     ("fsdp2-keep", 2, 2, 1, ["--plan", "fsdp=2", "--no-reshard-after-forward"]),
+                     ("fsdp4-accum2", 4, 4, 1, ["--plan", "fsdp=4", "--grad-accumulation", "2"])]
             cases = [(name, run(mpiexec, exe, data, tmp, name, ranks, [*C64, *plan]), fsdp, dp,
-                      "--no-reshard-after-forward" not in plan)
+                      "--no-reshard-after-forward" not in plan, 2 if "--grad-accumulation" in plan else 1)
                      for name, ranks, fsdp, dp, plan in plans]
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
@@ -101,8 +109,8 @@ def main():
     if not all(s["grad_norm"] > 0.5 for s in one[0]):
         print("FAIL: the clipping threshold does not clip (a norm is below it)")
         return 1
-    failures = sum(compare(name, got, one) for name, got, _, _, _ in cases)
-    failures += sum(volume(name, got[2], fsdp, dp, regather) for name, got, fsdp, dp, regather in cases)
+    failures = sum(compare(name, got, one) for name, got, *_ in cases)
+    failures += sum(volume(name, got[2], fsdp, dp, regather, k) for name, got, fsdp, dp, regather, k in cases)
     failures += refused(mpiexec, exe, data, 2, ["--plan", "fsdp=2", "--zero-stage", "2"],
                         "ZeRO stage 2 is not implemented yet")
     failures += refused(mpiexec, exe, data, 3, ["--plan", "fsdp=3", "--batch", "6"],
@@ -110,7 +118,8 @@ def main():
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1
-    print("PASS: fsdp=2, fsdp=4, dp=2,fsdp=2 and fsdp=2 without resharding after forward match one rank; replicas identical every step; volume = closed "
+    print("PASS: fsdp=2, fsdp=4, dp=2,fsdp=2, fsdp=2 without resharding after forward and fsdp=4 with 2 "
+          "microsteps match one rank; replicas identical every step; volume = closed "
           "form; stage 2 and an uneven first dimension refused")
     return 0
 
