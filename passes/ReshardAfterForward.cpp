@@ -27,7 +27,6 @@ namespace tessel {
 namespace {
 
 using mlir::Operation;
-using mlir::Value;
 
 struct ReshardAfterForwardPass : impl::ReshardAfterForwardBase<ReshardAfterForwardPass> {
   using ReshardAfterForwardBase::ReshardAfterForwardBase;
@@ -49,13 +48,7 @@ struct ReshardAfterForwardPass : impl::ReshardAfterForwardBase<ReshardAfterForwa
   void runOn(mlir::func::FuncOp f, unsigned lossIndex) {
     mlir::Block& body = f.getBody().front();
     // 1. Forward ops: those the loss depends on.
-    llvm::DenseSet<Operation*> forward;
-    llvm::DenseSet<Value> needed{body.getTerminator()->getOperand(lossIndex)};
-    for (Operation& op : llvm::reverse(body.without_terminator()))
-      if (llvm::any_of(op.getResults(), [&](Value r) { return needed.contains(r); })) {
-        forward.insert(&op);
-        for (Value v : op.getOperands()) needed.insert(v);
-      }
+    llvm::DenseSet<Operation*> forward = opsResultDependsOn(f, lossIndex);
     // 2. Gathers of stored shards read in backward: gathered again there.
     for (auto gather : llvm::make_early_inc_range(body.getOps<AllGatherOp>())) {
       if (!gather.getInput().getDefiningOp<ParamOp>() || !forward.contains(gather)) continue;
