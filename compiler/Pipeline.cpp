@@ -273,7 +273,8 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "batch-axis, fully-shard, reshard-after-forward, tensor-parallel, sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
+      "batch-axis, fully-shard, reshard-after-forward, tensor-parallel, sharded-params, "
+      "sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

@@ -104,8 +104,9 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, batch-axis, fully-shard (the axis), reshard-after-forward, tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
-/// globs) and checkpoint-mode, whose defaults are PipelineOptions'. The mesh is the module's
+/// overlap, batch-axis, fully-shard (the axis), reshard-after-forward, tensor-parallel (the
+/// axis), sharded-params, sequence-parallel, checkpoint (module globs) and checkpoint-mode,
+/// whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 

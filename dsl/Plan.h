@@ -199,11 +199,12 @@ class Plan {
   /// global batch, as shard_batch does (together with a shard_batch axis: HSDP, replicated
   /// over that axis and sharded over this one), and every parameter of rank >= 1 is stored
   /// split on dimension 0 over it, per parameter (names, checkpoints and --export-params
-  /// stay per parameter). Throws ModelError here if the mesh has no such axis, if `axis` is
-  /// the shard_batch axis, if fully_shard was already called with another axis, or for a
-  /// stage other than 3 (1 and 2: not implemented yet; others: no such stage). A first
-  /// dimension the axis does not divide is an error when the model compiles, at the
-  /// parameter's line; so is fully_shard with tensor_parallel or shard() (not supported yet).
+  /// stay per parameter). Throws ModelError here if the mesh has no such axis, if fully_shard
+  /// was already called with another axis (with a note there), or for a stage other than 3
+  /// (1 and 2: not implemented yet; others: no such stage); at this line when the world or
+  /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis and
+  /// for fully_shard with tensor_parallel or shard() (not supported yet). A first dimension
+  /// the axis does not divide is an error when the model compiles, at the parameter's line.
   Plan& fully_shard(const std::string& axis, FullyShardOptions options = {},
                     std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.

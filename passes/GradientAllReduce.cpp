@@ -7,9 +7,10 @@
 // and the function returns %r. `axis` may list several axes ("dp,fsdp": the batch is split
 // over all of them); a gradient whose parameter is stored split over some of them (fully
 // sharded) is already a reduce-scatter sum over those, which becomes an average (a scale by
-// 1 / ranks after gradient accumulation), and is all-reduced over the rest only. The plan's mesh is the module's `shard.grid @mesh`; the pass
-// creates it, `shard.grid @mesh(shape = <N>) {tessel.axis_names = ["<axis>"]}`, when the
-// module has none, and otherwise finds `axis` among its axis names. Buckets are numbered in
+// 1 / ranks after gradient accumulation), and is all-reduced over the rest only. The plan's
+// mesh is the module's `shard.grid @mesh`; the pass creates it, `shard.grid @mesh(shape =
+// <N>) {tessel.axis_names = ["<axis>"]}`, when the module has none (one axis), and otherwise
+// finds the axes among its axis names. Buckets are numbered in
 // result order here; tessel-bucket-gradients renumbers them in production order.
 //
 //===----------------------------------------------------------------------------===//
@@ -136,9 +137,9 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
         } else {
           // Gradient accumulation sums (and averages) the microsteps' reduce-scatters
           // before this point: the mean over the ranks is then a scale of that sum.
+          auto grid = mlir::cast<mlir::shard::GridOp>(mlir::SymbolTable(module).lookup(kMeshName));
           int64_t ranks = 1;
-          for (int16_t a : scattered) ranks *= mlir::cast<mlir::shard::GridOp>(
-                                           mlir::SymbolTable(module).lookup(kMeshName)).getShape()[a];
+          for (int16_t a : scattered) ranks *= grid.getShape()[a];
           g = ScaleOp::create(b, g.getLoc(), g.getType(), g, b.getF64FloatAttr(1.0 / static_cast<double>(ranks)));
           ret.setOperand(i, g);
         }

@@ -192,8 +192,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     return 0;
   }
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
-  // The batch is split over the plan's batch axes only (shard_batch's and fully_shard's): ranks that differ on other axes (the
-  // tp ranks of one data-parallel replica) feed the same rows.
+  // The batch is split over the plan's batch axes only (shard_batch's and fully_shard's):
+  // ranks that differ on other axes (the tp ranks of one data-parallel replica) feed the
+  // same rows.
   const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axes(), rank);
   RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
