@@ -91,6 +91,25 @@ ParamOp findParam(mlir::func::FuncOp step, llvm::StringRef name) {
   return found;
 }
 
+/// Under mixed precision a stored shard's gradient is `cast(reduce_scatter(bf16))`: the
+/// ranks' bf16 parts would be summed in bf16, rounding at every hop of a ring. Returns the
+/// same gradient summed in f32 instead, `reduce_scatter(cast(bf16 -> f32))`, or `g` when it
+/// is not of that form.
+mlir::Value reduceScatterInF32(mlir::Value g) {
+  auto cast = g.getDefiningOp<CastOp>();
+  auto rs = cast ? cast.getInput().getDefiningOp<ReduceScatterOp>() : ReduceScatterOp();
+  if (!rs || !rs->hasOneUse()) return g;
+  mlir::OpBuilder b(rs);
+  auto wide = mlir::cast<mlir::RankedTensorType>(rs.getInput().getType()).clone(b.getF32Type());
+  mlir::Value input = CastOp::create(b, rs.getLoc(), wide, rs.getInput());
+  auto sum = ReduceScatterOp::create(b, rs.getLoc(), g.getType(), input, rs.getReduceAttr(), rs.getGridAttr(),
+                                     rs.getGridAxesAttr(), rs.getScatterAxisAttr());
+  cast.getResult().replaceAllUsesWith(sum.getResult());
+  cast.erase();
+  rs.erase();
+  return sum.getResult();
+}
+
 struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass> {
   using GradientAllReduceBase::GradientAllReduceBase;
 
@@ -131,6 +150,7 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
       for (int16_t a : *batchAxes)
         (param && shardingOf(param.getResult()).usesAxis(a) ? scattered : replicas).push_back(a);
       if (!scattered.empty()) {
+        g = reduceScatterInF32(g);
         auto rs = g.getDefiningOp<ReduceScatterOp>();
         if (rs && rs.getReduce() == ReduceKind::sum && rs.getGridAxes() == llvm::ArrayRef<int16_t>(scattered)) {
           rs.setReduceAttr(avg);

@@ -276,7 +276,9 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     reduce-scatter sum that autodiff made of the parameter's all-gather: its kind becomes
     `avg` (after gradient accumulation, which sums the microsteps' reduce-scatters, a
     `tessel.scale` by 1 / their ranks does the same), and it is all-reduced over the
-    remaining axes only (HSDP's replicas), or not at all.
+    remaining axes only (HSDP's replicas), or not at all. Under mixed precision the
+    gradient is `cast(reduce_scatter(bf16))`; it becomes `reduce_scatter(cast to f32)`, so
+    that the ranks' parts are summed in f32 (never rounded to bf16 at every hop).
 
     Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
     reduced yet (a second run would reduce them twice), no optimizer yet, not fused.
@@ -556,8 +558,8 @@ def ReshardAfterForward : Pass<"tessel-reshard-after-forward", "mlir::ModuleOp">
   let summary = "FSDP: gather each parameter again in the backward pass instead of keeping it";
   let description = [{
     In every function with a loss (`@train_step`, `@accumulate_step`), each
-    `tessel.all_gather` of a `tessel.param` (tessel-fully-shard's gather of a stored shard)
-    that the backward pass also reads is cloned right before its first backward reader,
+    `tessel.all_gather` of a `tessel.param` (tessel-fully-shard's gather of a stored shard;
+    under mixed precision, of its bf16 cast) that the backward pass also reads is cloned right before its first backward reader,
     which then reads the clone. Forward ops are those the loss depends on. The forward
     gather's result then dies after its last forward use: the gathered parameter is not
     held from forward to backward (FSDP's reshard_after_forward), and each parameter is

@@ -4,7 +4,7 @@
 // @accumulate_step):
 //   1. The forward ops are those the loss depends on.
 //   2. Each tessel.all_gather of a tessel.param (tessel-fully-shard's gather of a stored
-//      shard) that a backward op also reads is cloned right before the first such op, and
+//      shard; under mixed precision, of its bf16 cast) that a backward op also reads is cloned right before the first such op, and
 //      the backward ops read the clone. The forward gather's result then dies after its
 //      last forward use, so the gathered parameter is not held from forward to backward
 //      (FSDP's reshard_after_forward), at the price of one more all-gather per parameter.
@@ -51,7 +51,10 @@ struct ReshardAfterForwardPass : impl::ReshardAfterForwardBase<ReshardAfterForwa
     llvm::DenseSet<Operation*> forward = opsResultDependsOn(f, lossIndex);
     // 2. Gathers of stored shards read in backward: gathered again there.
     for (auto gather : llvm::make_early_inc_range(body.getOps<AllGatherOp>())) {
-      if (!gather.getInput().getDefiningOp<ParamOp>() || !forward.contains(gather)) continue;
+      // The stored shard, or its bf16 copy under mixed precision.
+      mlir::Value shard = gather.getInput();
+      if (auto cast = shard.getDefiningOp<CastOp>()) shard = cast.getInput();
+      if (!shard.getDefiningOp<ParamOp>() || !forward.contains(gather)) continue;
       Operation* first = nullptr;
       for (Operation* user : gather->getUsers())
         if (!forward.contains(user) && (!first || user->isBeforeInBlock(first))) first = user;

@@ -43,6 +43,15 @@ are per step over 5 steps and 1 evaluation, in integer bytes. Required ratio: 1.
 The ring's wire bytes per rank, (N - 1) / N of the gathers and reduce-scatters, are printed
 beside them.
 
+Mixed precision: fsdp=2 in bf16 against one rank in bf16, losses only. Each rank gathers the
+bf16 casts of the f32 master shards (the same values one rank casts), computes its rows'
+gradients in bf16 and the reduce-scatter sums them in f32 (the gradient is cast to f32 before
+it, so nothing is rounded at every hop); one rank rounds the gradient of all rows at once
+instead, so an element may move by a bf16 ulp (2^-8 relative) and the loss, a mean over B T
+terms, much less. Bound 1e-4 relative, check_tp_training.py's for bf16 (measured below 2e-5).
+Volume in bf16: the parameters are gathered as bf16, 2 bytes an element (the norms stay f32),
+and the reduce-scatters carry f32, 4 P.
+
 Bad input: --zero-stage 2 (not implemented yet) and fsdp=3 (which does not divide the
 vocabulary's 256 rows, the first parameter it meets) must fail with a one-line error naming
 the cause.
@@ -55,7 +64,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_tp_training import COMMON, compare, run  # noqa: E402
+from check_tp_training import BF16_LOSS_REL_TOL, COMMON, compare, run  # noqa: E402
 
 C64 = ["--channels", "64", "--heads", "4"]
 PARAMS = 118528  # L=2, C=64, V=256, T=32: 2 (12 C^2 + 13 C) + V C + T C + 2 C
@@ -63,14 +72,15 @@ BACKWARD_PARAMS = PARAMS - 2 * (9 * 64 + 2 * 64) - 64 - 32 * 64  # read by the b
 STEPS, EVALS = 5, 1
 
 
-def volume(name, out, fsdp, dp, regather, k):
-    """The counted bytes per step of each kind against the closed form (docstring)."""
+def volume(name, out, fsdp, dp, regather, k, wide=4):
+    """The counted bytes per step of each kind against the closed form (docstring); `wide`:
+    bytes of a gathered parameter element (2 in bf16)."""
     kinds = dict((k, int(b)) for k, b in re.findall(r"(all_reduce|all_gather|reduce_scatter) [0-9.]+/step "
                                                    r"([0-9]+) bytes/step", out.split("communication by kind:")[-1]))
-    train = {"all_gather": k * (4 * PARAMS + (4 * BACKWARD_PARAMS if regather else 0)) + 4 * fsdp,
+    train = {"all_gather": k * (wide * PARAMS + (wide * BACKWARD_PARAMS if regather else 0)) + 4 * fsdp,
              "reduce_scatter": k * 4 * PARAMS,
              "all_reduce": 4 * PARAMS // fsdp if dp > 1 else 0}
-    evaluation = {"all_gather": k * 4 * PARAMS, "reduce_scatter": 0, "all_reduce": 0}
+    evaluation = {"all_gather": k * wide * PARAMS, "reduce_scatter": 0, "all_reduce": 0}
     bad = 0
     for kind in ("all_gather", "reduce_scatter", "all_reduce"):
         want = (STEPS * train[kind] + EVALS * evaluation[kind]) // STEPS
@@ -104,6 +114,9 @@ def main():
             cases = [(name, run(mpiexec, exe, data, tmp, name, ranks, [*C64, *plan]), fsdp, dp,
                       "--no-reshard-after-forward" not in plan, 2 if "--grad-accumulation" in plan else 1)
                      for name, ranks, fsdp, dp, plan in plans]
+            bf = ["--precision", "bf16"]
+            one_bf16 = run(mpiexec, exe, data, tmp, "one-bf16", 1, [*C64, *bf])
+            bf16 = run(mpiexec, exe, data, tmp, "fsdp2-bf16", 2, [*C64, *bf, "--plan", "fsdp=2"])
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
             return 1
@@ -112,6 +125,11 @@ def main():
         return 1
     failures = sum(compare(name, got, one) for name, got, *_ in cases)
     failures += sum(volume(name, got[2], fsdp, dp, regather, k) for name, got, fsdp, dp, regather, k in cases)
+    for g, w in zip(bf16[0], one_bf16[0], strict=True):
+        rel = abs(g["loss"] - w["loss"]) / abs(w["loss"])
+        print(f"  fsdp2-bf16 step {g['step']}: loss {g['loss']:.7f} vs {w['loss']:.7f} (rel {rel:.2e})")
+        failures += rel > BF16_LOSS_REL_TOL
+    failures += volume("fsdp2-bf16", bf16[2], 2, 1, True, 1, wide=2)
     failures += refused(mpiexec, exe, data, 2, ["--plan", "fsdp=2", "--zero-stage", "2"],
                         "ZeRO stage 2 is not implemented yet")
     failures += refused(mpiexec, exe, data, 3, ["--plan", "fsdp=3", "--batch", "6"],
@@ -120,7 +138,7 @@ def main():
         print(f"FAIL: {failures} check(s) failed")
         return 1
     print("PASS: fsdp=2, fsdp=4, dp=2,fsdp=2, fsdp=2 without resharding after forward and fsdp=4 with 2 "
-          "microsteps match one rank; replicas identical every step; volume = closed "
+          "microsteps match one rank, and fsdp=2 in bf16; replicas identical every step; volume = closed "
           "form; stage 2 and an uneven first dimension refused")
     return 0
 

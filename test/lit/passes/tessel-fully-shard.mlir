@@ -14,6 +14,21 @@
 // RUN:   --implicit-check-not=tessel.all_gather \
 // RUN:   --implicit-check-not=tessel.reduce_scatter --implicit-check-not=tessel.all_to_all
 
+// Mixed precision: the bf16 casts of the shards are gathered (half the bytes), and each
+// gradient is cast to f32 before its reduce-scatter, so the ranks' parts are summed in f32.
+// RUN: tessel-opt %s -split-input-file --tessel-shard-batch=parts=4 --tessel-propagate-sharding \
+// RUN:   --tessel-insert-reshards --tessel-fully-shard=axis=fsdp --tessel-partition=batch-axes=dp,fsdp \
+// RUN:   --tessel-reshard-to-collectives --tessel-mixed-precision --tessel-autodiff \
+// RUN:   --tessel-gradient-all-reduce="axis=dp,fsdp group=4" -verify-diagnostics | FileCheck %s --check-prefix=BF16
+// BF16-LABEL: func.func @train_step
+// BF16: tessel.all_gather %{{.*}} on @mesh grid_axes = [1] gather_axis = 0 : tensor<4x16xbf16> -> tensor<8x16xbf16>
+// BF16: tessel.all_gather %{{.*}} on @mesh grid_axes = [1] gather_axis = 0 : tensor<4xbf16> -> tensor<8xbf16>
+// BF16: %[[DB16:.*]] = tessel.cast %{{.*}} : tensor<8xbf16> -> tensor<8xf32>
+// BF16-NEXT: tessel.reduce_scatter %[[DB16]] reduce avg on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8xf32> -> tensor<4xf32>
+// BF16: %[[DW16:.*]] = tessel.cast %{{.*}} : tensor<8x16xbf16> -> tensor<8x16xf32>
+// BF16-NEXT: tessel.reduce_scatter %[[DW16]] reduce avg on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// BF16-NOT: tessel.reduce_scatter
+
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4x16xf32> {tessel.input = "x"}
 // CHECK: %[[W:.*]] = tessel.param "fc.weight" {{.*}}tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []]>]} : tensor<4x16xf32>
