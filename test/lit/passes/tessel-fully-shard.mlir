@@ -29,6 +29,16 @@
 // BF16-NEXT: tessel.reduce_scatter %[[DW16]] reduce avg on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
 // BF16-NOT: tessel.reduce_scatter
 
+// The whole pipeline takes the same plan (tessel-pipeline's batch-axis and fully-shard), and
+// refuses a fully sharded axis that does not split the batch.
+// RUN: tessel-opt %s -split-input-file "--tessel-pipeline=dp=4 batch-axis=dp,fsdp fully-shard=fsdp" \
+// RUN:   -verify-diagnostics | FileCheck %s --check-prefix=PIPE
+// PIPE-LABEL: func.func @train_step
+// PIPE: tessel.reduce_scatter %{{.*}} reduce avg on @mesh grid_axes = [1] scatter_axis = 0 : tensor<8x16xf32> -> tensor<4x16xf32>
+// RUN: not tessel-opt %s -split-input-file "--tessel-pipeline=dp=4 batch-axis=dp,fsdp fully-shard=tp" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=OPTION
+// OPTION: tessel-pipeline: fully-shard=tp: must be one of the batch axes (batch-axis=dp,fsdp, dp=4)
+
 // CHECK-LABEL: func.func @forward
 // CHECK-SAME: (%[[X:.*]]: tensor<2x4x16xf32> {tessel.input = "x"}
 // CHECK: %[[W:.*]] = tessel.param "fc.weight" {{.*}}tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1], []]>]} : tensor<4x16xf32>
