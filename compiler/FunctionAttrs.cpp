@@ -23,6 +23,18 @@ std::optional<unsigned> findOutput(mlir::func::FuncOp f, llvm::StringRef name) {
   return std::nullopt;
 }
 
+llvm::DenseSet<mlir::Operation*> opsResultDependsOn(mlir::func::FuncOp f, unsigned i) {
+  mlir::Block& body = f.getBody().front();
+  llvm::DenseSet<mlir::Operation*> ops;
+  llvm::DenseSet<mlir::Value> needed{body.getTerminator()->getOperand(i)};
+  for (mlir::Operation& op : llvm::reverse(body.without_terminator()))
+    if (llvm::any_of(op.getResults(), [&](mlir::Value r) { return needed.contains(r); })) {
+      ops.insert(&op);
+      for (mlir::Value v : op.getOperands()) needed.insert(v);
+    }
+  return ops;
+}
+
 void setInputName(mlir::func::FuncOp f, unsigned i, llvm::StringRef name) {
   f.setArgAttr(i, kInputAttr, mlir::StringAttr::get(f.getContext(), name));
 }

@@ -7,6 +7,7 @@
 #include "compiler/TesselDialect.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <optional>
 
@@ -29,6 +30,9 @@ mlir::StringAttr outputName(mlir::func::FuncOp f, unsigned i);
 mlir::StringAttr gradName(mlir::func::FuncOp f, unsigned i);
 /// The index of the result of `f` tagged `tessel.output = <name>`, or nullopt.
 std::optional<unsigned> findOutput(mlir::func::FuncOp f, llvm::StringRef name);
+/// The ops of `f`'s (single-block) body that result `i` depends on: for the loss, the
+/// forward pass of a function that also holds its backward pass.
+llvm::DenseSet<mlir::Operation*> opsResultDependsOn(mlir::func::FuncOp f, unsigned i);
 
 /// Tags argument `i` of `f` as the model input `name`.
 void setInputName(mlir::func::FuncOp f, unsigned i, llvm::StringRef name);

@@ -44,7 +44,7 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"shard-batch", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createShardBatch(ShardBatchOptions{o.dp * o.microsteps, o.forwardName}));
                  }});
-  if (o.train && (!o.tensorParallelAxis.empty() || o.shardedParameters)) {
+  if (o.train && (!o.tensorParallelAxis.empty() || o.shardedParameters || !o.fullyShardAxis.empty())) {
     const std::string fwd = o.forwardName;
     if (!o.tensorParallelAxis.empty())
       s.push_back({"tensor-parallel", [o](mlir::OpPassManager& pm) {
@@ -58,8 +58,17 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"insert-reshards", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createInsertReshards(InsertReshardsOptions{fwd}));
                  }});
-    s.push_back({"partition", [fwd](mlir::OpPassManager& pm) {
-                   pm.addPass(createPartition(PartitionOptions{fwd}));
+    if (!o.fullyShardAxis.empty())
+      s.push_back({"fully-shard", [fwd, o](mlir::OpPassManager& pm) {
+                     pm.addPass(createFullyShard(FullyShardOptions{fwd, o.fullyShardAxis}));
+                   }});
+    s.push_back({"partition", [fwd, o](mlir::OpPassManager& pm) {
+                   PartitionOptions p;
+                   p.forwardName = fwd;
+                   llvm::SmallVector<llvm::StringRef> batchAxes;
+                   if (o.dp > 1) llvm::StringRef(o.batchAxis).split(batchAxes, ',');
+                   for (llvm::StringRef axis : batchAxes) p.batchAxes.push_back(axis.str());
+                   pm.addPass(createPartition(p));
                  }});
     s.push_back({"reshard-to-collectives", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
@@ -91,6 +100,9 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                      pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
                    }});
     s.push_back({"cleanup", cleanup});
+    if (!o.fullyShardAxis.empty() && o.reshardAfterForward)
+      s.push_back({"reshard-after-forward",
+                   [](mlir::OpPassManager& pm) { pm.addPass(createReshardAfterForward()); }});
     if (dataParallel) {
       s.push_back({"bucket-gradients", [o](mlir::OpPassManager& pm) {
                      pm.addNestedPass<mlir::func::FuncOp>(
@@ -120,8 +132,8 @@ std::vector<Stage> stages(const PipelineOptions& o) {
 }
 
 /// The textual options of `tessel-pipeline`, one per PipelineOptions field (dumpIrDir aside:
-/// tessel-opt prints the result instead; the mesh is the module's own grid, batchAxis "dp"
-/// and tensorParallelSite unknown). Defaults come from PipelineOptions itself.
+/// tessel-opt prints the result instead; the mesh is the module's own grid and
+/// tensorParallelSite unknown). Defaults come from PipelineOptions itself.
 struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   const PipelineOptions defaults;
   Option<bool> train{*this, "train", llvm::cl::desc("build @train_step (autodiff + optimizer)"),
@@ -143,6 +155,16 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<bool> overlap{*this, "overlap",
                        llvm::cl::desc("start each bucket's all-reduce during the backward pass"),
                        llvm::cl::init(defaults.overlap)};
+  Option<std::string> batchAxis{*this, "batch-axis",
+                                llvm::cl::desc("the mesh axis (or comma-separated axes) the batch is split over"),
+                                llvm::cl::init(defaults.batchAxis)};
+  Option<std::string> fullyShard{*this, "fully-shard",
+                                 llvm::cl::desc("the mesh axis every parameter is stored split over (ZeRO-3)"),
+                                 llvm::cl::init(defaults.fullyShardAxis)};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("with fully-shard: gather each parameter again in the backward pass"),
+      llvm::cl::init(defaults.reshardAfterForward)};
   Option<std::string> tensorParallel{
       *this, "tensor-parallel",
       llvm::cl::desc("the mesh axis of Megatron tensor parallelism (the module's @mesh must have it)"),
@@ -172,6 +194,9 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.microsteps = microsteps;
     o.bucketMb = bucketMb;
     o.overlap = overlap;
+    o.batchAxis = batchAxis;
+    o.fullyShardAxis = fullyShard;
+    o.reshardAfterForward = reshardAfterForward;
     o.tensorParallelAxis = tensorParallel;
     o.shardedParameters = shardedParameters;
     o.sequenceParallel = sequenceParallel;
@@ -196,8 +221,15 @@ std::string checkMeshOptions(const PipelineOptions& o) {
     for (size_t j = 0; j < i; ++j)
       if (o.mesh[j].first == name) return fmt::format("mesh axis '{}' appears twice", name);
   }
-  if (!o.mesh.empty() && o.dp > 1 && sizeOf(o.batchAxis) != o.dp)
+  llvm::SmallVector<llvm::StringRef> batchAxes;
+  llvm::StringRef(o.batchAxis).split(batchAxes, ',');
+  int64_t batchRanks = 1;
+  for (llvm::StringRef axis : batchAxes) batchRanks *= sizeOf(axis.str());
+  if (!o.mesh.empty() && o.dp > 1 && batchRanks != o.dp)
     return fmt::format("dp={}: the mesh has no axis '{}' of that size", o.dp, o.batchAxis);
+  if (!o.fullyShardAxis.empty() && (o.dp == 1 || !llvm::is_contained(batchAxes, o.fullyShardAxis)))
+    return fmt::format("fully-shard={}: must be one of the batch axes (batch-axis={}, dp={})", o.fullyShardAxis,
+                       o.batchAxis, o.dp);
   // Without `mesh` (tessel-opt) the passes check the axis against the module's grid.
   if (!o.mesh.empty() && !o.tensorParallelAxis.empty() && sizeOf(o.tensorParallelAxis) == 0)
     return fmt::format("tensor-parallel={}: not an axis of the mesh", o.tensorParallelAxis);
@@ -241,7 +273,8 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "tensor-parallel, sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
+      "batch-axis, fully-shard, reshard-after-forward, tensor-parallel, sharded-params, "
+      "sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

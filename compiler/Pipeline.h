@@ -70,8 +70,17 @@ struct PipelineOptions {
   /// Where the plan calls checkpoint, "file:line:col" (its diagnostics point there).
   std::string checkpointSite;
   /// The mesh axis gradients are averaged over when dp > 1: the plan's shard_batch axis,
-  /// which tessel-gradient-all-reduce finds by name in `shard.grid @mesh`.
+  /// which tessel-gradient-all-reduce finds by name in `shard.grid @mesh`; comma-separated
+  /// axes ("dp,fsdp", in mesh order) when the batch is split over several (dp then is the
+  /// product of their sizes).
   std::string batchAxis = "dp";
+  /// Fully sharded data parallelism (the plan's fully_shard, ZeRO-3): the mesh axis every
+  /// parameter is stored split over on dimension 0 (tessel-fully-shard), or "". It must be
+  /// one of the batch axes.
+  std::string fullyShardAxis;
+  /// With fullyShardAxis: gather each parameter again in the backward pass rather than
+  /// keep the forward pass's gathered copy (tessel-reshard-after-forward; FSDP2's default).
+  bool reshardAfterForward = true;
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -86,7 +95,8 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// above 2^31 (an overflow included), bucketMb not positive, an optimizer other than adamw,
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
 /// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
-/// batchAxis of size dp (dp > 1) or without tensorParallelAxis; sequenceParallel without
+/// batchAxis of size dp (dp > 1) or without tensorParallelAxis; fullyShardAxis that is not
+/// one of the batch axes (or with dp = 1); sequenceParallel without
 /// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they
 /// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
 /// "dp=0: must be at least 1").
@@ -94,8 +104,9 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, tensor-parallel (the axis), sharded-params, sequence-parallel, checkpoint (module
-/// globs) and checkpoint-mode, whose defaults are PipelineOptions'. The mesh is the module's
+/// overlap, batch-axis, fully-shard (the axis), reshard-after-forward, tensor-parallel (the
+/// axis), sharded-params, sequence-parallel, checkpoint (module globs) and checkpoint-mode,
+/// whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 

@@ -45,7 +45,7 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
   for (const ParameterSpec& p : graph.parameters()) shapes.emplace_back(p.name, p.shape);
   std::vector<ParameterSharding> shardings = plan.resolve_shardings(shapes);
-  if (!plan.batch_axis().empty()) pipeline.batchAxis = plan.batch_axis();
+  if (!plan.batch_axes().empty()) pipeline.batchAxis = fmt::format("{}", fmt::join(plan.batch_axes(), ","));
   std::vector<std::string> parameterNames;
   for (const auto& [name, shape] : shapes) parameterNames.push_back(name);
   plan.resolve_checkpoints(graph.modulePaths(), parameterNames);
@@ -69,6 +69,8 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
     pipeline.tensorParallelSite = site;
   }
   pipeline.sequenceParallel = plan.sequence_parallel();
+  if (plan.mesh().size(plan.fully_shard_axis()) > 1) pipeline.fullyShardAxis = plan.fully_shard_axis();
+  pipeline.reshardAfterForward = plan.reshard_after_forward();
   pipeline.shardedParameters = !shardings.empty();
 }
 

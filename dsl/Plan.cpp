@@ -163,6 +163,31 @@ Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
   return *this;
 }
 
+Plan& Plan::fully_shard(const std::string& axis, FullyShardOptions options, std::source_location loc) {
+  return fully_shard(axis, options, PlanSite::of(loc));
+}
+
+Plan& Plan::fully_shard(const std::string& axis, FullyShardOptions options, PlanSite site) {
+  if (mesh_.size(axis) == 0)
+    fail(site, fmt::format("fully_shard(\"{}\"): the mesh ({}) has no axis '{}'", axis, axesString(mesh_), axis));
+  if (options.stage < 1 || options.stage > 3)
+    fail(site, fmt::format("fully_shard(\"{}\"): ZeRO stage {} does not exist (stages are 1, 2 and 3)", axis,
+                           options.stage));
+  if (options.stage != 3)
+    fail(site, fmt::format("fully_shard(\"{}\"): ZeRO stage {} is not implemented yet (only stage 3: "
+                           "parameters, gradients and optimizer state sharded)",
+                           axis, options.stage));
+  if (!fullyShardAxis_.empty() && fullyShardAxis_ != axis)
+    failWithNote(site, fmt::format("fully_shard(\"{}\"): the plan already fully shards over '{}'", axis,
+                                   fullyShardAxis_),
+                 fullyShardSite_, fmt::format("fully_shard(\"{}\") is here", fullyShardAxis_));
+  fullyShardAxis_ = axis;
+  fullyShardSite_ = std::move(site);
+  zeroStage_ = options.stage;
+  reshardAfterForward_ = options.reshard_after_forward;
+  return *this;
+}
+
 Plan& Plan::sequence_parallel(bool on, std::source_location loc) { return sequence_parallel(on, PlanSite::of(loc)); }
 
 Plan& Plan::sequence_parallel(bool on, PlanSite site) {
@@ -191,11 +216,23 @@ Plan& Plan::overlap(bool on, std::source_location) {
   return *this;
 }
 
-int64_t Plan::dp() const { return batchAxis_.empty() ? 1 : mesh_.size(batchAxis_); }
+int64_t Plan::dp() const {
+  int64_t n = 1;
+  for (const std::string& axis : batch_axes()) n *= mesh_.size(axis);
+  return n;
+}
+
+std::vector<std::string> Plan::batch_axes() const {
+  std::vector<std::string> axes;
+  for (const auto& [name, size] : mesh_.axes())
+    if (name == batchAxis_ || name == fullyShardAxis_) axes.push_back(name);
+  return axes;
+}
 
 int64_t Plan::tp() const { return tensorParallelAxis_.empty() ? 1 : mesh_.size(tensorParallelAxis_); }
 
 bool Plan::needs_grid() const {
+  if (mesh_.size(fullyShardAxis_) > 1) return true;  // the parameters are sharded over it
   for (const auto& [name, size] : mesh_.axes())
     if (size > 1 && name != batchAxis_) return true;
   for (const ShardEntry& e : shards_)
@@ -216,6 +253,18 @@ void Plan::checkCombination() const {
                              "needs an axis of its own",
                              tensorParallelAxis_, batchAxis_),
                  batchSite_, fmt::format("shard_batch(\"{}\") is here", batchAxis_));
+  if (fullyShardAxis_.empty()) return;
+  if (fullyShardAxis_ == batchAxis_ || fullyShardAxis_ == tensorParallelAxis_)
+    failWithNote(fullyShardSite_,
+                 fmt::format("fully_shard(\"{}\"): '{}' is already the {} axis; fully sharded data parallelism "
+                             "needs an axis of its own (replicate over dp and shard over fsdp: HSDP)",
+                             fullyShardAxis_, fullyShardAxis_,
+                             fullyShardAxis_ == batchAxis_ ? "batch (shard_batch)" : "tensor-parallel"),
+                 fullyShardAxis_ == batchAxis_ ? batchSite_ : tensorParallelSite_, "the other use is here");
+  if (!tensorParallelAxis_.empty() || !shards_.empty())
+    fail(fullyShardSite_, fmt::format("fully_shard(\"{}\") with {} is not supported yet (fully sharded data "
+                                      "parallelism alone, or with shard_batch for HSDP)",
+                                      fullyShardAxis_, shards_.empty() ? "tensor_parallel" : "shard() entries"));
 }
 
 void Plan::check_world_size(int64_t worldSize) const {
@@ -224,12 +273,12 @@ void Plan::check_world_size(int64_t worldSize) const {
     if (size == 1) continue;
     if (name == "pp")
       fail(mesh_.site(), fmt::format("mesh axis pp={}: pipeline parallelism is not supported yet", size));
-    bool used = name == batchAxis_ || name == tensorParallelAxis_;
+    bool used = name == batchAxis_ || name == tensorParallelAxis_ || name == fullyShardAxis_;
     for (const ShardEntry& e : shards_)
       for (const auto& dim : e.dims) used = used || std::count(dim.begin(), dim.end(), name) > 0;
     if (!used)
       fail(mesh_.site(), fmt::format("mesh axis {}={} is used by no part of the plan (shard_batch, "
-                                     "tensor_parallel or shard); its ranks would only repeat the work",
+                                     "fully_shard, tensor_parallel or shard); its ranks would only repeat the work",
                                      name, size));
   }
   if (mesh_.size() != worldSize)
@@ -300,10 +349,12 @@ std::vector<ParameterSharding> Plan::resolve_shardings(
 
 void Plan::check_batch(int64_t globalBatch) const {
   int64_t dp = this->dp();
+  std::vector<std::string> factors;
+  for (const std::string& axis : batch_axes()) factors.push_back(fmt::format("{}={}", axis, mesh_.size(axis)));
   if (globalBatch % dp != 0)
-    fail(batchSite_, fmt::format("the global batch {} is not divisible by the data-parallel degree {} "
-                                 "({}={})",
-                                 globalBatch, dp, batchAxis_, dp));
+    fail(batchAxis_.empty() ? fullyShardSite_ : batchSite_,
+         fmt::format("the global batch {} is not divisible by the data-parallel degree {} ({})", globalBatch, dp,
+                     fmt::join(factors, " x ")));
   if (globalBatch % (dp * microsteps_) != 0)
     fail(accumulationSite_, fmt::format("the global batch {} is not divisible by {} data-parallel ranks x {} "
                                         "microsteps",
@@ -312,6 +363,9 @@ void Plan::check_batch(int64_t globalBatch) const {
 
 std::string Plan::describe() const {
   std::string s = axesString(mesh_);
+  if (!fullyShardAxis_.empty())
+    s += fmt::format(" fully_shard={} zero_stage={}{}", fullyShardAxis_, zeroStage_,
+                     reshardAfterForward_ ? "" : " reshard_after_forward=off");
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));
@@ -336,8 +390,8 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
       fail(site(pos), fmt::format("'{}' is not axis=size (e.g. dp=4)", item));
     std::string name = item.substr(0, eq), value = item.substr(eq + 1);
-    if (name != "dp" && name != "tp" && name != "pp")
-      fail(site(pos), fmt::format("unknown mesh axis '{}' (expected dp, tp or pp)", name));
+    if (name != "dp" && name != "tp" && name != "fsdp" && name != "pp")
+      fail(site(pos), fmt::format("unknown mesh axis '{}' (expected dp, tp, fsdp or pp)", name));
     int64_t size = 0;
     bool digits = value.size() <= 9 && value.find_first_not_of("0123456789") == std::string::npos;
     if (digits) size = std::stoll(value);
@@ -360,6 +414,8 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     if (axes[i].first == "dp") {
       plan.batchAxis_ = "dp";
       plan.batchSite_ = site(columns[i]);
+    } else if (axes[i].first == "fsdp") {
+      plan.fully_shard("fsdp", {}, site(columns[i]));
     } else if (axes[i].first == "tp") {
       plan.tensorParallelAxis_ = "tp";
       plan.tensorParallelSite_ = site(columns[i]);

@@ -132,6 +132,18 @@ class Mesh {
   PlanSite site_;
 };
 
+/// Plan::fully_shard's options (FSDP / ZeRO over one mesh axis).
+struct FullyShardOptions {
+  /// The ZeRO stage: 3 (the default) stores parameters, gradients and optimizer state
+  /// sharded on dimension 0 over the axis; each parameter is all-gathered before its use and
+  /// its gradient reduce-scattered. Stages 1 and 2 are refused (not implemented yet).
+  int stage = 3;
+  /// Free each gathered parameter after the forward pass and gather it again in the
+  /// backward pass (FSDP2's default, for memory); false keeps the forward pass's copy until
+  /// the backward pass has read it (one all-gather per parameter per step instead of two).
+  bool reshard_after_forward = true;
+};
+
 /// A parallelism plan on a mesh. The default plan is one rank: the single-device program.
 class Plan;
 Plan parsePlan(const std::string& text, int64_t microsteps);
@@ -183,6 +195,20 @@ class Plan {
                    std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.
   Plan& checkpoint(const std::string& glob, CheckpointMode mode, PlanSite site);
+  /// Fully sharded data parallelism (FSDP2-style ZeRO-3) over `axis`: the axis splits the
+  /// global batch, as shard_batch does (together with a shard_batch axis: HSDP, replicated
+  /// over that axis and sharded over this one), and every parameter of rank >= 1 is stored
+  /// split on dimension 0 over it, per parameter (names, checkpoints and --export-params
+  /// stay per parameter). Throws ModelError here if the mesh has no such axis, if fully_shard
+  /// was already called with another axis (with a note there), or for a stage other than 3
+  /// (1 and 2: not implemented yet; others: no such stage); at this line when the world or
+  /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis and
+  /// for fully_shard with tensor_parallel or shard() (not supported yet). A first dimension
+  /// the axis does not divide is an error when the model compiles, at the parameter's line.
+  Plan& fully_shard(const std::string& axis, FullyShardOptions options = {},
+                    std::source_location loc = std::source_location::current());
+  /// The same for a plan from the command line: `site` names the flag.
+  Plan& fully_shard(const std::string& axis, FullyShardOptions options, PlanSite site);
   /// Gradient all-reduce bucket capacity in MiB (default 25, as torch DDP's bucket_cap_mb);
   /// must be > 0 and finite.
   Plan& bucket_mb(double mb, std::source_location loc = std::source_location::current());
@@ -195,9 +221,19 @@ class Plan {
   Plan& overlap(bool on, std::source_location loc = std::source_location::current());
 
   const Mesh& mesh() const { return mesh_; }
-  /// Ranks the batch is split over (1 without shard_batch).
+  /// Ranks the batch is split over: the product of the batch_axes() sizes (1 without
+  /// shard_batch and fully_shard).
   int64_t dp() const;
-  const std::string& batch_axis() const { return batchAxis_; }
+  /// The shard_batch axis, or without one the fully_shard axis ("" without either).
+  const std::string& batch_axis() const { return batchAxis_.empty() ? fullyShardAxis_ : batchAxis_; }
+  /// Every axis the global batch is split over, in mesh order (outermost first): the
+  /// shard_batch axis and the fully_shard axis.
+  std::vector<std::string> batch_axes() const;
+  /// The fully_shard axis ("" without it), where it was called, and its ZeRO stage.
+  const std::string& fully_shard_axis() const { return fullyShardAxis_; }
+  const PlanSite& fully_shard_site() const { return fullyShardSite_; }
+  int zero_stage() const { return zeroStage_; }
+  bool reshard_after_forward() const { return reshardAfterForward_; }
   /// The axis of tensor_parallel ("" without it), where it was called, and its size (1
   /// without it).
   const std::string& tensor_parallel_axis() const { return tensorParallelAxis_; }
@@ -255,7 +291,10 @@ class Plan {
   void checkCombination() const;
   Mesh mesh_;
   PlanSite site_, batchSite_, accumulationSite_, tensorParallelSite_, sequenceParallelSite_;
-  std::string batchAxis_, tensorParallelAxis_;
+  std::string batchAxis_, tensorParallelAxis_, fullyShardAxis_;
+  PlanSite fullyShardSite_;
+  int zeroStage_ = 3;
+  bool reshardAfterForward_ = true;
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
   std::vector<CheckpointEntry> checkpoints_;
@@ -268,9 +307,10 @@ class Plan {
 /// "tp=2" or "dp=2,tp=2"; the mesh has those axes in the order given (the rank layout,
 /// outermost first; the default and recommended order is pp outermost and tp innermost,
 /// pp=2,dp=2,tp=2, so that tp groups are neighbouring ranks). A dp axis means
-/// shard_batch("dp") and a tp axis tensor_parallel("tp"), each at its item's column. Throws
+/// shard_batch("dp"), a tp axis tensor_parallel("tp") and an fsdp axis fully_shard("fsdp")
+/// (stage 3; dp=2,fsdp=2 is HSDP), each at its item's column. Throws
 /// ModelError ("--plan:1:<column>: error: ...") for malformed items, duplicate axes, sizes
-/// < 1 and unknown axis names (dp, tp, pp are known). pp parses, and check_world_size
+/// < 1 and unknown axis names (dp, tp, fsdp, pp are known). pp parses, and check_world_size
 /// rejects it (size > 1) as not supported yet. `microsteps` (>= 1, the --grad-accumulation
 /// flag) is the plan's grad_accumulation.
 Plan parsePlan(const std::string& text, int64_t microsteps = 1);

@@ -146,13 +146,7 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
   mlir::LogicalResult runOn(mlir::func::FuncOp f, unsigned lossIndex) {
     mlir::Block& body = f.getBody().front();
     // 1. Forward ops: those the loss depends on.
-    llvm::DenseSet<Operation*> forward;
-    llvm::DenseSet<Value> needed{body.getTerminator()->getOperand(lossIndex)};
-    for (Operation& op : llvm::reverse(body.without_terminator()))
-      if (llvm::any_of(op.getResults(), [&](Value r) { return needed.contains(r); })) {
-        forward.insert(&op);
-        for (Value v : op.getOperands()) needed.insert(v);
-      }
+    llvm::DenseSet<Operation*> forward = opsResultDependsOn(f, lossIndex);
     // 2-3. Regions, in forward order (full mode: one per unit).
     llvm::SmallVector<Region> regions;
     llvm::StringMap<size_t> regionOfUnit;

@@ -4,21 +4,27 @@
 // result g (except autodiff's explicit zeros) becomes
 //   %f = tessel.all_reduce_start %g reduce avg on @mesh grid_axes = [<index of axis>] bucket <i>
 //   %r = tessel.all_reduce_wait %f
-// and the function returns %r. The plan's mesh is the module's `shard.grid @mesh`; the pass
-// creates it, `shard.grid @mesh(shape = <N>) {tessel.axis_names = ["<axis>"]}`, when the
-// module has none, and otherwise finds `axis` among its axis names. Buckets are numbered in
+// and the function returns %r. `axis` may list several axes ("dp,fsdp": the batch is split
+// over all of them); a gradient whose parameter is stored split over some of them (fully
+// sharded) is already a reduce-scatter sum over those, which becomes an average (a scale by
+// 1 / ranks after gradient accumulation), and is all-reduced over the rest only. The plan's
+// mesh is the module's `shard.grid @mesh`; the pass creates it, `shard.grid @mesh(shape =
+// <N>) {tessel.axis_names = ["<axis>"]}`, when the module has none (one axis), and otherwise
+// finds the axes among its axis names. Buckets are numbered in
 // result order here; tessel-bucket-gradients renumbers them in production order.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
+#include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringExtras.h"
 
 #define DEBUG_TYPE "tessel-gradient-all-reduce"
 
@@ -31,39 +37,77 @@ namespace {
 /// The symbol of the plan's mesh (one fixed name: a plan has one mesh).
 constexpr llvm::StringLiteral kMeshName = "mesh";
 
-/// The index of mesh axis `axis` (of `group` ranks) in the module's `shard.grid @mesh`,
-/// creating the 1-D grid when the module has no @mesh; fails with an error at the
-/// conflicting symbol when @mesh is not a grid, has no such axis or another size along it.
-mlir::FailureOr<int16_t> meshAxis(mlir::ModuleOp module, llvm::StringRef axis, int64_t group) {
+/// The indices of mesh axes `axes` (of `group` ranks together) in the module's
+/// `shard.grid @mesh`, creating the 1-D grid when the module has no @mesh (one axis only);
+/// fails with an error at the conflicting symbol when @mesh is not a grid, lacks an axis or
+/// has another group size along them.
+mlir::FailureOr<llvm::SmallVector<int16_t>> meshAxes(mlir::ModuleOp module, llvm::ArrayRef<llvm::StringRef> axes,
+                                                     int64_t group) {
   mlir::Builder names(module.getContext());
   TesselDialect::AxisNamesAttrHelper axisNamesAttr(module.getContext());
   mlir::Operation* existing = mlir::SymbolTable(module).lookup(kMeshName);
-  if (!existing) {
+  if (!existing && axes.size() == 1) {
     mlir::OpBuilder b = mlir::OpBuilder::atBlockBegin(module.getBody());
     auto grid = mlir::shard::GridOp::create(b, module.getLoc(), kMeshName,
                                             llvm::ArrayRef<int64_t>{group});
-    axisNamesAttr.setAttr(grid, names.getStrArrayAttr({axis}));
-    return 0;
+    axisNamesAttr.setAttr(grid, names.getStrArrayAttr(axes));
+    return llvm::SmallVector<int16_t>{0};
   }
-  auto grid = mlir::dyn_cast<mlir::shard::GridOp>(existing);
+  auto grid = mlir::dyn_cast_or_null<mlir::shard::GridOp>(existing);
   mlir::ArrayAttr axisNames = grid ? axisNamesAttr.getAttr(grid) : nullptr;
   if (!axisNames) {
-    existing->emitError() << "tessel-gradient-all-reduce: @" << kMeshName
-                          << " must be a shard.grid with " << axisNamesAttr.getNameStr();
+    (existing ? existing : module.getOperation())->emitError()
+        << "tessel-gradient-all-reduce: @" << kMeshName << " must be a shard.grid with "
+        << axisNamesAttr.getNameStr() << " (a batch split over several axes needs the plan's mesh)";
     return mlir::failure();
   }
-  for (auto [i, name] : llvm::enumerate(axisNames)) {
-    if (name != names.getStringAttr(axis)) continue;
-    if (grid.getShape()[i] != group) {
-      grid.emitError() << "tessel-gradient-all-reduce: mesh axis '" << axis << "' has "
-                       << grid.getShape()[i] << " ranks, but the pass was asked for " << group;
+  llvm::SmallVector<int16_t> indices;
+  int64_t size = 1;
+  for (llvm::StringRef axis : axes) {
+    auto it = llvm::find(axisNames, names.getStringAttr(axis));
+    if (it == axisNames.end()) {
+      grid.emitError() << "tessel-gradient-all-reduce: @" << kMeshName << " has no axis '" << axis << "'";
       return mlir::failure();
     }
-    return static_cast<int16_t>(i);
+    indices.push_back(static_cast<int16_t>(it - axisNames.begin()));
+    size *= grid.getShape()[indices.back()];
   }
-  grid.emitError() << "tessel-gradient-all-reduce: @" << kMeshName << " has no axis '" << axis
-                   << "'";
-  return mlir::failure();
+  if (size != group) {
+    grid.emitError() << "tessel-gradient-all-reduce: mesh " << (axes.size() == 1 ? "axis '" : "axes '")
+                     << llvm::join(axes, ",") << (axes.size() == 1 ? "' has " : "' have ") << size
+                     << " ranks, but the pass was asked for " << group;
+    return mlir::failure();
+  }
+  llvm::sort(indices);  // a replica group names its axes in mesh order
+  return indices;
+}
+
+/// The parameter named `name` in `step`, or null.
+ParamOp findParam(mlir::func::FuncOp step, llvm::StringRef name) {
+  ParamOp found;
+  step.walk([&](ParamOp p) {
+    if (p.getName() == name) found = p;
+  });
+  return found;
+}
+
+/// Under mixed precision a stored shard's gradient is `cast(reduce_scatter(bf16))`: the
+/// ranks' bf16 parts would be summed in bf16, rounding at every hop of a ring. Returns the
+/// same gradient summed in f32 instead, `reduce_scatter(cast(bf16 -> f32))`, or `g` when it
+/// is not of that form.
+mlir::Value reduceScatterInF32(mlir::Value g) {
+  auto cast = g.getDefiningOp<CastOp>();
+  auto rs = cast ? cast.getInput().getDefiningOp<ReduceScatterOp>() : ReduceScatterOp();
+  if (!rs || !rs->hasOneUse()) return g;
+  mlir::OpBuilder b(rs);
+  auto wide = mlir::cast<mlir::RankedTensorType>(rs.getInput().getType()).clone(b.getF32Type());
+  mlir::Value input = CastOp::create(b, rs.getLoc(), wide, rs.getInput());
+  auto sum = ReduceScatterOp::create(b, rs.getLoc(), g.getType(), input, rs.getReduceAttr(), rs.getGridAttr(),
+                                     rs.getGridAxesAttr(), rs.getScatterAxisAttr());
+  cast.getResult().replaceAllUsesWith(sum.getResult());
+  cast.erase();
+  rs.erase();
+  return sum.getResult();
 }
 
 struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass> {
@@ -85,21 +129,46 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
       step.emitError() << "tessel-gradient-all-reduce: needs a mesh axis and group >= 1";
       return signalPassFailure();
     }
-    mlir::FailureOr<int16_t> meshAxisIndex = meshAxis(module, axis, group);
-    if (mlir::failed(meshAxisIndex)) return signalPassFailure();
+    llvm::SmallVector<llvm::StringRef> axisNames;
+    llvm::StringRef(axis).split(axisNames, ',');
+    mlir::FailureOr<llvm::SmallVector<int16_t>> batchAxes = meshAxes(module, axisNames, group);
+    if (mlir::failed(batchAxes)) return signalPassFailure();
     auto ret = llvm::cast<mlir::func::ReturnOp>(step.getBody().front().getTerminator());
     mlir::OpBuilder b(ret);
+    auto avg = ReduceKindAttr::get(b.getContext(), ReduceKind::avg);
     int64_t bucket = 0;
     for (unsigned i = 0; i < step.getNumResults(); ++i) {
       auto name = gradName(step, i);
       if (!name) continue;
       mlir::Value g = ret.getOperand(i);
       if (auto zero = g.getDefiningOp<ConstantOp>(); zero && zero.getValue().isZero()) continue;
+      // A parameter stored split over batch axes (fully sharded) has its gradient
+      // reduce-scattered over them already, by the transpose of its all-gather: that sum
+      // becomes the mean, and only the other batch axes (HSDP's replicas) are all-reduced.
+      llvm::SmallVector<int16_t> scattered, replicas;
+      ParamOp param = findParam(step, name.getValue());
+      for (int16_t a : *batchAxes)
+        (param && shardingOf(param.getResult()).usesAxis(a) ? scattered : replicas).push_back(a);
+      if (!scattered.empty()) {
+        g = reduceScatterInF32(g);
+        auto rs = g.getDefiningOp<ReduceScatterOp>();
+        if (rs && rs.getReduce() == ReduceKind::sum && rs.getGridAxes() == llvm::ArrayRef<int16_t>(scattered)) {
+          rs.setReduceAttr(avg);
+        } else {
+          // Gradient accumulation sums (and averages) the microsteps' reduce-scatters
+          // before this point: the mean over the ranks is then a scale of that sum.
+          auto grid = mlir::cast<mlir::shard::GridOp>(mlir::SymbolTable(module).lookup(kMeshName));
+          int64_t ranks = 1;
+          for (int16_t a : scattered) ranks *= grid.getShape()[a];
+          g = ScaleOp::create(b, g.getLoc(), g.getType(), g, b.getF64FloatAttr(1.0 / static_cast<double>(ranks)));
+          ret.setOperand(i, g);
+        }
+      }
+      if (replicas.empty()) continue;
       mlir::Location loc = g.getLoc();
       auto start = AllReduceStartOp::create(
-          b, loc, mlir::ValueRange{g}, ReduceKindAttr::get(b.getContext(), ReduceKind::avg),
-          mlir::FlatSymbolRefAttr::get(b.getContext(), kMeshName),
-          b.getDenseI16ArrayAttr({*meshAxisIndex}), b.getI64IntegerAttr(bucket++),
+          b, loc, mlir::ValueRange{g}, avg, mlir::FlatSymbolRefAttr::get(b.getContext(), kMeshName),
+          b.getDenseI16ArrayAttr(replicas), b.getI64IntegerAttr(bucket++),
           b.getStrArrayAttr({name.getValue()}));
       auto wait = AllReduceWaitOp::create(b, loc, start.getInFlight());
       ret.setOperand(i, wait.getResults()[0]);

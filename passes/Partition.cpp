@@ -15,6 +15,8 @@
 //   2. Megatron's f: an operand replicated over an axis that the op's computation is split
 //      or partial over is read through one tessel.replicate per (value, axes), placed
 //      after the value's definition.
+//      A gathered tensor's users must run split over the axes it was gathered over (the
+//      batch axes count: fully sharded data parallelism).
 //   3. tessel.shardings stays only on split parameters; the function is marked
 //      tessel.partitioned; every changed op is re-verified. Reshards keep their two
 //      layouts (tessel-reshard-to-collectives turns them into collectives on local shapes).
@@ -286,10 +288,15 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
 
   /// A gathered tensor (gatheredAxes) read by a computation that is not split over those
   /// axes would have its replicated gradient summed once per rank: refused until the
-  /// all-gather can take a replicated gradient.
+  /// all-gather can take a replicated gradient. Batch axes (the batch-axes option) are
+  /// exempt: the computation is split over them, only not in its shardings.
   mlir::LogicalResult checkGatheredUses(mlir::Block& body) {
     for (auto r : body.getOps<ReshardOp>()) {
       llvm::SmallVector<int16_t> gathered = gatheredAxes(r.getResult());
+      // Over a batch axis every op runs on the rank's part of the batch, and the gradient
+      // reduction over that axis averages the per-rank terms (fully sharded data
+      // parallelism: the all-gather's reduce-scatter is that reduction).
+      llvm::erase_if(gathered, [&](int16_t a) { return llvm::is_contained(batchAxes, grid_.names[a]); });
       if (gathered.empty()) continue;
       for (mlir::Operation* user : r->getUsers()) {
         if (mlir::isa<mlir::func::ReturnOp>(user)) continue;  // an output: no gradient flows in

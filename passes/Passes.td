@@ -270,11 +270,22 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     coefficient on every rank. Explicit zero gradients (a parameter the loss ignores) are
     not reduced. `tessel-bucket-gradients` then coalesces the pairs.
 
+    `axis` may list several axes, comma-separated ("dp,fsdp"), when the batch is split over
+    all of them (`group` ranks together; the module's @mesh must have them). A gradient whose
+    parameter is stored split over some of them (tessel-fully-shard) comes from the
+    reduce-scatter sum that autodiff made of the parameter's all-gather: its kind becomes
+    `avg` (after gradient accumulation, which sums the microsteps' reduce-scatters, a
+    `tessel.scale` by 1 / their ranks does the same), and it is all-reduced over the
+    remaining axes only (HSDP's replicas), or not at all. Under mixed precision the
+    gradient is `cast(reduce_scatter(bf16))`; it becomes `reduce_scatter(cast to f32)`, so
+    that the ranks' parts are summed in f32 (never rounded to bf16 at every hop).
+
     Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
     reduced yet (a second run would reduce them twice), no optimizer yet, not fused.
   }];
   let options = [
-    Option<"axis", "axis", "std::string", "\"dp\"", "the mesh axis of the replica group">,
+    Option<"axis", "axis", "std::string", "\"dp\"",
+           "the mesh axis (or comma-separated axes) the batch is split over">,
     Option<"group", "group", "int64_t", "2", "ranks in the replica group">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
@@ -514,6 +525,52 @@ def ReshardToCollectives : Pass<"tessel-reshard-to-collectives", "mlir::ModuleOp
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def FullyShard : Pass<"tessel-fully-shard", "mlir::ModuleOp"> {
+  let summary = "Store every parameter split on dimension 0 over the FSDP axis (ZeRO-3)";
+  let description = [{
+    Fully sharded data parallelism, FSDP2-style (per parameter, no flattening). Every
+    `tessel.param` of rank >= 1 keeps the layout tessel-propagate-sharding gave it for
+    compute, S, and is stored as S with dimension 0 split over `axis`; its users read
+    `tessel.reshard %p from <stored> to S`, placed right before the first user, which
+    tessel-reshard-to-collectives turns into an all-gather along dimension 0. Autodiff
+    transposes the gather into a reduce-scatter sum, which adds the per-rank gradients of
+    the split batch into each rank's shard; tessel-gradient-all-reduce makes it the mean.
+    `axis` must also split the batch (a batch axis of tessel-shard-batch and of tessel-partition's
+    `batch-axes`). Scalars stay replicated. A first dimension the axis does not divide, and
+    one already split (tensor parallelism), are errors at the parameter (not supported yet).
+
+    ```mlir
+    %w = tessel.param "fc.weight" {tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x64xf32>
+    %g = tessel.reshard %w : tensor<16x64xf32> from #tessel.sharding<@mesh, [[0], []]>
+        to #tessel.sharding<@mesh, [[], []]> -> tensor<16x64xf32>
+    ```
+
+    Stage: after tessel-insert-reshards (shardings on ops), before tessel-partition; once.
+  }];
+  let options = [
+    Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+    Option<"axis", "axis", "std::string", "\"fsdp\"", "the mesh axis parameters are sharded over">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def ReshardAfterForward : Pass<"tessel-reshard-after-forward", "mlir::ModuleOp"> {
+  let summary = "FSDP: gather each parameter again in the backward pass instead of keeping it";
+  let description = [{
+    In every function with a loss (`@train_step`, `@accumulate_step`), each
+    `tessel.all_gather` of a `tessel.param` (tessel-fully-shard's gather of a stored shard;
+    under mixed precision, of its bf16 cast) that the backward pass also reads is cloned right before its first backward reader,
+    which then reads the clone. Forward ops are those the loss depends on. The forward
+    gather's result then dies after its last forward use: the gathered parameter is not
+    held from forward to backward (FSDP's reshard_after_forward), and each parameter is
+    all-gathered twice per step, once in each pass.
+
+    Stage: after tessel-autodiff, partitioned, and after the last CSE (which would merge
+    the clone back into the forward gather).
+  }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
   let summary = "Give the forward function per-rank local shapes";
   let description = [{
@@ -532,13 +589,17 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
        their two layouts; a tensor gathered from splits needs no `tessel.replicate` over
        those axes (the gather's transpose already sums its users' per-rank gradients), and
        a gathered tensor read by a computation that is not split over those axes is refused
-       (its gradient would be counted once per rank).
+       (its gradient would be counted once per rank), except over `batch-axes`: every op
+       then runs on the rank's part of the batch, and the gradient reduction over those axes
+       averages the per-rank terms (fully sharded data parallelism).
 
     Stage: after tessel-insert-reshards (shardings on ops), before
     tessel-reshard-to-collectives; once.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
+    ListOption<"batchAxes", "batch-axes", "std::string",
+               "the mesh axes the batch is split over (tessel-shard-batch)">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }

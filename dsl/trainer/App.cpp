@@ -116,6 +116,11 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
                                            "process, for any plan; run it without a launcher",
                                            world_->comm->worldSize()));
   }
+  if (!run_.emitBundle.empty() && !plan.fully_shard_axis().empty())
+    throw std::runtime_error(fmt::format("--emit-bundle: bundles of fully sharded plans ({}) are not supported yet "
+                                         "(a bundle records one batch axis and data-parallel gradient all-reduces); "
+                                         "train them with the example binary itself",
+                                         plan.describe()));
   if (compileOnly) {
     plan.check_world_size(planRanks);  // only the axes: the plan is for any world
     return;
@@ -187,9 +192,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     return 0;
   }
   train_.steps = flags_.steps;  // the recipe may give --steps 0 a meaning (e.g. one epoch)
-  // The batch is split over the plan's batch axis only: ranks that differ on other axes (the
-  // tp ranks of one data-parallel replica) feed the same rows.
-  const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axis(), rank);
+  // The batch is split over the plan's batch axes only (shard_batch's and fully_shard's):
+  // ranks that differ on other axes (the tp ranks of one data-parallel replica) feed the
+  // same rows.
+  const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axes(), rank);
   RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
 

@@ -38,9 +38,17 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
       ->capture_default_str()->check(CLI::IsMember({"f32", "bf16"}));
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
   app.add_option("--plan", f.plan, "parallelism plan: the mesh's axes, outermost first, e.g. dp=2,tp=2 (dp: data "
-                                   "parallelism, tp: Megatron tensor parallelism; pp is not supported yet). The "
+                                   "parallelism, tp: Megatron tensor parallelism, fsdp: fully sharded data "
+                                   "parallelism, ZeRO-3; dp=2,fsdp=2 is HSDP; pp is not supported yet). The "
                                    "recommended order puts pp outermost and tp innermost, so tp ranks are neighbours")
       ->capture_default_str();
+  app.add_option("--zero-stage", f.zeroStage,
+                 "ZeRO stage of the plan's fsdp axis: 3 (default) shards parameters, gradients and optimizer "
+                 "state (1 and 2 are not implemented yet)")
+      ->check(integerIn(1, 3));
+  app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", f.reshardAfterForward,
+               "with an fsdp axis: gather each parameter again in the backward pass (default on); off keeps the "
+               "forward pass's gathered copy until backward (less communication, more memory)");
   app.add_flag("--sequence-parallel", f.sequenceParallel,
                "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
@@ -63,6 +71,18 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
 Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
+  if (f.zeroStage != 0 || !f.reshardAfterForward) {
+    PlanSite site{f.zeroStage != 0 ? "--zero-stage" : "--no-reshard-after-forward", 1, 1};
+    auto fail = [&](const std::string& message) {
+      throw ModelError(Diagnostic{site.file, site.line, site.column, "", message});
+    };
+    if (plan.fully_shard_axis().empty())
+      fail(fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file));
+    plan.fully_shard(plan.fully_shard_axis(),
+                     {.stage = f.zeroStage != 0 ? static_cast<int>(f.zeroStage) : plan.zero_stage(),
+                      .reshard_after_forward = f.reshardAfterForward},
+                     site);
+  }
   if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});
   if (!f.activationCheckpointing.empty())
     plan.checkpoint("blocks.*", f.activationCheckpointing == "full" ? CheckpointMode::Full : CheckpointMode::Selective,

@@ -1,6 +1,8 @@
 // A rank's data; see RankData.h.
 #include "runtime/train/RankData.h"
 
+#include <algorithm>
+
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -29,19 +31,27 @@ RankData imageRankData(const ImageBatchOptions& o, const std::string& where) {
 
 std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
                                const std::string& batchAxis, int rank) {
+  return batchShard(mesh, std::vector<std::string>{batchAxis}, rank);
+}
+
+std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
+                               const std::vector<std::string>& batchAxes, int rank) {
   int64_t ranks = 1;
   for (const auto& axis : mesh) ranks *= axis.second;
   if (rank < 0 || rank >= ranks)
     throw std::invalid_argument("rank " + std::to_string(rank) + " is outside a mesh of " + std::to_string(ranks) +
                                 " ranks");
-  // Row-major coordinates, last axis fastest: peel the axes from the last.
-  int64_t rest = rank;
+  // Row-major coordinates, last axis fastest: peel the axes from the last, and number the
+  // batch axes' coordinates row-major among themselves.
+  int64_t rest = rank, coordinate = 0, size = 1;
   for (size_t i = mesh.size(); i-- > 0;) {
-    int64_t coordinate = rest % mesh[i].second;
+    int64_t c = rest % mesh[i].second;
     rest /= mesh[i].second;
-    if (mesh[i].first == batchAxis) return {static_cast<int>(coordinate), static_cast<int>(mesh[i].second)};
+    if (std::find(batchAxes.begin(), batchAxes.end(), mesh[i].first) == batchAxes.end()) continue;
+    coordinate += c * size;
+    size *= mesh[i].second;
   }
-  return {0, 1};
+  return {static_cast<int>(coordinate), static_cast<int>(size)};
 }
 
 }  // namespace tessel::trainer

@@ -34,6 +34,12 @@ struct RankData {
 std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
                                const std::string& batchAxis, int rank);
 
+/// The same when the batch is split over several axes (HSDP's dp and fsdp): the rank's
+/// row-major coordinate over the mesh's axes named in `batchAxes` (taken in mesh order) and
+/// the product of their sizes; {0, 1} when none is an axis of the mesh.
+std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
+                               const std::vector<std::string>& batchAxes, int rank);
+
 /// Byte text (TextBatches.h): B x T tokens per step, "data '<path>' (<n> bytes)". `o.data`
 /// must outlive the feeders.
 RankData textRankData(const TextBatchOptions& o);

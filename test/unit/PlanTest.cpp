@@ -271,6 +271,48 @@ TEST(PlanErrors, TensorParallelNotDividingTheHeads) {
   EXPECT_NO_THROW(fits.compile({.train = false, .plan = Plan(Mesh{{"tp", 2}}).tensor_parallel("tp")}));
 }
 
+TEST(Plan, FullyShardSplitsTheBatchAndShardsTheParameters) {
+  Plan fsdp = tessel::parsePlan("fsdp=4");
+  EXPECT_EQ(fsdp.fully_shard_axis(), "fsdp");
+  EXPECT_EQ(fsdp.zero_stage(), 3);
+  EXPECT_EQ(fsdp.batch_axis(), "fsdp");
+  EXPECT_EQ(fsdp.batch_axes(), std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(fsdp.dp(), 4);
+  EXPECT_TRUE(fsdp.needs_grid());
+  EXPECT_NO_THROW(fsdp.check_world_size(4));
+  EXPECT_EQ(fsdp.describe(), "fsdp=4 fully_shard=fsdp zero_stage=3 bucket_mb=25 overlap=on");
+  // HSDP: the batch is split over both axes, in mesh order.
+  Plan hsdp = tessel::parsePlan("dp=2,fsdp=3");
+  EXPECT_EQ(hsdp.batch_axis(), "dp");
+  EXPECT_EQ(hsdp.batch_axes(), (std::vector<std::string>{"dp", "fsdp"}));
+  EXPECT_EQ(hsdp.dp(), 6);
+  EXPECT_EQ(tessel::parsePlan("fsdp=2,dp=2").batch_axes(), (std::vector<std::string>{"fsdp", "dp"}));
+  EXPECT_FALSE(tessel::parsePlan("fsdp=1").needs_grid());  // one rank: the single-device program
+  Plan api = Plan(Mesh{{"dp", 2}, {"fsdp", 2}}).shard_batch("dp").fully_shard("fsdp");
+  EXPECT_EQ(api.dp(), 4);
+  EXPECT_NO_THROW(api.check_world_size(4));
+}
+
+TEST(PlanErrors, FullyShardStagesAxesAndCombinations) {
+  Mesh mesh{{"dp", 2}, {"fsdp", 2}};
+  int line = __LINE__ + 1;
+  auto stage2 = errorOf([&] { Plan(mesh).fully_shard("fsdp", {.stage = 2}); });
+  expectAt(stage2, line, "ZeRO stage 2 is not implemented yet");
+  line = __LINE__ + 1;
+  auto stage4 = errorOf([&] { Plan(mesh).fully_shard("fsdp", {.stage = 4}); });
+  expectAt(stage4, line, "ZeRO stage 4 does not exist (stages are 1, 2 and 3)");
+  line = __LINE__ + 1;
+  auto missing = errorOf([&] { Plan(mesh).fully_shard("zz"); });
+  expectAt(missing, line, "fully_shard(\"zz\"): the mesh (dp=2,fsdp=2) has no axis 'zz'");
+  line = __LINE__ + 1;
+  Plan overBatch = Plan(mesh).shard_batch("dp").fully_shard("dp");
+  expectAt(errorOf([&] { overBatch.check_world_size(4); }), line, "'dp' is already the batch (shard_batch) axis");
+  line = __LINE__ + 1;
+  Plan withTp = Plan(Mesh{{"fsdp", 2}, {"tp", 2}}).fully_shard("fsdp").tensor_parallel("tp");
+  expectAt(errorOf([&] { withTp.check_world_size(4); }), line,
+           "fully_shard(\"fsdp\") with tensor_parallel is not supported yet");
+}
+
 TEST(PlanIr, TheModuleHoldsTheGridAndTheShardings) {
   const std::string dir = ::testing::TempDir() + "/tessel_plan_ir";
   std::filesystem::remove_all(dir);

@@ -30,6 +30,7 @@ OUT_OF_RANGE = {
     "--steps": ["-1", "1099511627777", "2.5"],  # [0 or 1, 2^40]
     "--batch": ["0", "16777217"],
     "--grad-accumulation": ["0", "1048577"],
+    "--zero-stage": ["0", "4", "-1"],  # ZeRO stages 1, 2 and 3
     "--bucket-mb": ["0", "-1", "nan", "inf"],
     "--comm-timeout": ["0", "nan", "1000001", "1e10", "1e30"],  # (0, 1e6] s
     "--layers": ["0", "4097"],

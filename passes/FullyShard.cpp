@@ -1,0 +1,90 @@
+//===- FullyShard.cpp - FSDP: parameters stored split on dimension 0 -----------===//
+//
+// Algorithm (see passes/Passes.td):
+//   1. For each tessel.param of the forward function (rank >= 1), its compute layout S is
+//      what tessel-propagate-sharding gave it (replicated without tensor parallelism); its
+//      storage layout S' is S with dimension 0 split over the fully-sharded axis
+//      (FSDP2-style: per parameter, no flattening).
+//   2. The parameter takes S', and its users read `tessel.reshard %p from S' to S`, placed
+//      right before the first user, so tessel-reshard-to-collectives makes it an all-gather
+//      along dimension 0. Autodiff transposes that gather into a reduce-scatter: the
+//      per-rank gradients of the split batch are summed into each rank's shard (ZeRO-3's
+//      gradient reduce-scatter; tessel-gradient-all-reduce turns the sum into the mean).
+//   The optimizer lays its state out like the parameter, so each rank updates its shard.
+//
+//===----------------------------------------------------------------------------===//
+#include "passes/Passes.h"
+
+#include "compiler/ShardingRules.h"
+#include "passes/PipelineStage.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#define DEBUG_TYPE "tessel-fully-shard"
+
+namespace tessel {
+#define GEN_PASS_DEF_FULLYSHARD
+#include "passes/Passes.h.inc"
+
+namespace {
+
+struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
+  using FullyShardBase::FullyShardBase;
+
+  void runOnOperation() override {
+    mlir::ModuleOp module = getOperation();
+    auto target = shardingTarget(module, forwardName, DEBUG_TYPE, {StageFact::ShardingsPropagated},
+                                 {StageFact::Partitioned, StageFact::TrainStep},
+                                 "once, after tessel-insert-reshards and before tessel-partition");
+    if (mlir::failed(target)) return signalPassFailure();
+    const GridInfo& grid = target->grid;
+    int16_t shardAxis = grid.axis(axis);
+    if (shardAxis < 0) {
+      module.emitError() << DEBUG_TYPE << ": axis '" << axis << "' is not an axis of @mesh";
+      return signalPassFailure();
+    }
+    const int64_t ranks = grid.sizes[shardAxis];
+    for (auto p : llvm::make_early_inc_range(target->function.getBody().getOps<ParamOp>())) {
+      auto type = mlir::cast<mlir::RankedTensorType>(p.getType());
+      if (type.getRank() == 0) continue;  // a scalar stays replicated; its gradient is averaged
+      TensorSharding compute = shardingOf(p.getResult());
+      if (compute.dims.empty()) compute = TensorSharding::replicated(type.getRank());
+      if (compute.usesAxis(shardAxis)) {
+        p.emitError() << "parameter '" << p.getName() << "' is already split over " << axis
+                      << " (" << describeSharding(compute, grid.names)
+                      << "); tessel-fully-shard runs once, on parameters laid out for compute";
+        return signalPassFailure();
+      }
+      if (compute.dims[0].split()) {
+        p.emitError() << "parameter '" << p.getName() << "': dimension 0 is already split "
+                      << describeSharding(compute, grid.names)
+                      << "; fully sharding it over " << axis << " as well is not supported yet";
+        return signalPassFailure();
+      }
+      if (type.getShape()[0] % ranks != 0) {
+        p.emitError() << "parameter '" << p.getName() << "': dimension 0 has " << type.getShape()[0]
+                      << " rows, which " << axis << "=" << ranks
+                      << " does not divide; fully sharded data parallelism of an uneven first "
+                         "dimension is not supported yet (choose a degree that divides it)";
+        return signalPassFailure();
+      }
+      TensorSharding storage = compute;
+      storage.dims[0] = DimSharding{{shardAxis}, 1};
+      mlir::Operation* first = nullptr;
+      for (mlir::Operation* user : p->getUsers())
+        if (!first || user->isBeforeInBlock(first)) first = user;
+      setShardings(p, {storage}, grid.ref);
+      if (!first) continue;  // an unused parameter: stored sharded, never gathered
+      mlir::OpBuilder b(first);
+      auto gather = ReshardOp::create(b, p.getLoc(), type, p.getResult(),
+                                      storage.toAttr(&getContext(), grid.ref),
+                                      compute.toAttr(&getContext(), grid.ref));
+      setShardings(gather, {compute}, grid.ref);
+      p.getResult().replaceAllUsesExcept(gather.getResult(), gather);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace tessel
