@@ -226,6 +226,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (train_.steps < 1) throw std::logic_error(name + ": the recipe left --steps 0 without a meaning");
   train_.tokensPerStep = data.itemsPerStep;
   train_.throughputUnit = data.unit;
+  train_.counters = [&] { return gpu ? gpu->collectiveCounters() : cpu->executor().collectiveCounters(); };
+  train_.runInfo = {{"model", recipe.model}, {"describe", recipe.describe}, {"plan", plan.describe()},
+                    {"device", ex.deviceName()}, {"batch", flags_.batch}, {"seed", flags_.seed},
+                    {"precision", flags_.precision}, {"config", recipe.config}};
   if (cpu)
     trainer::train(*cpu, program, train_, data.train, data.val);
   else

@@ -184,6 +184,12 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   train.comm = comm;
   train.deviceComm = nccl.get();
   train.checkReplicas = f.checkReplicas;
+  train.counters = [&] {
+    return gpu ? gpu->collectiveCounters() : static_cast<tessel::rt::Executor&>(*ex).collectiveCounters();
+  };
+  train.runInfo = {{"model", bundle.info.model}, {"describe", shape}, {"plan", plan.meshText()},
+                   {"device", ex->deviceName()}, {"batch", bundle.info.batch}, {"seed", f.seed},
+                   {"bundle", f.dir}, {"config", bundle.info.config}};
   tessel::trainer::train(*ex, train, data.train, data.val);
   if (rank == 0) {  // what the collectives cost, as the JIT trainers print it
     const tessel::rt::CollectiveCounters& counters = gpu ? gpu->collectiveCounters()

@@ -48,6 +48,9 @@ Action setupTopology(CLI::App& sub);
 /// `tessel bench-comm` (BenchComm.cpp).
 Action setupBenchComm(CLI::App& sub);
 
+/// `tessel report` (ReportCommand.cpp).
+Action setupReport(CLI::App& sub);
+
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {
   sub.add_flag("--json", json, "print one JSON object instead of tables (for programs)");

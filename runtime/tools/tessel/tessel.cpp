@@ -1,6 +1,7 @@
 // tessel: the command-line suite of measurements that need no compiler (runtime libraries
 // only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
-// bench-comm` measures the collectives the trainer uses. Every subcommand has complete
+// bench-comm` measures the collectives the trainer uses, `tessel report` renders a training
+// log as a page. Every subcommand has complete
 // --help, prints tables by default and one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
@@ -27,6 +28,9 @@ const Subcommand kSubcommands[] = {
                    "through the trainer's communicators (MPI on CPU); time, algbw and busbw per size, every "
                    "result verified (run under mpirun)",
      tessel::cli::setupBenchComm},
+    {"report", "build the run report page (loss, validation and throughput curves, memory per rank, "
+               "communication, configuration) from a --log-json file: tessel report LOG.jsonl --out DIR",
+     tessel::cli::setupReport},
 };
 
 }  // namespace
