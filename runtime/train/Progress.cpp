@@ -1,6 +1,8 @@
 // Progress lines; see Progress.h.
 #include "runtime/train/Progress.h"
 
+#include "runtime/comm/World.h"  // detectWorld
+
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
@@ -9,7 +11,7 @@
 
 namespace tessel::trainer {
 
-bool stdoutIsTerminal() { return isatty(STDOUT_FILENO) == 1; }
+bool stdoutIsTerminal() { return isatty(STDOUT_FILENO) == 1 && !rt::detectWorld().launched(); }
 
 std::string formatDuration(double seconds) {
   int64_t s = static_cast<int64_t>(seconds + 0.5);

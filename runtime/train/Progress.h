@@ -5,7 +5,7 @@
 // the loss, the last validation loss, the throughput and the ETA; the line is ended once, at
 // the end of training. Otherwise (a log file, CI, mpirun with output to a file) plain lines,
 // one every --log-every steps, at every step with a validation loss, and at the last step,
-// in the format the tests and scripts read:
+// in the format the tests and scripts read (ranks under mpirun always print these):
 //   step    10/100 | loss 2.3456 | val 2.4000 | lr 1.00e-03 | norm 0.812 | 1234 tok/s | ETA 1m02s
 #pragma once
 
@@ -14,7 +14,9 @@
 
 namespace tessel::trainer {
 
-/// True when the process's standard output is a terminal (isatty).
+/// True when the process's standard output is a terminal (isatty) and the process was not
+/// started by a launcher: OpenMPI's mpirun gives every rank a pseudo-terminal even when its own
+/// output goes to a file or a pipe, so a rank cannot tell, and plain lines are the safe choice.
 bool stdoutIsTerminal();
 
 /// What one progress update shows.
