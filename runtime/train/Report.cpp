@@ -250,8 +250,15 @@ std::string reportHtml(const std::vector<nlohmann::json>& records) {
     summary += fmt::format(", median throughput {:.0f} {}", t[t.size() / 2], throughput.label);
   }
   std::vector<std::pair<std::string, std::string>> config;
-  for (const char* key : {"model", "describe", "plan", "device", "world_size", "steps", "unit"})
-    if (run.contains(key)) config.emplace_back(key, run[key].is_string() ? run[key].get<std::string>() : run[key].dump());
+  // The model and plan first, then every other plain field of the run record, then its objects
+  // flattened; the memory has its own section.
+  const std::vector<std::string> first = {"model", "describe", "plan", "device", "world_size", "steps", "unit"};
+  auto text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  for (const std::string& key : first)
+    if (run.contains(key)) config.emplace_back(key, text(run[key]));
+  for (auto it = run.begin(); it != run.end(); ++it)
+    if (!it->is_structured() && std::find(first.begin(), first.end(), it.key()) == first.end())
+      config.emplace_back(it.key(), text(*it));
   for (const char* key : {"config", "training"})
     if (run.contains(key) && run[key].is_object()) flatten(run[key], key, config);
   std::ostringstream html;
