@@ -136,9 +136,11 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
   // Before anything is opened for writing: the log is none of what this process reads.
-  requireLogIsNotRead(train_.logJson, {{"the data", flags_.data},
+  const std::vector<ReadPath> reads = {{"the data", flags_.data},
                                        {"the kernel cache", kernelCacheDir({})},
-                                       {"the CUDA kernel cache", cubinCacheDir({})}});
+                                       {"the CUDA kernel cache", cubinCacheDir({})}};
+  requireLogIsNotRead(train_.logJson, reads);
+  requireLogIsNotRead(reportPagePath(train_.reportDir), reads, "--report");
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);

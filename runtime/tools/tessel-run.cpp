@@ -99,9 +99,10 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
               std::optional<tessel::rt::World>& ranks) {
   tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
   // Before anything is opened for writing: the log is none of what this process reads.
-  tessel::trainer::requireLogIsNotRead(train.logJson, {{"the bundle folder", f.dir},
-                                                       {"the data", f.data.empty() ? defaultData(bundle.info.model)
-                                                                                   : f.data}});
+  const std::vector<tessel::trainer::ReadPath> reads = {
+      {"the bundle folder", f.dir}, {"the data", f.data.empty() ? defaultData(bundle.info.model) : f.data}};
+  tessel::trainer::requireLogIsNotRead(train.logJson, reads);
+  tessel::trainer::requireLogIsNotRead(tessel::trainer::reportPagePath(train.reportDir), reads, "--report");
   const tessel::rt::BundlePlan& plan = bundle.info.plan;
   // The ranks: the launcher's world must be the bundle's plan; every rank decides alike.
   ranks = tessel::rt::makeWorld({.timeoutSeconds = f.commTimeout});

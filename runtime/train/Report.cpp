@@ -1,6 +1,8 @@
 // The run report page; see Report.h.
 #include "runtime/train/Report.h"
 
+#include "runtime/train/LogPath.h"  // reportPagePath
+
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -299,7 +301,7 @@ void prepareReportFolder(const std::string& dir) {
 std::string writeReport(const std::vector<nlohmann::json>& records, const std::string& dir) {
   const std::string page = reportHtml(records);
   prepareReportFolder(dir);
-  const std::string path = (std::filesystem::path(dir) / "index.html").string();
+  const std::string path = reportPagePath(dir);
   std::ofstream out(path);
   out << page;
   out.flush();
