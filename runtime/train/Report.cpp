@@ -93,16 +93,20 @@ std::string plot(const std::string& id, const std::string& title, const std::str
   double legendX = right;
   for (auto it = series.rbegin(); it != series.rend(); ++it) {  // legend, right-aligned
     if (it->points.empty()) continue;
-    svg += fmt::format("<text x=\"{}\" y=\"20\" text-anchor=\"end\" fill=\"{}\" class=\"legend\">{}</text>\n",
-                       legendX, it->color, escape(it->label));
-    legendX -= 12.0 + 7.5 * static_cast<double>(it->label.size());
+    // Dark text after a short swatch of the curve's colour: the colour stays (nearly) the
+    // curve's own in a rendering, which the rendering test counts.
+    svg += fmt::format("<text x=\"{}\" y=\"20\" text-anchor=\"end\" class=\"legend\">{}</text>"
+                       "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"16\" y2=\"16\" stroke=\"{}\" stroke-width=\"3\"/>\n",
+                       legendX, escape(it->label), legendX - 6.5 * static_cast<double>(it->label.size()) - 20,
+                       legendX - 6.5 * static_cast<double>(it->label.size()) - 6, it->color);
+    legendX -= 36.0 + 6.5 * static_cast<double>(it->label.size());
   }
   for (const Series& s : series) {
     if (s.points.empty()) continue;
     std::string points;
     for (auto [x, y] : s.points) points += (points.empty() ? "" : " ") + exact(x) + "," + exact(y);
     svg += fmt::format("<polyline class=\"series\" data-series=\"{}\" transform=\"matrix({} 0 0 {} {} {})\" "
-                       "points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"2\" "
+                       "points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"3\" "
                        "vector-effect=\"non-scaling-stroke\"/>\n",
                        s.name, exact(sx), exact(-sy), exact(left - xmin * sx), exact(bottom + ymin * sy), points,
                        s.color);
@@ -128,10 +132,11 @@ void flatten(const nlohmann::json& j, const std::string& prefix, std::vector<std
 std::string memorySection(const nlohmann::json& memory) {
   if (!memory.is_array() || memory.empty())
     return "<p>The log records no memory breakdown (it was written by an older trainer).</p>\n";
-  static const std::pair<const char*, const char*> kParts[] = {{"parameters", "#1f77b4"},
-                                                              {"optimizer_state", "#ff7f0e"},
-                                                              {"inputs", "#2ca02c"},
-                                                              {"activation_arena", "#9467bd"}};
+  // Colours no curve uses (the rendering test counts the loss curves' colours).
+  static const std::pair<const char*, const char*> kParts[] = {{"parameters", "#8c564b"},
+                                                              {"optimizer_state", "#e377c2"},
+                                                              {"inputs", "#bcbd22"},
+                                                              {"activation_arena", "#17becf"}};
   std::string table = "<table><tr><th>rank</th><th>parameters</th><th>optimizer state</th><th>inputs</th>"
                       "<th>activation arena</th><th>total</th></tr>\n";
   double most = 1;

@@ -5,13 +5,17 @@ Usage: check_report_render.py PAGE.html OUT.png
 
 Chromium (Debian package `chromium`, listed in scripts/setup.sh; $CHROMIUM names another
 binary) takes a screenshot of the page; the PNG is decoded here with zlib alone. The loss
-plot is the first plot of the page (runtime/train/Report.cpp): its curve and points are drawn
-in #1f77b4 and the validation loss in #d62728, colours nothing else on the page uses at that
-size. The check counts the pixels within 40 per channel of each colour (anti-aliased edges
-blend toward the white background; 40 keeps the stroke's core and leaves out greys) and
-requires at least MIN_PIXELS of each: a curve 620 px wide drawn 2 px thick covers well over
-1000, while a page whose SVG failed to render has none. Fails with one clear line when no
-Chromium is installed or it does not write the screenshot.
+plot is the first plot of the page (runtime/train/Report.cpp): its training curve and points
+are drawn in #1f77b4 and the validation loss in #d62728; elsewhere these colours appear only
+in the legend's swatches (14 x 3 px each; legend text is dark and the other plots and the
+memory bars use other colours). The check counts the pixels within 40 per channel of each
+colour (anti-aliased edges blend toward the white background; 40 keeps the stroke's core and
+leaves out greys) and requires at least MIN_PIXELS of each. Curves are 3 px thick, so at
+least 2 pixels of each column they cross are fully covered: the training curve spans the
+620 px plot box (over 1200 px) and the validation curve of the test's run (steps 2 to 8 of
+1 to 8) 530 px of it (over 1000 px), while a page whose curves failed to render leaves only
+the swatches (about 42 px). Fails with one clear line when no Chromium is installed or it does
+not write the screenshot.
 """
 import os
 import shutil
@@ -20,7 +24,7 @@ import subprocess
 import sys
 import zlib
 
-MIN_PIXELS = 150  # a 3.5 px radius point alone covers about 38 px; the training curve covers 1000+
+MIN_PIXELS = 600  # between a legend swatch (about 42 px) and the shorter curve (over 1000 px)
 COLOURS = {"training loss": (0x1F, 0x77, 0xB4), "validation loss": (0xD6, 0x27, 0x28)}
 
 
