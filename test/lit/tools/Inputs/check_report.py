@@ -10,6 +10,7 @@ so float() of the text gives the logged double; no tolerance). Checks:
     "throughput" [(step, tokens_per_s)];
   - the memory table has one row per rank (WORLD rows) and the configuration table names the
     model and the plan;
+  - every <svg> element is well-formed XML (xml.etree parses it), as an SVG renderer needs;
   - nothing is fetched from elsewhere: no <script>, <link>, <img>, <iframe>, src=, href= or
     url( (the only "http" allowed is the SVG namespace name, which is never fetched).
 Prints one line per problem and "report: N points checked, 0 problems"; exits 1 on a problem.
@@ -17,6 +18,7 @@ Prints one line per problem and "report: N points checked, 0 problems"; exits 1 
 import json
 import re
 import sys
+import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 
 
@@ -98,6 +100,14 @@ def main():
         for k in ("src", "href"):
             if k in attrs:
                 problems.append(f"<{tag} {k}={attrs[k]!r}>: a fetched resource")
+    svgs = re.findall(r"<svg\b.*?</svg>", html, re.S)
+    if len(svgs) < 3:
+        problems.append(f"{len(svgs)} <svg> plots; want the loss, throughput and memory plots at least")
+    for i, svg in enumerate(svgs):
+        try:
+            ET.fromstring(svg)
+        except ET.ParseError as e:
+            problems.append(f"<svg> number {i + 1} is not well-formed XML: {e}")
     if re.search(r"url\(|@import", html):
         problems.append("a stylesheet fetches something (url( or @import)")
     for p in problems:
