@@ -12,6 +12,7 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
+#include "runtime/train/Progress.h"  // stdoutIsTerminal
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -196,7 +197,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
-  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm};
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm,
+                       .announce_build = stdoutIsTerminal()};
   std::optional<NativeProgram> cpu;
   std::unique_ptr<rt::DeviceMesh> gpuMesh;  // the program's mesh over NCCL; outlives the executor
   std::unique_ptr<rt::CudaExecutor> gpu;
