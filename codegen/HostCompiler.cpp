@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -148,6 +149,26 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
       if (!f.good())
         throw HostCompileError(fmt::format("cannot write '{}' (disk full?)", src.string()));
     }
+    // Kernels are `extern "C" void symbol(void** args)` (codegen/CppEmitter.cpp).
+    size_t kernels = 0;
+    for (size_t at = source.find("extern \"C\""); at != std::string::npos; at = source.find("extern \"C\"", at + 1))
+      ++kernels;
+    const auto started = std::chrono::steady_clock::now();
+    if (options.announce) {
+      fmt::print("compiling kernel library k{:016x}.so: {} kernels, {} ...", key, kernels, options.compiler);
+      std::fflush(stdout);
+    }
+    struct EndLine {  // the announced line ends however the build ends
+      bool open;
+      std::chrono::steady_clock::time_point started;
+      bool ok = false;
+      ~EndLine() {
+        if (!open) return;
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        fmt::print(" {} {:.1f} s\n", ok ? "done in" : "failed after", s);
+        std::fflush(stdout);
+      }
+    } endLine{options.announce, started};
     std::string log;
     int status = runCompilerIn(work.string(),
                                fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler,
@@ -176,6 +197,7 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
       throw HostCompileError(fmt::format("cannot move '{}' into the cache: {}", tmp.string(),
                                          ec.message()));
     compiled = true;
+    endLine.ok = true;
   }
   return loadKernelLibrary(lib.string(), compiled);
 }

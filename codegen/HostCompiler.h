@@ -33,6 +33,11 @@ struct HostCompileOptions {
   /// Where libraries are cached; "" means $TESSEL_CACHE_DIR, else $XDG_CACHE_HOME/tessel,
   /// else ~/.cache/tessel, each with /kernels appended.
   std::string cacheDir;
+  /// On a cache miss, print to stdout which library is built, of how many kernels, and when
+  /// it is done with its time: a cold -O3 build takes seconds to minutes, and a silent pause
+  /// looks like a hang. Callers set it when stdout is a terminal (trainer::stdoutIsTerminal),
+  /// so that logs and tests that read stdout see nothing new.
+  bool announce = false;
 };
 
 /// Compiles `source` (or reuses the cached object for the same key) and loads it. Before a

@@ -86,6 +86,7 @@ NativeProgram Program::native(const NativeOptions& options) const {
   auto impl = std::make_unique<NativeProgram::Impl>();
   HostCompileOptions hc;
   hc.cacheDir = options.cache_dir;
+  hc.announce = options.announce_build;
   impl->library = buildKernelLibrary(program.kernelSource, hc);
   KernelLibrary& lib = impl->library;
   impl->executor = std::make_unique<rt::Executor>(

@@ -287,6 +287,9 @@ struct NativeOptions {
   /// over it (rt::Executor::setMesh) before its parameters are initialised, so that each rank
   /// keeps its shard; without a mesh its collectives use the world itself.
   rt::Communicator* world = nullptr;
+  /// On a kernel cache miss, print which library is built and when it is done
+  /// (HostCompileOptions::announce); the trainers set it when stdout is a terminal.
+  bool announce_build = false;
 };
 
 /// A program compiled to machine code: its functions lowered to generated C++ kernels

@@ -15,6 +15,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   # test oracle (CPU PyTorch for the system interpreter) and data
   python3-torch python3-numpy fortunes dataset-fashion-mnist
+  # headless browser: the run report page's rendering test (test/lit/tools/run-report-render.test)
+  chromium
 )
 
 missing=()

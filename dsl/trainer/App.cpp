@@ -12,6 +12,7 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
+#include "runtime/train/Progress.h"  // stdoutIsTerminal
 
 #include <filesystem>
 #include <fmt/format.h>
@@ -141,9 +142,11 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
   // Before anything is opened for writing: the log is none of what this process reads.
-  requireLogIsNotRead(train_.logJson, {{"the data", flags_.data},
+  const std::vector<ReadPath> reads = {{"the data", flags_.data},
                                        {"the kernel cache", kernelCacheDir({})},
-                                       {"the CUDA kernel cache", cubinCacheDir({})}});
+                                       {"the CUDA kernel cache", cubinCacheDir({})}};
+  requireLogIsNotRead(train_.logJson, reads);
+  requireLogIsNotRead(reportPagePath(train_.reportDir), reads, "--report");
   // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
@@ -200,7 +203,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
-  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm};
+  NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm,
+                       .announce_build = stdoutIsTerminal()};
   std::optional<NativeProgram> cpu;
   std::unique_ptr<rt::DeviceMesh> gpuMesh;  // the program's mesh over NCCL; outlives the executor
   std::unique_ptr<rt::CudaExecutor> gpu;
@@ -232,6 +236,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (train_.steps < 1) throw std::logic_error(name + ": the recipe left --steps 0 without a meaning");
   train_.tokensPerStep = data.itemsPerStep;
   train_.throughputUnit = data.unit;
+  train_.counters = [&] { return gpu ? gpu->collectiveCounters() : cpu->executor().collectiveCounters(); };
+  train_.runInfo = {{"model", recipe.model}, {"describe", recipe.describe}, {"plan", plan.describe()},
+                    {"device", ex.deviceName()}, {"batch", flags_.batch}, {"seed", flags_.seed},
+                    {"precision", flags_.precision}, {"config", recipe.config}};
   if (cpu)
     trainer::train(*cpu, program, train_, data.train, data.val);
   else

@@ -99,9 +99,10 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
               std::optional<tessel::rt::World>& ranks) {
   tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
   // Before anything is opened for writing: the log is none of what this process reads.
-  tessel::trainer::requireLogIsNotRead(train.logJson, {{"the bundle folder", f.dir},
-                                                       {"the data", f.data.empty() ? defaultData(bundle.info.model)
-                                                                                   : f.data}});
+  const std::vector<tessel::trainer::ReadPath> reads = {
+      {"the bundle folder", f.dir}, {"the data", f.data.empty() ? defaultData(bundle.info.model) : f.data}};
+  tessel::trainer::requireLogIsNotRead(train.logJson, reads);
+  tessel::trainer::requireLogIsNotRead(tessel::trainer::reportPagePath(train.reportDir), reads, "--report");
   const tessel::rt::BundlePlan& plan = bundle.info.plan;
   // The ranks: the launcher's world must be the bundle's plan; every rank decides alike.
   ranks = tessel::rt::makeWorld({.timeoutSeconds = f.commTimeout});
@@ -184,6 +185,12 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   train.comm = comm;
   train.deviceComm = nccl.get();
   train.checkReplicas = f.checkReplicas;
+  train.counters = [&] {
+    return gpu ? gpu->collectiveCounters() : static_cast<tessel::rt::Executor&>(*ex).collectiveCounters();
+  };
+  train.runInfo = {{"model", bundle.info.model}, {"describe", shape}, {"plan", plan.meshText()},
+                   {"device", ex->deviceName()}, {"batch", bundle.info.batch}, {"seed", f.seed},
+                   {"bundle", f.dir}, {"config", bundle.info.config}};
   tessel::trainer::train(*ex, train, data.train, data.val);
   if (rank == 0) {  // what the collectives cost, as the JIT trainers print it
     const tessel::rt::CollectiveCounters& counters = gpu ? gpu->collectiveCounters()

@@ -30,7 +30,7 @@ bool within(const fs::path& inner, const fs::path& outer) {
 
 }  // namespace
 
-void requireLogIsNotRead(const std::string& logJson, const std::vector<ReadPath>& reads) {
+void requireLogIsNotRead(const std::string& logJson, const std::vector<ReadPath>& reads, const std::string& flag) {
   if (logJson.empty()) return;
   const fs::path log = resolved(logJson);
   for (const ReadPath& r : reads) {
@@ -40,10 +40,13 @@ void requireLogIsNotRead(const std::string& logJson, const std::vector<ReadPath>
     const bool same = log == read || fs::equivalent(log, read, ec);  // equivalent: hard links too
     if (!same && !within(log, read)) continue;
     throw std::runtime_error(fmt::format(
-        "--log-json '{}' {} {} '{}', which this process reads; writing the log would destroy it (choose a path "
-        "outside it)",
-        logJson, same ? "is" : "is inside", r.what, r.path));
+        "{} '{}' {} {} '{}', which this process reads; writing the {} would destroy it (choose a path outside it)",
+        flag, logJson, same ? "is" : "is inside", r.what, r.path, flag == "--log-json" ? "log" : "file"));
   }
+}
+
+std::string reportPagePath(const std::string& dir) {
+  return dir.empty() ? std::string() : (fs::path(dir) / "index.html").string();
 }
 
 }  // namespace tessel::trainer

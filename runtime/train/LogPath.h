@@ -22,7 +22,13 @@ struct ReadPath {
 
 /// Throws std::runtime_error ("--log-json 'X' is inside the kernel cache 'Y', which this
 /// process reads; ...") if `logJson` is one of `reads` or lies inside one of them. Nothing for
-/// an empty `logJson`; empty entries of `reads` are skipped. Paths need not exist yet.
-void requireLogIsNotRead(const std::string& logJson, const std::vector<ReadPath>& reads);
+/// an empty `logJson`; empty entries of `reads` are skipped. Paths need not exist yet. `flag`
+/// names the flag the path came from in the message (--report checks DIR/index.html too).
+void requireLogIsNotRead(const std::string& logJson, const std::vector<ReadPath>& reads,
+                         const std::string& flag = "--log-json");
+
+/// The page `--report DIR` writes, DIR/index.html ("" for an empty `dir`), for
+/// requireLogIsNotRead.
+std::string reportPagePath(const std::string& dir);
 
 }  // namespace tessel::trainer

@@ -4,6 +4,9 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Trace.h"
+#include "runtime/train/Progress.h"
+#include "runtime/train/Report.h"
+#include "runtime/train/RunLog.h"
 
 #include <algorithm>
 #include <chrono>
@@ -73,11 +76,6 @@ void requireScalarOutput(const rt::Program& program, const rt::Function& fn, siz
     throw refuse(fmt::format("it is {} '{}' ({} [{}])", kind, b.name,
                              rt::dtypeName(b.dtype),
                              fmt::join(b.shape, ", ")));
-}
-
-std::string duration(double seconds) {
-  int64_t s = static_cast<int64_t>(seconds + 0.5);
-  return s >= 60 ? fmt::format("{}m{:02d}s", s / 60, s % 60) : fmt::format("{}s", s);
 }
 
 }  // namespace
@@ -170,11 +168,31 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     ex.setTrace(trace.get());
   }
   rt::TraceRecorder* tr = trace.get();
+  const bool print = !o.comm || o.comm->rank() == 0;
+  if (print && !o.reportDir.empty()) prepareReportFolder(o.reportDir);
+  // What step 1's record says about the run; every rank takes part in gathering the memory.
+  nlohmann::json run = o.runInfo.is_object() ? o.runInfo : nlohmann::json::object();
+  const bool recording = !o.logJson.empty() || !o.reportDir.empty();
+  if (recording) {
+    run["world_size"] = o.comm ? o.comm->worldSize() : 1;
+    run["steps"] = o.steps;
+    run["unit"] = o.throughputUnit;
+    run["training"] = {{"optimizer", o.optimizer}, {"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule},
+                       {"weight_decay", o.weightDecay}, {"grad_clip", o.gradClip}, {"microsteps", o.microsteps},
+                       {"eval_every", o.evalEvery}, {"eval_batches", o.evalBatches}};
+    run["memory"] = memoryByRank(ex.program(), o.comm);
+  }
+  const RankMemory memory = rankMemory(ex.program());
+  std::vector<nlohmann::json> records;  // for --report, on rank 0
+  ProgressPrinter progress(stdoutIsTerminal(), o.logEvery, o.throughputUnit);
+  double lastValLoss = 0;
+  bool anyValidation = false;
   std::vector<StepStats> stats;
   auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= o.steps; ++step) {
     if (tr) tr->setActive(step >= window.first && step <= window.second);
     auto t0 = std::chrono::steady_clock::now();
+    const rt::CollectiveCounters before = o.counters ? o.counters() : rt::CollectiveCounters{};
     StepStats s;
     s.step = step;
     s.lr = learningRate(o, step);
@@ -236,30 +254,38 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       rt::TraceScope validation(tr, "validation", "function");
       s.valLoss = meanOverRanks(o.comm, evaluate(ex, valBatch, evalBatches));
     }
-    const bool print = !o.comm || o.comm->rank() == 0;
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
-    if (print) fmt::print("step {:>5}/{} | loss {:.4f}{} | lr {:.2e} | norm {:.3f} | {:.0f} {} | ETA {}\n",
-               step, o.steps, s.loss,
-               evaluated ? fmt::format(" | val {:.4f}", s.valLoss) : std::string(), s.lr,
-               s.gradNorm, s.tokensPerSecond, o.throughputUnit, duration(eta));
-    std::fflush(stdout);
-    if (log.is_open() && print) {
+    if (evaluated) lastValLoss = s.valLoss, anyValidation = true;
+    if (print)
+      progress.update({.step = step, .steps = o.steps, .loss = s.loss, .lr = s.lr, .gradNorm = s.gradNorm,
+                       .throughput = s.tokensPerSecond, .evaluated = evaluated, .valLoss = s.valLoss,
+                       .anyValidation = anyValidation, .lastValLoss = lastValLoss, .etaSeconds = eta});
+    if (print && recording) {
       nlohmann::json j{{"step", step},         {"loss", s.loss},
                        {"lr", s.lr},           {"grad_norm", s.gradNorm},
                        {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};
       if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
-      log << j.dump() << "\n" << std::flush;
-      if (!log)
-        throw std::runtime_error(fmt::format("cannot write the JSON log '{}' (step {}): the disk may be "
-                                             "full or the file unwritable",
-                                             o.logJson, step));
+      if (o.counters) addStepCommunication(j, before, o.counters());
+      j["peak_memory_bytes"] = memory.total() - memory.activationArena + ex.highWaterBytes();
+      if (step == 1) j["run"] = run;
+      if (log.is_open()) {
+        log << j.dump() << "\n" << std::flush;
+        if (!log)
+          throw std::runtime_error(fmt::format("cannot write the JSON log '{}' (step {}): the disk may be "
+                                               "full or the file unwritable",
+                                               o.logJson, step));
+      }
+      if (!o.reportDir.empty()) records.push_back(std::move(j));
     }
     if (!std::isfinite(s.loss)) throw divergence("training", s.loss, step, s.lr, o, std::isfinite(clip));
     if (evaluated && !std::isfinite(s.valLoss))
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
   }
+  progress.finish();
+  if (print && !o.reportDir.empty())
+    fmt::print("report: {} steps written to '{}'\n", records.size(), writeReport(records, o.reportDir));
   if (trace) {
     trace->setActive(false);
     ex.setTrace(nullptr);
@@ -310,6 +336,15 @@ void addTrainFlags(CLI::App& app, TrainOptions& o, bool optimizerFlag) {
                  "global batches per validation: the first of the held-out data, in order (0: all)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--log-json", o.logJson, "write one JSON object per step to FILE")->type_name("FILE")->check(nonEmpty("file name"));
+  app.add_option("--log-every", o.logEvery,
+                 "when stdout is not a terminal, print a progress line every N steps (and at each validation and "
+                 "the last step); on a terminal one progress bar redraws in place")
+      ->capture_default_str()->check(integerIn(1, int64_t{1} << 40));
+  app.add_option("--report", o.reportDir,
+                 "after training, write DIR/index.html: a static page (no network) with the loss, validation and "
+                 "throughput curves, memory per rank, communication per step, configuration and plan (also "
+                 "`tessel report LOG.jsonl --out DIR` from a --log-json file)")
+      ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--export-params", o.exportParams,
                  "after training, write every parameter in its global shape, f32, under its name, to FILE "
                  "(safetensors; rank 0 writes, every rank takes part in gathering the shards)")

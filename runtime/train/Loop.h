@@ -9,11 +9,13 @@
 #pragma once
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/Executor.h"  // CollectiveCounters
 #include "runtime/exec/ProgramExecutor.h"
 #include "runtime/train/FlagChecks.h"  // the checks of every numeric flag
 #include "runtime/train/Validation.h"
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <functional>
@@ -64,6 +66,19 @@ struct TrainOptions {
   /// --trace-steps A:B (1-based, inclusive); empty: steps 2 to 6, or every step of a run
   /// shorter than 6 steps.
   std::string traceSteps;
+  /// --report DIR: after the last step rank 0 writes DIR/index.html (runtime/train/Report.h)
+  /// from the records it logs (the same as --log-json's). Empty: no report.
+  std::string reportDir;
+  /// --log-every N: when stdout is not a terminal, a progress line every N steps (and at every
+  /// validation and the last step); on a terminal one bar redraws in place (Progress.h).
+  int64_t logEvery = 1;
+  /// The executor's collective counters so far, when the caller can read them (the CPU and
+  /// GPU executors have them; ProgramExecutor does not): each logged step then records its
+  /// payload per kind and exposed wait time (RunLog.h). Empty: not recorded.
+  std::function<rt::CollectiveCounters()> counters;
+  /// The run's configuration and plan for the log's "run" record of step 1 (RunLog.h: model,
+  /// describe, plan, device, config); the loop adds world_size, steps, unit and memory.
+  nlohmann::json runInfo = nlohmann::json::object();
 };
 
 /// The steps --trace-steps `flag` selects in a run of `steps` steps (see TrainOptions::
@@ -111,7 +126,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch);
 
 /// Registers --lr, --warmup, --schedule, --weight-decay, --grad-clip, --optimizer,
-/// --eval-every, --eval-batches, --log-json, --export-params, --trace and --trace-steps (--optimizer only with `optimizerFlag`: a
+/// --eval-every, --eval-batches, --log-json, --log-every, --report, --export-params, --trace and
+/// --trace-steps (--optimizer only with `optimizerFlag`: a
 /// compiled bundle has its optimizer built in).
 void addTrainFlags(CLI::App& app, TrainOptions& options, bool optimizerFlag = true);
 

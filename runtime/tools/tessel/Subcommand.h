@@ -50,6 +50,9 @@ Action setupBenchComm(CLI::App& sub);
 /// `tessel memory` (Memory.cpp).
 Action setupMemory(CLI::App& sub);
 
+/// `tessel report` (ReportCommand.cpp).
+Action setupReport(CLI::App& sub);
+
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {
   sub.add_flag("--json", json, "print one JSON object instead of tables (for programs)");
