@@ -163,11 +163,11 @@ Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
   return *this;
 }
 
-Plan& Plan::fully_shard(const std::string& axis, FullyShardOptions options, std::source_location loc) {
+Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, std::source_location loc) {
   return fully_shard(axis, options, PlanSite::of(loc));
 }
 
-Plan& Plan::fully_shard(const std::string& axis, FullyShardOptions options, PlanSite site) {
+Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, PlanSite site) {
   if (mesh_.size(axis) == 0)
     fail(site, fmt::format("fully_shard(\"{}\"): the mesh ({}) has no axis '{}'", axis, axesString(mesh_), axis));
   if (options.stage < 1 || options.stage > 3)

@@ -133,7 +133,7 @@ class Mesh {
 };
 
 /// Plan::fully_shard's options (FSDP / ZeRO over one mesh axis).
-struct FullyShardOptions {
+struct FullyShardConfig {
   /// The ZeRO stage: 3 (the default) stores parameters, gradients and optimizer state
   /// sharded on dimension 0 over the axis; each parameter is all-gathered before its use and
   /// its gradient reduce-scattered. Stages 1 and 2 are refused (not implemented yet).
@@ -205,10 +205,10 @@ class Plan {
   /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis and
   /// for fully_shard with tensor_parallel or shard() (not supported yet). A first dimension
   /// the axis does not divide is an error when the model compiles, at the parameter's line.
-  Plan& fully_shard(const std::string& axis, FullyShardOptions options = {},
+  Plan& fully_shard(const std::string& axis, FullyShardConfig options = {},
                     std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.
-  Plan& fully_shard(const std::string& axis, FullyShardOptions options, PlanSite site);
+  Plan& fully_shard(const std::string& axis, FullyShardConfig options, PlanSite site);
   /// Gradient all-reduce bucket capacity in MiB (default 25, as torch DDP's bucket_cap_mb);
   /// must be > 0 and finite.
   Plan& bucket_mb(double mb, std::source_location loc = std::source_location::current());
