@@ -170,9 +170,13 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
           (mlir::isa<EmbeddingOp>(op) && onlyDim(op.getOperand(0), 0) && !padded_.count(op.getResult(0))) ||
           (mlir::isa<CrossEntropyOp>(op) &&
            onlyDim(op.getOperand(0), mlir::cast<mlir::RankedTensorType>(op.getOperand(0).getType()).getRank() - 1));
-      if (vocabulary ||
-          mlir::isa<ParamOp, MatmulOp, AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp,
-                    ReduceSumOp, ReplicateOp, AllReduceOp>(op))
+      // A sum keeps zeros zero only when every addend is padded too: a broadcast addend
+      // (a scalar, a replicated row) would write itself into the padding.
+      bool sumOfPadded = mlir::isa<AddOp, SubOp>(op) &&
+                         llvm::all_of(op.getOperands(), [&](Value v) { return padded_.count(v) > 0; });
+      if (vocabulary || sumOfPadded ||
+          mlir::isa<ParamOp, MatmulOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp, ReduceSumOp,
+                    ReplicateOp, AllReduceOp>(op))
         continue;
       auto [dim, pad] = padded_.lookup(padded).front();
       auto type = mlir::cast<mlir::RankedTensorType>(padded.getType());
@@ -188,6 +192,10 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       if (mlir::isa<ReshardOp>(op))
         return diag << " (gathering a padded dimension would mix the padding into the "
                        "middle of the tensor)";
+      if (mlir::isa<AddOp, SubOp>(op))
+        return diag << " (an addend that is not padded alike, e.g. broadcast, would fill the "
+                       "padding); choose a degree that divides "
+                    << (local * n - pad);
       return diag << " (only ops that keep zeros zero accept padding: matmul, add, sub, mul, "
                      "scale, gelu, relu, cast, reduce_sum); choose a degree that divides "
                   << (local * n - pad);

@@ -63,6 +63,19 @@ func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x6xf32>
 
 // -----
 
+// A broadcast addend (a replicated scalar) would write itself into the padding: refused.
+shard.grid @mesh(shape = 4) {tessel.axis_names = ["tp"]}
+func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x6xf32> {tessel.output = "y"}) {
+  %w = tessel.param "w" {std = 0.02 : f64, tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<6x8xf32>
+  %c = tessel.param "c" {std = 0.02 : f64} : tensor<f32>
+  %y = tessel.matmul %x, %w transpose_rhs {tessel.shardings = [#tessel.sharding<@mesh, [[], [0]]>]} : (tensor<2x8xf32>, tensor<6x8xf32>) -> tensor<2x6xf32>
+  // expected-error @+1 {{tessel.add reads or makes dimension 1 of 6 elements split over 4 ranks, which do not divide it; padding it to 8 would put the padding into this op's result (an addend that is not padded alike, e.g. broadcast, would fill the padding); choose a degree that divides 6}}
+  %s = tessel.add %y, %c {tessel.shardings = [#tessel.sharding<@mesh, [[], [0]]>]} : (tensor<2x6xf32>, tensor<f32>) -> tensor<2x6xf32>
+  return %s : tensor<2x6xf32>
+}
+
+// -----
+
 // Blocks (a head's queries, keys or values) are never padded.
 shard.grid @mesh(shape = 4) {tessel.axis_names = ["tp"]}
 func.func @forward(%x: tensor<2x8xf32> {tessel.input = "x"}) -> (tensor<2x6xf32> {tessel.output = "y"}) {
