@@ -6,8 +6,9 @@
 //      divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
 //      padding is recorded in a parameter's #tessel.sharding, and the runtime starts it at
 //      zero). Padding is accepted only where it provably stays zero and out of the math:
-//      every op that reads or makes a padded dimension must keep zeros zero (matmul, add,
-//      sub, mul, scale, gelu, relu, cast, reduce_sum, the collectives), so padded activations
+//      every op that reads or makes a padded dimension must keep zeros zero (matmul, mul,
+//      scale, gelu, relu, cast, reduce_sum, the collectives, and add/sub when every addend is
+//      padded alike), so padded activations
 //      are zero, their gradients are zero, and the padding of a parameter is never updated;
 //      the vocabulary's cross-entropy masks its padded logits to -inf
 //      (tessel.mask_vocab_padding). Anything else (a layer norm or softmax over a padded
