@@ -2,8 +2,8 @@
 # Runs one failure scenario of comm_fault_driver under mpirun and checks what every surviving
 # rank printed. Usage: comm_fault_test.sh MPIEXEC DRIVER NP SCENARIO
 #
-# Each survivor must report the failing collective ('grad.step2', 4004 bytes, step 2) and
-# rank 1 (missing, or mismatched), either from its own CommError (a "CHECKED" line: the
+# Each survivor that reports must name the failing collective ('grad.step2', 4004 bytes, step
+# 2) and rank 1 (missing, or mismatched), and at least one must report, either from its own CommError (a "CHECKED" line: the
 # driver checked the message) or, when mpirun ends the job first, from the SIGTERM report
 # ("terminated by SIGTERM while waiting for ..."; for a mismatch, any SIGTERM report). The job must end non-zero, and within the
 # guard below: the collective timeout is 3 s, the guard 40 s (timeout + 10 s, plus mpirun's
@@ -23,24 +23,29 @@ fail() { echo "FAIL ($SCENARIO, $NP ranks): $*"; exit 1; }
 [ "$rc" -ne 0 ] || fail "the job exited with status 0"
 echo "$out" | grep -q "BAD" && fail "a rank's CommError message lacks a required part"
 echo "$out" | grep -q "finished without a failure" && fail "a rank finished as if nothing failed"
-checked=0
+# Every survivor that reports must report correctly. OpenMPI's teardown can drop a terminated
+# rank's last stderr line (its SIGTERM report races mpirun closing the rank's output: seen on
+# a 2-core machine about once in 50 runs), so a survivor may be silent, but at least one must
+# report.
+checked=0 reported=0
 for ((r = 0; r < NP; ++r)); do
   [ "$r" -eq 1 ] && continue
   if echo "$out" | grep -q "^rank $r: CHECKED"; then
-    checked=$((checked + 1))
+    checked=$((checked + 1)) reported=$((reported + 1))
     echo "$out" | grep -q "^tessel: rank $r: " || fail "rank $r did not print its abort line"
     continue
   fi
-  if [ "$SCENARIO" = mismatch ]; then
-    # The ranks detect the mismatch independently; the first to exit makes mpirun terminate
-    # the others, possibly before they received rank 1's announcement or even issued the
-    # collective, so a terminated rank need only have reported where it was.
-    pattern="^tessel: rank $r of $NP: terminated by SIGTERM "
-  else
-    pattern="^tessel: rank $r of $NP: terminated by SIGTERM .*all_reduce 'grad.step2' (collective #3, 4004 bytes, step 2).*did not arrive: 1$"
-  fi
-  echo "$out" | grep -q "$pattern" || fail "rank $r reported neither its CommError nor its SIGTERM status"
+  line=$(echo "$out" | grep "^tessel: rank $r of $NP: terminated by SIGTERM " || true)
+  [ -z "$line" ] && { echo "note: rank $r printed no report (lost in mpirun's teardown)"; continue; }
+  reported=$((reported + 1))
+  # For a mismatch the ranks detect it independently; the first to exit makes mpirun terminate
+  # the others, possibly before they received rank 1's announcement or even issued the
+  # collective, so a terminated rank need only have reported where it was.
+  [ "$SCENARIO" = mismatch ] && continue
+  echo "$line" | grep -q "all_reduce 'grad.step2' (collective #3, 4004 bytes, step 2).*did not arrive: 1$" ||
+    fail "rank $r's SIGTERM report does not name grad.step2 and the missing rank 1: $line"
 done
+[ "$reported" -ge 1 ] || fail "no surviving rank reported the failure"
 # The skip and mismatch scenarios fail inside wait(), so at least one survivor checks its
 # message in-process (the others may be terminated by mpirun before their own timeout).
 if [ "$SCENARIO" != kill ] && [ "$checked" -eq 0 ]; then fail "no rank checked its CommError"; fi
