@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <map>
+#include <optional>
 #include <stdexcept>
 
 namespace tessel::rt {
@@ -16,9 +17,11 @@ namespace {
 
 bool persistent(const Buffer& b) { return b.kind == BufferKind::Parameter || b.kind == BufferKind::State; }
 
-}  // namespace
-
-std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex) {
+/// Reads every Parameter and State buffer once: its hash (replicaHashes) and, given `mesh`
+/// and this rank's coordinates `at`, whether its padding is zero; `*badPadding` is then 1 +
+/// the index of the first buffer whose padding is not (0 if none).
+std::vector<uint64_t> scanPersistent(const ProgramExecutor& ex, const MeshLayout* mesh, const std::vector<int>& at,
+                                     uint64_t* badPadding) {
   std::vector<uint64_t> out;
   std::vector<unsigned char> bytes;
   const Program& p = ex.program();
@@ -27,8 +30,16 @@ std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex) {
     bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
     ex.readBuffer(static_cast<int>(i), bytes.data());
     out.push_back(numeric::fnv1a(numeric::kFnv1aOffsetBasis, bytes.data(), bytes.size()));
+    if (mesh && *badPadding == 0 && nonZeroPadding(p.buffers[i], *mesh, at, bytes.data()) >= 0) *badPadding = i + 1;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<uint64_t> replicaHashes(const ProgramExecutor& ex) {
+  uint64_t unused = 0;
+  return scanPersistent(ex, nullptr, {}, &unused);
 }
 
 std::string replicaMismatches(const Program& program, const std::vector<std::vector<uint64_t>>& hashes) {
@@ -77,26 +88,18 @@ std::string replicaMismatches(const Program& program, const std::vector<std::vec
 void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step) {
   const int n = world.worldSize();
   if (n == 1) return;
-  std::vector<uint64_t> mine = replicaHashes(ex);
   // One more word per rank: 1 + the index of the first buffer whose padding is not zero.
   const Program& p = ex.program();
   uint64_t badPadding = 0;
-  if (!p.mesh.empty() && MeshLayout(p.mesh).size() == n) {
-    const MeshLayout layout(p.mesh);
-    const std::vector<int> at = layout.coordinates(world.rank());
-    std::vector<unsigned char> bytes;
-    for (size_t i = 0; i < p.buffers.size() && badPadding == 0; ++i) {
-      if (!persistent(p.buffers[i])) continue;
-      bytes.resize(static_cast<size_t>(p.buffers[i].bytes()));
-      ex.readBuffer(static_cast<int>(i), bytes.data());
-      if (nonZeroPadding(p.buffers[i], layout, at, bytes.data()) >= 0) badPadding = i + 1;
-    }
-  }
+  std::optional<MeshLayout> layout;
+  if (!p.mesh.empty() && MeshLayout(p.mesh).size() == n) layout.emplace(p.mesh);
+  std::vector<uint64_t> mine =
+      scanPersistent(ex, layout ? &*layout : nullptr, layout ? layout->coordinates(world.rank()) : std::vector<int>{},
+                     &badPadding);
   mine.push_back(badPadding);
   const int64_t words = 2 * static_cast<int64_t>(mine.size());  // each hash as two i32
   std::vector<uint64_t> all(mine.size() * static_cast<size_t>(n));
-  if (!mine.empty())
-    world.allGather(mine.data(), all.data(), words * n, DType::I32, "replica_hash")->wait();
+  world.allGather(mine.data(), all.data(), words * n, DType::I32, "replica_hash")->wait();
   std::vector<std::vector<uint64_t>> hashes(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {
     hashes[static_cast<size_t>(r)].assign(all.begin() + static_cast<ptrdiff_t>(r * mine.size()),
