@@ -69,17 +69,10 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       auto it = sharding.find(v);
       return it != sharding.end() ? it->second : shardingOf(v);
     };
-    // The global sizes, before localTypes replaces them.
-    llvm::DenseMap<Value, llvm::SmallVector<int64_t>> global;
-    for (mlir::Operation& op : body)
-      for (Value r : op.getResults())
-        if (auto t = mlir::dyn_cast<mlir::RankedTensorType>(r.getType()))
-          global[r].assign(t.getShape().begin(), t.getShape().end());
-    auto globalOf = [&](Value v) { return global.lookup(v); };
     if (mlir::failed(checkGatheredUses(body)) || mlir::failed(localTypes(body, of)) ||
         mlir::failed(checkPaddingStaysZero(body)) || mlir::failed(replicateInputs(body, of)))
       return signalPassFailure();
-    vocabParallel(body, of, globalOf);
+    vocabParallel(body, of);
     auto helper = TesselDialect::ShardingsAttrHelper(&getContext());
     for (mlir::Operation& op : body) {
       if (auto p = mlir::dyn_cast<ParamOp>(op); p && !of(p.getResult()).isReplicated()) {
@@ -248,8 +241,8 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
   /// forms (compiler/VocabParallel.h): each rank looks up the rows it holds, and the loss
   /// comes from row statistics all-reduced over the vocabulary's axes. `of` still holds the
   /// global layouts; types are local already.
-  template <typename Of, typename GlobalOf>
-  void vocabParallel(mlir::Block& body, Of of, GlobalOf globalOf) {
+  template <typename Of>
+  void vocabParallel(mlir::Block& body, Of of) {
     for (mlir::Operation& op : llvm::make_early_inc_range(body.without_terminator())) {
       auto embedding = mlir::dyn_cast<EmbeddingOp>(op);
       auto ce = mlir::dyn_cast<CrossEntropyOp>(op);
@@ -259,11 +252,12 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       const DimSharding& v = embedding ? s.dims[0] : s.dims.back();
       if (!v.split()) continue;
       auto type = mlir::cast<mlir::RankedTensorType>(table.getType());
-      int64_t local = embedding ? type.getShape()[0] : type.getShape().back();
-      int64_t vocab = embedding ? globalOf(table)[0] : globalOf(table).back();
+      const size_t dim = embedding ? 0 : static_cast<size_t>(type.getRank() - 1);
+      int64_t local = type.getShape()[dim];
+      int64_t vocab = local * grid_.groupSize(v.axes) - paddingOf(table, dim);  // the true V
       mlir::OpBuilder b(&op);
       auto offset = MeshCoordinateOp::create(b, op.getLoc(), grid_.ref.getValue(), v.axes, local);
-      if (ce && local * grid_.groupSize(v.axes) != vocab)  // padded logits take no part
+      if (ce && paddingOf(table, dim) > 0)  // padded logits take no part
         table = MaskVocabPaddingOp::create(
             b, op.getLoc(), table.getType(), table, offset, b.getI64IntegerAttr(vocab),
             b.getF64FloatAttr(-std::numeric_limits<double>::infinity()));
