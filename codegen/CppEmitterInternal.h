@@ -138,6 +138,7 @@ void emitTargetLogitGrad(KernelWriter& w);
 void emitCrossEntropyFromStats(KernelWriter& w);
 void emitCrossEntropyFromStatsGrad(KernelWriter& w);
 // CppEmitterLayout.cpp
+void emitDynamicSlice(KernelWriter& w);
 void emitTranspose(KernelWriter& w);
 void emitSplit(KernelWriter& w);
 void emitConcat(KernelWriter& w);

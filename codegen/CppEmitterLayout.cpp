@@ -107,6 +107,24 @@ for (int64_t job = 0; job < OUTER * P; ++job) {
          {{"PAR", parallelFor(numel(in), outer * parts)}, {"T", elementType(op.getInput())}});
 }
 
+void emitDynamicSlice(KernelWriter& w) {
+  auto op = mlir::cast<DynamicSliceOp>(w.op());
+  std::vector<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  Letters letters = genericLetters(in.size());
+  w.describe("out = rows [offset, offset + R) of inp (dimension 0), the offset clamped into [0, D - R]");
+  w.output("out", op.getResult(), letters);
+  w.input("inp", op.getInput(), letters);
+  w.input("offset", op.getOffset(), {});
+  w.constant("D", in[0], "rows of the input");
+  w.constant("R", out[0], "rows of the block");
+  w.constant("ROW", product(in, 1, in.size()), "elements of a row");
+  // The block is contiguous: one copy.
+  w.code(R"cpp(const int64_t first = offset[0] < 0 ? 0 : offset[0] > D - R ? D - R : offset[0];
+std::memcpy(out, inp + first * ROW, R * ROW * sizeof($T));
+)cpp",
+         {{"T", elementType(op.getInput())}});
+}
+
 void emitConcat(KernelWriter& w) {
   auto op = mlir::cast<ConcatOp>(w.op());
   std::vector<int64_t> out = shapeOf(op.getResult());

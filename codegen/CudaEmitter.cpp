@@ -338,6 +338,8 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitSplit;
     case KernelKind::Concat:
       return &emitConcat;
+    case KernelKind::DynamicSlice:
+      return &emitDynamicSlice;
     case KernelKind::Reduce:
       return &emitReduce;
     case KernelKind::Broadcast:

@@ -175,6 +175,7 @@ void emitLayerNormGrad(CudaWriter& w);
 void emitTranspose(CudaWriter& w);
 void emitSplit(CudaWriter& w);
 void emitConcat(CudaWriter& w);
+void emitDynamicSlice(CudaWriter& w);
 void emitBroadcast(CudaWriter& w);
 void emitEmbedding(CudaWriter& w);
 void emitEmbeddingGrad(CudaWriter& w);

@@ -168,6 +168,24 @@ void emitSplit(CudaWriter& w) {
             "one thread per 16 bytes of every part");
 }
 
+void emitDynamicSlice(CudaWriter& w) {
+  auto op = mlir::cast<DynamicSliceOp>(w.op());
+  std::vector<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
+  Letters letters = genericLetters(in.size());
+  w.kind(CudaKernelKind::Layout);
+  w.describe("out = rows [offset, offset + R) of inp (dimension 0), the offset clamped into [0, D - R]");
+  w.output("out", op.getResult(), letters);
+  w.input("inp", op.getInput(), letters);
+  w.input("offset", op.getOffset(), {});
+  w.constant("D", in[0], "rows of the input");
+  w.constant("R", out[0], "rows of the block");
+  w.constant("ROW", product(in, 1, in.size()), "elements of a row");
+  flatLoop(w, numel(out),
+           "const idx_t first = offset[0] < 0 ? 0 : offset[0] > D - R ? D - R : offset[0];\n"
+           "out[j] = inp[first * ROW + j];\n",
+           "one thread per element of the block");
+}
+
 void emitConcat(CudaWriter& w) {
   auto op = mlir::cast<ConcatOp>(w.op());
   std::vector<int64_t> out = shapeOf(op.getResult());

@@ -25,6 +25,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](FusedClassifierOp) { return KernelKind::FusedClassifier; })
       .Case([](TransposeOp) { return KernelKind::Transpose; })
       .Case([](SplitOp) { return KernelKind::Split; })
+      .Case([](DynamicSliceOp) { return KernelKind::DynamicSlice; })
       .Case([](ConcatOp) { return KernelKind::Concat; })
       .Case<ReduceSumOp, ReduceMeanOp>([](auto) { return KernelKind::Reduce; })
       .Case([](BroadcastOp) { return KernelKind::Broadcast; })

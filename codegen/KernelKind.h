@@ -27,6 +27,7 @@ enum class KernelKind {
   Transpose,
   Split,
   Concat,
+  DynamicSlice,      // dynamic_slice: a block of rows at a runtime offset
   Reduce,            // reduce_sum, reduce_mean
   Broadcast,
   AdamW,

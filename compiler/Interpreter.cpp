@@ -14,6 +14,7 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <optional>
 #include <set>
@@ -99,6 +100,13 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       })
       // ---- vocab-parallel ops (a shard's local work; the all-reduces are separate ops) ----
       .Case([&](MeshCoordinateOp) { return one(ref::Tensor::filled({}, 0.0)); })  // one rank
+      .Case([&](DynamicSliceOp o) {  // rows [offset, offset + R), the offset clamped as XLA's
+        std::vector<int64_t> shape = shapeOf(o.getType());
+        const int64_t rows = in[0]->shape.at(0), row = rows == 0 ? 0 : in[0]->numel() / rows;
+        const int64_t first = std::clamp<int64_t>(static_cast<int64_t>(in[1]->data.at(0)), 0, rows - shape[0]);
+        return one(ref::Tensor(std::move(shape), std::vector<double>(in[0]->data.begin() + first * row,
+                                                                     in[0]->data.begin() + (first + shape[0]) * row)));
+      })
       .Case([&](EmbeddingShardOp o) {
         return one(ref::embeddingShard(*in[0], *in[1], *in[2], o.getVocab()));
       })

@@ -58,7 +58,7 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"insert-reshards", [fwd](mlir::OpPassManager& pm) {
                    pm.addPass(createInsertReshards(InsertReshardsOptions{fwd}));
                  }});
-    if (!o.fullyShardAxis.empty())
+    if (!o.fullyShardAxis.empty() && o.zeroStage == 3)
       s.push_back({"fully-shard", [fwd, o](mlir::OpPassManager& pm) {
                      pm.addPass(createFullyShard(FullyShardOptions{fwd, o.fullyShardAxis}));
                    }});
@@ -85,22 +85,29 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
                  }});
+    // ZeRO-1/2 over the fsdp axis: parameters stay replicated, the optimizer state (and at
+    // stage 2 each gradient, reduce-scattered here, before any accumulation) is split.
+    const std::string blockAxis = !o.fullyShardAxis.empty() && o.zeroStage < 3 ? o.fullyShardAxis : "";
+    if (!blockAxis.empty() && o.zeroStage == 2)
+      s.push_back({"reduce-scatter-gradients", [blockAxis](mlir::OpPassManager& pm) {
+                     pm.addPass(createReduceScatterGradients(ReduceScatterGradientsOptions{blockAxis, "train_step"}));
+                   }});
     if (o.microsteps > 1)
       s.push_back({"gradient-accumulation", [o](mlir::OpPassManager& pm) {
                      pm.addPass(createGradientAccumulation(
-                         GradientAccumulationOptions{o.microsteps, "train_step"}));
+                         GradientAccumulationOptions{o.microsteps, "train_step", o.fsdpReduceScatter}));
                    }});
     if (dataParallel)
-      s.push_back({"gradient-all-reduce", [o](mlir::OpPassManager& pm) {
-                     pm.addPass(createGradientAllReduce(
-                         GradientAllReduceOptions{o.batchAxis, o.dp, "train_step"}));
+      s.push_back({"gradient-all-reduce", [o, blockAxis](mlir::OpPassManager& pm) {
+                     pm.addPass(createGradientAllReduce(GradientAllReduceOptions{
+                         o.batchAxis, o.dp, "train_step", o.zeroStage == 2 ? blockAxis : ""}));
                    }});
     if (o.optimizer != "none")
-      s.push_back({"optimizer", [o](mlir::OpPassManager& pm) {
-                     pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step"}));
+      s.push_back({"optimizer", [o, blockAxis](mlir::OpPassManager& pm) {
+                     pm.addPass(createOptimizer(OptimizerOptions{o.optimizer, "train_step", blockAxis}));
                    }});
     s.push_back({"cleanup", cleanup});
-    if (!o.fullyShardAxis.empty() && o.reshardAfterForward)
+    if (!o.fullyShardAxis.empty() && o.zeroStage == 3 && o.reshardAfterForward)
       s.push_back({"reshard-after-forward",
                    [](mlir::OpPassManager& pm) { pm.addPass(createReshardAfterForward()); }});
     if (dataParallel) {
@@ -161,6 +168,14 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   Option<std::string> fullyShard{*this, "fully-shard",
                                  llvm::cl::desc("the mesh axis every parameter is stored split over (ZeRO-3)"),
                                  llvm::cl::init(defaults.fullyShardAxis)};
+  Option<int64_t> zeroStage{*this, "zero-stage",
+                            llvm::cl::desc("with fully-shard: the ZeRO stage, 1 (optimizer state split), 2 (and "
+                                           "gradients) or 3 (and parameters)"),
+                            llvm::cl::init(defaults.zeroStage)};
+  Option<std::string> fsdpReduceScatter{
+      *this, "fsdp-reduce-scatter",
+      llvm::cl::desc("with microsteps > 1 at ZeRO stage 2 or 3: every-microstep or last-microstep"),
+      llvm::cl::init(defaults.fsdpReduceScatter)};
   Option<bool> reshardAfterForward{
       *this, "reshard-after-forward",
       llvm::cl::desc("with fully-shard: gather each parameter again in the backward pass"),
@@ -197,6 +212,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.batchAxis = batchAxis;
     o.fullyShardAxis = fullyShard;
     o.reshardAfterForward = reshardAfterForward;
+    o.zeroStage = zeroStage;
+    o.fsdpReduceScatter = fsdpReduceScatter;
     o.tensorParallelAxis = tensorParallel;
     o.shardedParameters = shardedParameters;
     o.sequenceParallel = sequenceParallel;
@@ -260,6 +277,10 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
   if (o.precision != "f32" && o.precision != "bf16")
     return fmt::format("precision={}: must be f32 or bf16", o.precision);
   if (o.forwardName.empty()) return "forward=: must name a function";
+  if (o.zeroStage < 1 || o.zeroStage > 3)
+    return fmt::format("zero-stage={}: ZeRO stage {} does not exist (stages are 1, 2 and 3)", o.zeroStage, o.zeroStage);
+  if (o.fsdpReduceScatter != "every-microstep" && o.fsdpReduceScatter != "last-microstep")
+    return fmt::format("fsdp-reduce-scatter={}: must be every-microstep or last-microstep", o.fsdpReduceScatter);
   if (o.checkpointMode != "full" && o.checkpointMode != "selective")
     return fmt::format("checkpoint-mode={}: must be full or selective", o.checkpointMode);
   return checkMeshOptions(o);
@@ -273,7 +294,7 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "batch-axis, fully-shard, reshard-after-forward, tensor-parallel, sharded-params, "
+      "batch-axis, fully-shard, zero-stage, fsdp-reduce-scatter, reshard-after-forward, tensor-parallel, sharded-params, "
       "sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {

@@ -81,6 +81,15 @@ struct PipelineOptions {
   /// With fullyShardAxis: gather each parameter again in the backward pass rather than
   /// keep the forward pass's gathered copy (tessel-reshard-after-forward; FSDP2's default).
   bool reshardAfterForward = true;
+  /// With fullyShardAxis: the ZeRO stage. 3 stores parameters split (tessel-fully-shard); 1
+  /// and 2 keep them replicated and split only the optimizer state (tessel-optimizer's
+  /// shard-state-axis) and, at 2, each gradient (tessel-reduce-scatter-gradients). In [1, 3].
+  int64_t zeroStage = 3;
+  /// With microsteps > 1 at stage 2 or 3: when gradients are reduce-scattered,
+  /// "every-microstep" (FSDP2's default: only blocks are accumulated) or "last-microstep"
+  /// (the whole local gradient is accumulated and reduce-scattered once per step;
+  /// tessel-gradient-accumulation's reduce-scatter).
+  std::string fsdpReduceScatter = "every-microstep";
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -96,7 +105,8 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// sgd or none, a precision other than f32 or bf16, an empty forwardName; a mesh with an
 /// empty or repeated axis name or a size outside [1, 2^20], or (when given) without
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; fullyShardAxis that is not
-/// one of the batch axes (or with dp = 1); sequenceParallel without
+/// one of the batch axes (or with dp = 1); a zeroStage outside [1, 3]; an fsdpReduceScatter
+/// other than every-microstep or last-microstep; sequenceParallel without
 /// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they
 /// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
 /// "dp=0: must be at least 1").
@@ -104,7 +114,8 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 
 /// Registers the pass pipeline `tessel-pipeline` (for tessel-opt) built by buildPipeline,
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
-/// overlap, batch-axis, fully-shard (the axis), reshard-after-forward, tensor-parallel (the
+/// overlap, batch-axis, fully-shard (the axis), zero-stage, fsdp-reduce-scatter,
+/// reshard-after-forward, tensor-parallel (the
 /// axis), sharded-params, sequence-parallel, checkpoint (module globs) and checkpoint-mode,
 /// whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.

@@ -1,9 +1,11 @@
-// Verifiers of the collectives that move shards (TesselGatherScatterOps.td): the grid
+// Verifiers of the collectives that move shards (TesselGatherScatterOps.td) and of their local
+// counterpart tessel.dynamic_slice (TesselSliceOps.td): the grid
 // reference (verifyGridAxes), the shape rule of each op (compiler/Shapes.h) against the
 // declared result type, and the pairing of each asynchronous start with its wait.
 #include "compiler/Shapes.h"
 #include "compiler/TesselDialect.h"
 
+#include <algorithm>
 #include <functional>
 
 using namespace mlir;
@@ -131,5 +133,20 @@ LogicalResult AllToAllStartOp::verify() {
 }
 
 LogicalResult AllToAllWaitOp::verify() { return verifyWait<AllToAllStartOp>(*this); }
+
+// The local inverse of an all-gather along dimension 0 (TesselSliceOps.td): a block of rows.
+LogicalResult DynamicSliceOp::verify() {
+  auto in = getInput().getType(), out = getResult().getType();
+  if (in.getElementType() != out.getElementType())
+    return emitOpError() << "result element type " << out.getElementType() << " differs from the input's "
+                         << in.getElementType();
+  shapes::Shape a = shapeOf(getInput()), b = shapeOf(getResult());
+  if (a.empty() || a.size() != b.size() || !std::equal(a.begin() + 1, a.end(), b.begin() + 1) || b[0] < 1 ||
+      b[0] > a[0])
+    return emitOpError() << "result " << shapes::str(b) << " is not a block of rows of the input " << shapes::str(a)
+                         << " (same rank >= 1, same dimensions after the first, 1 to " << (a.empty() ? 0 : a[0])
+                         << " rows)";
+  return success();
+}
 
 }  // namespace tessel

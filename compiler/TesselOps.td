@@ -406,5 +406,6 @@ include "compiler/TesselFusedOps.td"
 include "compiler/TesselCommOps.td"
 include "compiler/TesselReshardOps.td"
 include "compiler/TesselVocabParallelOps.td"
+include "compiler/TesselSliceOps.td"
 
 #endif // TESSEL_OPS_TD

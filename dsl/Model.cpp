@@ -71,6 +71,8 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   pipeline.sequenceParallel = plan.sequence_parallel();
   if (plan.mesh().size(plan.fully_shard_axis()) > 1) pipeline.fullyShardAxis = plan.fully_shard_axis();
   pipeline.reshardAfterForward = plan.reshard_after_forward();
+  pipeline.zeroStage = plan.zero_stage();
+  pipeline.fsdpReduceScatter = fsdpReduceScatterName(plan.fsdp_reduce_scatter());
   pipeline.shardedParameters = !shardings.empty();
 }
 

@@ -163,6 +163,10 @@ Plan& Plan::tensor_parallel(const std::string& axis, std::source_location loc) {
   return *this;
 }
 
+const char* fsdpReduceScatterName(FsdpReduceScatter mode) {
+  return mode == FsdpReduceScatter::LastMicrostep ? "last-microstep" : "every-microstep";
+}
+
 Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, std::source_location loc) {
   return fully_shard(axis, options, PlanSite::of(loc));
 }
@@ -173,10 +177,6 @@ Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, PlanS
   if (options.stage < 1 || options.stage > 3)
     fail(site, fmt::format("fully_shard(\"{}\"): ZeRO stage {} does not exist (stages are 1, 2 and 3)", axis,
                            options.stage));
-  if (options.stage != 3)
-    fail(site, fmt::format("fully_shard(\"{}\"): ZeRO stage {} is not implemented yet (only stage 3: "
-                           "parameters, gradients and optimizer state sharded)",
-                           axis, options.stage));
   if (!fullyShardAxis_.empty() && fullyShardAxis_ != axis)
     failWithNote(site, fmt::format("fully_shard(\"{}\"): the plan already fully shards over '{}'", axis,
                                    fullyShardAxis_),
@@ -185,6 +185,7 @@ Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, PlanS
   fullyShardSite_ = std::move(site);
   zeroStage_ = options.stage;
   reshardAfterForward_ = options.reshard_after_forward;
+  reduceScatter_ = options.reduce_scatter;
   return *this;
 }
 
@@ -364,8 +365,9 @@ void Plan::check_batch(int64_t globalBatch) const {
 std::string Plan::describe() const {
   std::string s = axesString(mesh_);
   if (!fullyShardAxis_.empty())
-    s += fmt::format(" fully_shard={} zero_stage={}{}", fullyShardAxis_, zeroStage_,
-                     reshardAfterForward_ ? "" : " reshard_after_forward=off");
+    s += fmt::format(" fully_shard={} zero_stage={}{}{}", fullyShardAxis_, zeroStage_,
+                     reshardAfterForward_ ? "" : " reshard_after_forward=off",
+                     reduceScatter_ == FsdpReduceScatter::EveryMicrostep ? "" : " reduce_scatter=last-microstep");
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));

@@ -132,16 +132,41 @@ class Mesh {
   PlanSite site_;
 };
 
-/// Plan::fully_shard's options (FSDP / ZeRO over one mesh axis).
+/// With gradient accumulation under fully_shard at ZeRO stage 2 or 3: when gradients are
+/// reduce-scattered.
+enum class FsdpReduceScatter {
+  /// Every microstep reduce-scatters its gradient and accumulates the block (FSDP2's
+  /// default): a rank holds 1 / N of each gradient between microsteps, for memory.
+  EveryMicrostep,
+  /// Each rank accumulates its whole local gradient over the microsteps and reduce-scatters
+  /// it once per step: k times fewer reduce-scatters, a whole gradient's memory per rank.
+  LastMicrostep,
+};
+
+/// "every-microstep" or "last-microstep" (the --fsdp-reduce-scatter spelling).
+const char* fsdpReduceScatterName(FsdpReduceScatter mode);
+
+/// Plan::fully_shard's options (FSDP / ZeRO over one mesh axis). Fields in this order, so
+/// that designated initializers list them so: stage, reshard_after_forward, reduce_scatter.
 struct FullyShardConfig {
-  /// The ZeRO stage: 3 (the default) stores parameters, gradients and optimizer state
-  /// sharded on dimension 0 over the axis; each parameter is all-gathered before its use and
-  /// its gradient reduce-scattered. Stages 1 and 2 are refused (not implemented yet).
+  /// The ZeRO stage, per parameter along dimension 0 over the axis (names and
+  /// --export-params unchanged):
+  /// - 3 (the default) stores parameters, gradients and optimizer state sharded; each
+  ///   parameter is all-gathered before its use and its gradient reduce-scattered;
+  /// - 2 keeps parameters replicated; each gradient is reduce-scattered into the rank's
+  ///   block, the rank updates its block of the parameter with its block of the optimizer
+  ///   state, and the updated blocks are all-gathered;
+  /// - 1 as 2, but gradients are all-reduced whole (as in plain data parallelism) and each
+  ///   rank slices its block of the gradient.
+  /// Other values are a ModelError at the fully_shard call.
   int stage = 3;
   /// Free each gathered parameter after the forward pass and gather it again in the
   /// backward pass (FSDP2's default, for memory); false keeps the forward pass's copy until
   /// the backward pass has read it (one all-gather per parameter per step instead of two).
   bool reshard_after_forward = true;
+  /// With grad_accumulation at stage 2 or 3: reduce-scatter every microstep (the default) or
+  /// once after the last (FsdpReduceScatter). Both compute the same step.
+  FsdpReduceScatter reduce_scatter = FsdpReduceScatter::EveryMicrostep;
 };
 
 /// A parallelism plan on a mesh. The default plan is one rank: the single-device program.
@@ -199,9 +224,10 @@ class Plan {
   /// global batch, as shard_batch does (together with a shard_batch axis: HSDP, replicated
   /// over that axis and sharded over this one), and every parameter of rank >= 1 is stored
   /// split on dimension 0 over it, per parameter (names, checkpoints and --export-params
-  /// stay per parameter). Throws ModelError here if the mesh has no such axis, if fully_shard
-  /// was already called with another axis (with a note there), or for a stage other than 3
-  /// (1 and 2: not implemented yet; others: no such stage); at this line when the world or
+  /// stay per parameter; stages 1 and 2 split only the optimizer state, and gradients, over
+  /// it: FullyShardConfig). Throws ModelError here if the mesh has no such axis, if fully_shard
+  /// was already called with another axis (with a note there), or for a stage other than 1,
+  /// 2 or 3 ("ZeRO stage 4 does not exist"); at this line when the world or
   /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis and
   /// for fully_shard with tensor_parallel or shard() (not supported yet). A first dimension
   /// the axis does not divide is an error when the model compiles, at the parameter's line.
@@ -234,6 +260,7 @@ class Plan {
   const PlanSite& fully_shard_site() const { return fullyShardSite_; }
   int zero_stage() const { return zeroStage_; }
   bool reshard_after_forward() const { return reshardAfterForward_; }
+  FsdpReduceScatter fsdp_reduce_scatter() const { return reduceScatter_; }
   /// The axis of tensor_parallel ("" without it), where it was called, and its size (1
   /// without it).
   const std::string& tensor_parallel_axis() const { return tensorParallelAxis_; }
@@ -295,6 +322,7 @@ class Plan {
   PlanSite fullyShardSite_;
   int zeroStage_ = 3;
   bool reshardAfterForward_ = true;
+  FsdpReduceScatter reduceScatter_ = FsdpReduceScatter::EveryMicrostep;
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
   std::vector<CheckpointEntry> checkpoints_;

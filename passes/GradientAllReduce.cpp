@@ -7,7 +7,8 @@
 // and the function returns %r. `axis` may list several axes ("dp,fsdp": the batch is split
 // over all of them); a gradient whose parameter is stored split over some of them (fully
 // sharded) is already a reduce-scatter sum over those, which becomes an average (a scale by
-// 1 / ranks after gradient accumulation), and is all-reduced over the rest only. The plan's
+// 1 / ranks after gradient accumulation), and is all-reduced over the rest only; so is a
+// gradient block of a replicated parameter reduce-scattered over `scattered-axis` (ZeRO-2). The plan's
 // mesh is the module's `shard.grid @mesh`; the pass creates it, `shard.grid @mesh(shape =
 // <N>) {tessel.axis_names = ["<axis>"]}`, when the module has none (one axis), and otherwise
 // finds the axes among its axis names. Buckets are numbered in
@@ -133,6 +134,18 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
     llvm::StringRef(axis).split(axisNames, ',');
     mlir::FailureOr<llvm::SmallVector<int16_t>> batchAxes = meshAxes(module, axisNames, group);
     if (mlir::failed(batchAxes)) return signalPassFailure();
+    // ZeRO-2: the axis over which gradient blocks of replicated parameters arrive.
+    int16_t blockAxis = -1;
+    if (!scatteredAxis.empty()) {
+      auto grid = findGrid(module, DEBUG_TYPE);
+      if (mlir::failed(grid)) return signalPassFailure();
+      blockAxis = grid->axis(scatteredAxis);
+      if (!llvm::is_contained(*batchAxes, blockAxis)) {
+        step.emitError() << DEBUG_TYPE << ": scattered-axis '" << scatteredAxis << "' is not one of the batch axes '"
+                         << axis << "'";
+        return signalPassFailure();
+      }
+    }
     auto ret = llvm::cast<mlir::func::ReturnOp>(step.getBody().front().getTerminator());
     mlir::OpBuilder b(ret);
     auto avg = ReduceKindAttr::get(b.getContext(), ReduceKind::avg);
@@ -147,8 +160,11 @@ struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass
       // becomes the mean, and only the other batch axes (HSDP's replicas) are all-reduced.
       llvm::SmallVector<int16_t> scattered, replicas;
       ParamOp param = findParam(step, name.getValue());
+      // A gradient block of a replicated parameter (tessel-reduce-scatter-gradients).
+      const bool block = blockAxis >= 0 && param && g.getType() != param.getType();
       for (int16_t a : *batchAxes)
-        (param && shardingOf(param.getResult()).usesAxis(a) ? scattered : replicas).push_back(a);
+        (param && (shardingOf(param.getResult()).usesAxis(a) || (block && a == blockAxis)) ? scattered : replicas)
+            .push_back(a);
       if (!scattered.empty()) {
         g = reduceScatterInF32(g);
         auto rs = g.getDefiningOp<ReduceScatterOp>();

@@ -8,6 +8,12 @@
 //   3. Per parameter: zero-initialised state params, one tessel.adamw / tessel.sgd, and a
 //      tessel.assign for the new parameter and each state slot.
 //   4. Return (loss, norm).
+//   With shard-state-axis (ZeRO-1/2), 3. works on blocks: each parameter with ZeRO blocks
+//   (ZeroBlocks.h) has its state stored as dimension-0 blocks over the axis; the rank slices
+//   its block of the parameter and of the gradient (tessel.dynamic_slice at its
+//   tessel.mesh_coordinate; a gradient that is already the block, ZeRO-2's, is used as it
+//   is), updates it, and all-gathers the updated blocks into the new parameter. In 2., a
+//   gradient block counts as split over the axis.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
@@ -15,6 +21,7 @@
 #include "compiler/FunctionAttrs.h"
 #include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
+#include "passes/ZeroBlocks.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -31,6 +38,12 @@ namespace tessel {
 namespace {
 
 using mlir::Value;
+
+/// Autodiff's explicit zero gradient: the loss ignores the parameter.
+bool isIgnored(Value g) {
+  auto zero = g.getDefiningOp<ConstantOp>();
+  return zero && zero.getValue().isZero();
+}
 
 struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   using OptimizerBase::OptimizerBase;
@@ -61,14 +74,14 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
   /// set, so that the one global_norm sees every shard's sum of squares exactly once
   /// (Megatron-LM sums the squares of non-duplicate gradients over its model-parallel group
   /// the same way). Every rank then computes the same norm from the same values.
+  /// `grads`: each gradient with the mesh axes it is split over.
   Value globalNorm(mlir::OpBuilder& b, mlir::Location loc,
-                   llvm::ArrayRef<std::pair<ParamOp, Value>> grads) {
+                   llvm::ArrayRef<std::pair<llvm::SmallVector<int16_t>, Value>> grads) {
     auto scalar = mlir::RankedTensorType::get({}, b.getF32Type());
     llvm::SmallVector<Value> parts;
     std::vector<std::pair<llvm::SmallVector<int16_t>, llvm::SmallVector<Value>>> groups;
-    for (auto [param, g] : grads) {
-      ParamOp p = param;
-      llvm::SmallVector<int16_t> axes = shardingOf(p.getResult()).axes();  // params are never partial
+    for (auto [splitAxes, g] : grads) {
+      llvm::SmallVector<int16_t> axes = splitAxes;
       llvm::sort(axes);
       if (axes.empty()) {
         parts.push_back(g);
@@ -142,49 +155,108 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       hyper[name] = f.getArgument(index);
     }
 
+    // ZeRO-1/2: which parameters are updated in blocks, and which gradients are blocks.
+    std::optional<GridInfo> grid;
+    int16_t blockAxis = -1;
+    if (!shardStateAxis.empty()) {
+      auto found = findGrid(f->getParentOfType<mlir::ModuleOp>(), DEBUG_TYPE);
+      if (mlir::failed(found)) return mlir::failure();
+      grid = *found;
+      blockAxis = grid->axis(shardStateAxis);
+      if (blockAxis < 0)
+        return f.emitError() << DEBUG_TYPE << ": shard-state-axis '" << shardStateAxis << "' is not an axis of @mesh";
+    }
+    llvm::DenseSet<mlir::Operation*> blocked;
+    llvm::SmallVector<std::pair<llvm::SmallVector<int16_t>, Value>> normed;
+    for (auto& [p, g] : grads) {
+      llvm::SmallVector<int16_t> axes = shardingOf(p.getResult()).axes();  // params are never partial
+      if (blockAxis >= 0 && !isIgnored(g)) {
+        mlir::FailureOr<bool> blocks = hasZeroBlocks(p, *grid, blockAxis, DEBUG_TYPE);
+        if (mlir::failed(blocks)) return mlir::failure();
+        if (*blocks) blocked.insert(p);
+      }
+      if (g.getType() != p.getType()) {
+        auto block = blocked.contains(p) ? zeroBlockType(mlir::cast<mlir::RankedTensorType>(p.getType()),
+                                                         grid->sizes[blockAxis])
+                                         : mlir::RankedTensorType();
+        if (g.getType() != block) {
+          auto diag = p.emitError() << DEBUG_TYPE << ": the gradient of '" << p.getName() << "' is " << g.getType()
+                                    << ", not the parameter's type " << p.getType();
+          if (block) diag << " nor its block's " << block;
+          return diag;
+        }
+        axes.push_back(blockAxis);  // a ZeRO-2 block: split over the axis
+      }
+      normed.emplace_back(std::move(axes), g);
+    }
+
     // 2. Global-norm clipping.
-    Value norm = globalNorm(b, loc, grads);
+    Value norm = globalNorm(b, loc, normed);
     if (!norm) return mlir::failure();
     Value coef = ClipCoefficientOp::create(b, loc, scalar, norm, hyper["max_grad_norm"]);
 
     // 3. Updates.
-    auto stateParam = [&](ParamOp p, const char* slot) -> Value {
+    // The state is laid out like what is updated: the parameter (each rank updates its own
+    // shard of a sharded one), or under ZeRO-1/2 its block over the axis.
+    auto stateParam = [&](ParamOp p, const char* slot, mlir::Type type) -> Value {
       mlir::OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointAfter(lastParam);
-      auto s = ParamOp::create(b, p.getLoc(), p.getType(),
-                               b.getStringAttr(p.getName().str() + ":" + slot),
+      auto s = ParamOp::create(b, p.getLoc(), type, b.getStringAttr(p.getName().str() + ":" + slot),
                                InitKindAttr::get(b.getContext(), InitKind::zeros),
                                mlir::FloatAttr(), b.getUnitAttr());
-      // The state is laid out like its parameter: each rank updates its own shard.
       TesselDialect::ShardingsAttrHelper shardings(b.getContext());
-      if (mlir::ArrayAttr layout = shardings.getAttr(p)) shardings.setAttr(s, layout);
+      if (blocked.contains(p)) {
+        TensorSharding layout = shardingOf(p.getResult());
+        if (layout.dims.empty()) layout = TensorSharding::replicated(p.getType().getRank());
+        layout.dims[0] = DimSharding{{blockAxis}, 1};
+        setShardings(s, {layout}, grid->ref);
+      } else if (mlir::ArrayAttr layout = shardings.getAttr(p)) {
+        shardings.setAttr(s, layout);
+      }
       lastParam = s;
       return s.getResult();
     };
     for (auto& [p, g] : grads) {
       // A parameter the loss ignores (autodiff's explicit zero gradient) is left alone, as
       // PyTorch skips parameters whose .grad was never set: no decay, no state.
-      if (auto zero = g.getDefiningOp<ConstantOp>(); zero && zero.getValue().isZero()) continue;
+      if (isIgnored(g)) continue;
       mlir::Location ploc = p.getLoc();
-      Value clipped = MulOp::create(b, ploc, g.getType(), g, coef);
+      // What is updated: the parameter, or (ZeRO-1/2) this rank's block of it and of the
+      // gradient, rows [k R, k R + R) for coordinate k along the axis.
+      Value param = p.getResult(), grad = g;
+      mlir::Type type = p.getType(), wholeType = p.getType();
+      const bool inBlocks = blocked.contains(p);
+      if (inBlocks) {
+        auto block = zeroBlockType(mlir::cast<mlir::RankedTensorType>(type), grid->sizes[blockAxis]);
+        Value offset = MeshCoordinateOp::create(b, ploc, grid->ref.getValue(), llvm::ArrayRef<int16_t>(blockAxis),
+                                                block.getShape()[0]);
+        param = DynamicSliceOp::create(b, ploc, block, param, offset);
+        if (grad.getType() != block) grad = DynamicSliceOp::create(b, ploc, block, grad, offset);
+        type = block;
+      }
+      Value clipped = MulOp::create(b, ploc, type, grad, coef);
+      // The new parameter: the update, or the all-gather of every rank's updated block.
+      auto whole = [&, inBlocks, wholeType](Value updated) -> Value {
+        if (!inBlocks) return updated;
+        return AllGatherOp::create(b, ploc, wholeType, updated, grid->ref, b.getDenseI16ArrayAttr({blockAxis}),
+                                   b.getI64IntegerAttr(0));
+      };
       bool decay = p.getType().getRank() >= 2;
       mlir::UnitAttr decayAttr = decay ? b.getUnitAttr() : mlir::UnitAttr();
       if (adamw) {
-        Value m = stateParam(p, "exp_avg"), v = stateParam(p, "exp_avg_sq");
-        auto u = AdamWOp::create(b, ploc, p.getType(), p.getType(), p.getType(), p.getResult(),
-                                 clipped, m, v, hyper["lr"], hyper["beta1"], hyper["beta2"],
-                                 hyper["eps"], hyper["weight_decay"], hyper["step"], decayAttr);
-        AssignOp::create(b, ploc, p.getName(), u.getNewParam());
+        Value m = stateParam(p, "exp_avg", type), v = stateParam(p, "exp_avg_sq", type);
+        auto u = AdamWOp::create(b, ploc, type, type, type, param, clipped, m, v, hyper["lr"], hyper["beta1"],
+                                 hyper["beta2"], hyper["eps"], hyper["weight_decay"], hyper["step"], decayAttr);
+        AssignOp::create(b, ploc, p.getName(), whole(u.getNewParam()));
         AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":exp_avg"),
                          u.getNewExpAvg());
         AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":exp_avg_sq"),
                          u.getNewExpAvgSq());
       } else {
-        Value buf = stateParam(p, "momentum_buffer");
-        auto u = SGDOp::create(b, ploc, p.getType(), p.getType(), p.getResult(), clipped, buf,
-                               hyper["lr"], hyper["momentum"], hyper["weight_decay"],
-                               hyper["step"], decayAttr);
-        AssignOp::create(b, ploc, p.getName(), u.getNewParam());
+        Value buf = stateParam(p, "momentum_buffer", type);
+        auto u = SGDOp::create(b, ploc, type, type, param, clipped, buf, hyper["lr"], hyper["momentum"],
+                               hyper["weight_decay"], hyper["step"], decayAttr);
+        AssignOp::create(b, ploc, p.getName(), whole(u.getNewParam()));
         AssignOp::create(b, ploc, b.getStringAttr(p.getName().str() + ":momentum_buffer"),
                          u.getNewMomentumBuffer());
       }

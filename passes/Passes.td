@@ -123,6 +123,26 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
        all, as PyTorch skips parameters whose gradient was never set.
     4. Return the loss and the (unclipped) gradient norm, tagged "loss" and "grad_norm".
 
+    ZeRO-1 and ZeRO-2 (`shard-state-axis`, the plan's fsdp axis at stage 1 or 2): every
+    parameter of rank >= 1 that is replicated over the axis keeps its replicated value, but
+    its optimizer state is stored split on dimension 0 over the axis (`tessel.shardings`),
+    and each rank updates only its block: the block of the parameter (`tessel.dynamic_slice`
+    at `tessel.mesh_coordinate ... stride R`, R = rows / ranks), the block of the clipped
+    gradient (sliced the same way at stage 1; at stage 2 the gradient already is the block,
+    reduce-scattered by tessel-reduce-scatter-gradients), the state blocks; the updated
+    blocks are all-gathered along dimension 0 into the new parameter. The norm counts each
+    element once: whole (replicated) gradients as they are, gradient blocks per rank with
+    those norms all-gathered over the axis. A first dimension the axis does not divide is an
+    error at the parameter. Scalars keep replicated state.
+
+    ```mlir
+    %off = tessel.mesh_coordinate on @mesh grid_axes = [0] stride 16 : tensor<i32>
+    %wb = tessel.dynamic_slice %w[%off] : tensor<64x8xf32> -> tensor<16x8xf32>
+    %gb = tessel.dynamic_slice %gc[%off] : tensor<64x8xf32> -> tensor<16x8xf32>
+    %nw, %nm, %nv = tessel.adamw %wb, %gb, %m, %v, ... : tensor<16x8xf32>, ...
+    %w2 = tessel.all_gather %nw on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x8xf32> -> tensor<64x8xf32>
+    ```
+
     Stage: once, after `tessel-autodiff`: `@train_step` exists, has no optimizer yet
     (`tessel.global_norm`, `tessel.adamw`, `tessel.sgd`; a second run would also meet its own
     hyper-parameter inputs) and is not fused. Gradients may already be reduced.
@@ -131,6 +151,9 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
     Option<"optimizer", "optimizer", "std::string", "\"adamw\"", "adamw or sgd">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
+    Option<"shardStateAxis", "shard-state-axis", "std::string", "\"\"",
+           "ZeRO-1/2: the mesh axis the optimizer state is split over on dimension 0 (each "
+           "rank updates its block; empty: state laid out like its parameter)">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -235,6 +258,23 @@ def GradientAccumulation : Pass<"tessel-gradient-accumulation", "mlir::ModuleOp"
        gradient and assigns zeros back to `<name>:grad_accum`. Later passes insert the
        all-reduce and the optimizer after it, so the collectives run once per step.
 
+    Gradients that are reduce-scattered (`tessel.reduce_scatter`, ZeRO-2 and ZeRO-3; under
+    mixed precision `cast(reduce_scatter(bf16))`) follow `reduce-scatter`:
+    `every-microstep` (the default, FSDP2's): each microstep reduce-scatters its gradient
+    and accumulates the block, so a rank holds 1 / ranks of every gradient between
+    microsteps; `last-microstep`: each rank accumulates its whole local gradient (in f32)
+    and `@train_step` reduce-scatters `grad_accum + g` once, `reduce_scatter(grad_accum +
+    g) * (1 / k)`: one reduce-scatter per step instead of k, for a whole gradient's memory.
+    Both compute the same mean.
+
+    ```mlir
+    // last-microstep, @train_step (tessel.reduce_scatter printed short):
+    %a = tessel.param "w:grad_accum" zeros state : tensor<64x8xf32>
+    %s = tessel.add %a, %g : tensor<64x8xf32>
+    %r = tessel.reduce_scatter %s reduce sum on @mesh grid_axes = [0] scatter_axis = 0 : ... -> tensor<16x8xf32>
+    %m = tessel.scale %r by 0.5 : tensor<16x8xf32>
+    ```
+
     Design: separate functions rather than k unrolled copies of the forward and backward
     pass, so the program size and the activation memory do not grow with k. With equal
     microbatches the mean of the k microbatch gradients is the gradient of the mean loss
@@ -248,6 +288,9 @@ def GradientAccumulation : Pass<"tessel-gradient-accumulation", "mlir::ModuleOp"
     Option<"microsteps", "microsteps", "int64_t", "2", "k, the microsteps per optimizer step">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
+    Option<"reduceScatter", "reduce-scatter", "std::string", "\"every-microstep\"",
+           "when reduce-scattered gradients are reduce-scattered: every-microstep or "
+           "last-microstep (once per step, after accumulating the whole local gradient)">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -280,6 +323,12 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     gradient is `cast(reduce_scatter(bf16))`; it becomes `reduce_scatter(cast to f32)`, so
     that the ranks' parts are summed in f32 (never rounded to bf16 at every hop).
 
+    `scattered-axis` (ZeRO-2): a gradient whose type is a block of its parameter's (dimension
+    0 divided by the axis's ranks) was reduce-scattered over that axis by
+    tessel-reduce-scatter-gradients although its parameter is replicated: it is treated as
+    a fully sharded parameter's gradient, averaged over the axis and all-reduced over the
+    other batch axes only.
+
     Stage: once, after `tessel-autodiff`: `@train_step` exists, its gradients are not
     reduced yet (a second run would reduce them twice), no optimizer yet, not fused.
   }];
@@ -289,8 +338,45 @@ def GradientAllReduce : Pass<"tessel-gradient-all-reduce", "mlir::ModuleOp"> {
     Option<"group", "group", "int64_t", "2", "ranks in the replica group">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
            "the function to rewrite">,
+    Option<"scatteredAxis", "scattered-axis", "std::string", "\"\"",
+           "ZeRO-2: the batch axis gradient blocks of replicated parameters arrive "
+           "reduce-scattered over">,
   ];
   let dependentDialects = ["::tessel::TesselDialect", "::mlir::shard::ShardDialect"];
+}
+
+def ReduceScatterGradients : Pass<"tessel-reduce-scatter-gradients", "mlir::ModuleOp"> {
+  let summary = "ZeRO-2: reduce-scatter each gradient into the blocks of its optimizer state";
+  let description = [{
+    In `@train_step` as `tessel-autodiff` leaves it, every gradient result of a parameter of
+    rank >= 1 that is replicated over mesh axis `axis` (the plan's fsdp axis at ZeRO stage
+    2) becomes `tessel.reduce_scatter ... reduce sum` over the axis along dimension 0: each
+    rank keeps the sum over the axis's ranks of rows [k R, k R + R) of the gradient (R =
+    rows / ranks, k its coordinate), the block of the parameter whose optimizer state it
+    holds (`tessel-optimizer` with `shard-state-axis`), and never the whole reduced
+    gradient. `tessel-gradient-accumulation` then accumulates blocks or whole gradients
+    (its `reduce-scatter` option), and `tessel-gradient-all-reduce` (`scattered-axis`)
+    turns the sum into the mean. Scalars and autodiff's explicit zeros are left alone; a
+    parameter already split over the axis (ZeRO-3) or on dimension 0, and a first
+    dimension the axis does not divide, are errors at the parameter.
+
+    ```mlir
+    // before: return %loss, %dw : tensor<f32>, tensor<64x8xf32>
+    %r = tessel.reduce_scatter %dw reduce sum on @mesh grid_axes = [0] scatter_axis = 0
+        : tensor<64x8xf32> -> tensor<16x8xf32>
+    return %loss, %r : tensor<f32>, tensor<16x8xf32>
+    ```
+
+    Stage: once, after `tessel-autodiff`, before `tessel-gradient-accumulation`,
+    `tessel-gradient-all-reduce` and `tessel-optimizer`.
+  }];
+  let options = [
+    Option<"axis", "axis", "std::string", "\"fsdp\"",
+           "the mesh axis gradients are reduce-scattered over">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"",
+           "the function to rewrite">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
 }
 
 def BucketGradients : Pass<"tessel-bucket-gradients", "mlir::func::FuncOp"> {

@@ -43,9 +43,16 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                                    "recommended order puts pp outermost and tp innermost, so tp ranks are neighbours")
       ->capture_default_str();
   app.add_option("--zero-stage", f.zeroStage,
-                 "ZeRO stage of the plan's fsdp axis: 3 (default) shards parameters, gradients and optimizer "
-                 "state (1 and 2 are not implemented yet)")
+                 "ZeRO stage of the plan's fsdp axis, per parameter along dimension 0: 3 (default) shards "
+                 "parameters, gradients and optimizer state; 2 keeps parameters replicated and shards gradients "
+                 "(reduce-scattered) and optimizer state, each rank updating its block and all-gathering the "
+                 "parameter; 1 shards only the optimizer state (gradients all-reduced)")
       ->check(integerIn(1, 3));
+  app.add_option("--fsdp-reduce-scatter", f.fsdpReduceScatter,
+                 "with --grad-accumulation at ZeRO stage 2 or 3: every-microstep (default, FSDP2's: reduce-scatter "
+                 "each microstep's gradient and accumulate the block, for memory) or last-microstep (accumulate the "
+                 "whole local gradient and reduce-scatter once per step)")
+      ->check(CLI::IsMember({"every-microstep", "last-microstep"}));
   app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", f.reshardAfterForward,
                "with an fsdp axis: gather each parameter again in the backward pass (default on); off keeps the "
                "forward pass's gathered copy until backward (less communication, more memory)");
@@ -71,8 +78,11 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
 Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
-  if (f.zeroStage != 0 || !f.reshardAfterForward) {
-    PlanSite site{f.zeroStage != 0 ? "--zero-stage" : "--no-reshard-after-forward", 1, 1};
+  if (f.zeroStage != 0 || !f.reshardAfterForward || !f.fsdpReduceScatter.empty()) {
+    PlanSite site{f.zeroStage != 0          ? "--zero-stage"
+                  : !f.reshardAfterForward ? "--no-reshard-after-forward"
+                                           : "--fsdp-reduce-scatter",
+                  1, 1};
     auto fail = [&](const std::string& message) {
       throw ModelError(Diagnostic{site.file, site.line, site.column, "", message});
     };
@@ -80,7 +90,9 @@ Plan planFromFlags(const Flags& f) {
       fail(fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file));
     plan.fully_shard(plan.fully_shard_axis(),
                      {.stage = f.zeroStage != 0 ? static_cast<int>(f.zeroStage) : plan.zero_stage(),
-                      .reshard_after_forward = f.reshardAfterForward},
+                      .reshard_after_forward = f.reshardAfterForward,
+                      .reduce_scatter = f.fsdpReduceScatter == "last-microstep" ? FsdpReduceScatter::LastMicrostep
+                                                                                : FsdpReduceScatter::EveryMicrostep},
                      site);
   }
   if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});

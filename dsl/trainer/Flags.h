@@ -33,6 +33,7 @@ struct Flags {
   int64_t microsteps = 1;       // --grad-accumulation k: microsteps per optimizer step
   int64_t zeroStage = 0;        // --zero-stage 1|2|3: the fsdp axis's ZeRO stage (0: not given, 3)
   bool reshardAfterForward = true;  // --no-reshard-after-forward: keep gathered parameters for backward
+  std::string fsdpReduceScatter;  // --fsdp-reduce-scatter every-microstep|last-microstep ("": not given)
   double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
   std::string activationCheckpointing;  // --activation-checkpointing full|selective ("": off)
   bool overlap = true;          // --no-overlap turns it off
@@ -45,8 +46,8 @@ struct Flags {
   DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
-/// The Plan of --plan, --zero-stage (needs an fsdp axis; stages 1 and 2 are refused as not
-/// implemented yet, at "--zero-stage:1:1"), --no-reshard-after-forward (needs an fsdp axis),
+/// The Plan of --plan, --zero-stage (needs an fsdp axis, else an error at "--zero-stage:1:1"),
+/// --no-reshard-after-forward and --fsdp-reduce-scatter (each needs an fsdp axis),
 /// --sequence-parallel, --grad-accumulation, --bucket-mb, --no-overlap
 /// and --activation-checkpointing (checkpoint("blocks.*", mode): every transformer block,
 /// errors at "--activation-checkpointing:1:1"). Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;

@@ -241,6 +241,13 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       s.loss = meanOverRanks(o.comm, (microLosses + out.at(0).value()) / static_cast<double>(o.microsteps));
     }
     s.gradNorm = out.at(1).value();
+    // Every rank's gradient norm, for the record: a plan must give every rank the same norm.
+    std::vector<float> rankNorms;
+    if (recording && o.comm && o.comm->worldSize() > 1) {
+      const float mine = static_cast<float>(s.gradNorm);  // the norm is an f32 output: exact
+      rankNorms.resize(static_cast<size_t>(o.comm->worldSize()));
+      o.comm->allGather(&mine, rankNorms.data(), o.comm->worldSize(), rt::DType::F32, "grad_norm")->wait();
+    }
     auto t1 = std::chrono::steady_clock::now();
     s.seconds = std::chrono::duration<double>(t1 - t0).count();
     if (tr && tr->active()) {
@@ -266,6 +273,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                        {"lr", s.lr},           {"grad_norm", s.gradNorm},
                        {"tokens_per_s", s.tokensPerSecond}, {"step_seconds", s.seconds}};
       if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
+      if (!rankNorms.empty()) j["grad_norm_by_rank"] = rankNorms;
       if (o.counters) addStepCommunication(j, before, o.counters());
       j["peak_memory_bytes"] = memory.total() - memory.activationArena + ex.highWaterBytes();
       if (step == 1) j["run"] = run;

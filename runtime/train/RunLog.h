@@ -5,6 +5,8 @@
 // working; every field below is optional for a reader):
 //   step, loss, lr, grad_norm, tokens_per_s (items per second, whatever the unit), step_seconds,
 //   val_loss (steps that validated);
+//   grad_norm_by_rank [every rank's gradient norm, in rank order] (more than one rank; a plan
+//   must give every rank the same norm);
 //   comm_bytes {kind: payload bytes this rank issued in the step} (kinds that ran),
 //   comm_exposed_s (seconds blocked in collective waits in the step), when the executor's
 //   collective counters are known;

@@ -52,9 +52,9 @@ terms, much less. Bound 1e-4 relative, check_tp_training.py's for bf16 (measured
 Volume in bf16: the parameters are gathered as bf16, 2 bytes an element (the norms stay f32),
 and the reduce-scatters carry f32, 4 P.
 
-Bad input: --zero-stage 2 (not implemented yet) and fsdp=3 (which does not divide the
-vocabulary's 256 rows, the first parameter it meets) must fail with a one-line error naming
-the cause.
+Bad input: fsdp=3 (which does not divide the vocabulary's 256 rows, the first parameter it
+meets) must fail with a one-line error naming the cause. ZeRO stages 1 and 2 and the
+reduce-scatter modes of gradient accumulation: check_zero_training.py.
 
 Usage: check_fsdp_training.py MPIEXEC TESSEL_GPT DATA_FILE"""
 import re
@@ -130,8 +130,6 @@ def main():
         print(f"  fsdp2-bf16 step {g['step']}: loss {g['loss']:.7f} vs {w['loss']:.7f} (rel {rel:.2e})")
         failures += rel > BF16_LOSS_REL_TOL
     failures += volume("fsdp2-bf16", bf16[2], 2, 1, True, 1, wide=2)
-    failures += refused(mpiexec, exe, data, 2, ["--plan", "fsdp=2", "--zero-stage", "2"],
-                        "ZeRO stage 2 is not implemented yet")
     failures += refused(mpiexec, exe, data, 3, ["--plan", "fsdp=3", "--batch", "6"],
                         "dimension 0 has 256 rows, which fsdp=3 does not divide")
     if failures:
@@ -139,7 +137,7 @@ def main():
         return 1
     print("PASS: fsdp=2, fsdp=4, dp=2,fsdp=2, fsdp=2 without resharding after forward and fsdp=4 with 2 "
           "microsteps match one rank, and fsdp=2 in bf16; replicas identical every step; volume = closed "
-          "form; stage 2 and an uneven first dimension refused")
+          "form; an uneven first dimension refused")
     return 0
 
 

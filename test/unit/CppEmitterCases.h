@@ -199,6 +199,18 @@ inline Case split(const Shape& in, int64_t axis, int64_t parts, bool i32 = false
                   results, {{0, 0}});
 }
 
+/// tessel.dynamic_slice: `rows` rows of `in` at an offset drawn from [-3, D - rows + 3], so
+/// that some draws lie beyond either end and take the clamp (the reference interpreter clamps
+/// as the op's description says). A copy: exact.
+inline Case dynamicSlice(const Shape& in, int64_t rows) {
+  Shape out = in;
+  out[0] = rows;
+  return makeCase(fmt::format("dynamic_slice_{}_{}", nameOf(in), rows),
+                  {{in, 0, 1000}, {{}, -3, static_cast<double>(in[0] - rows + 4), true}},
+                  fmt::format("%r = tessel.dynamic_slice %a0[%a1] : {} -> {}", ty(in), ty(out)), {ty(out)},
+                  {{0, 0}});
+}
+
 inline Case concat(const std::vector<Shape>& ins, int64_t axis, bool i32 = false) {
   Shape out = ins[0];
   out[axis] = 0;

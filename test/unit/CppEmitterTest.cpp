@@ -94,6 +94,9 @@ std::vector<Case> allCases() {
   c.push_back(concat({{1}, {7}}, 0));
   c.push_back(concat({{4}, {3}}, 0, true));
   c.push_back(concat({{64, 33, 32}, {64, 33, 32}}, 2));
+  c.push_back(dynamicSlice({16, 8}, 4));
+  c.push_back(dynamicSlice({7, 33}, 7));  // the whole input: only offset 0 fits
+  c.push_back(dynamicSlice({64}, 16));
   for (const char* op : {"reduce_sum", "reduce_mean"}) {
     c.push_back(reduce(op, {2, 7, 33}, {0, 1}));  // bias gradient: inner dimension kept
     c.push_back(reduce(op, {2, 7, 33}, {2}));     // row sums: inner dimension reduced
@@ -168,6 +171,7 @@ TEST(CppEmitter, CrossEntropyGrad) { checkOps({"cross_entropy_grad"}); }
 TEST(CppEmitter, FusedClassifier) { checkOps({"fused_classifier"}); }
 TEST(CppEmitter, Transpose) { checkOps({"transpose"}); }
 TEST(CppEmitter, SplitAndConcat) { checkOps({"split", "concat"}); }
+TEST(CppEmitter, DynamicSlice) { checkOps({"dynamic_slice"}); }
 TEST(CppEmitter, Reductions) { checkOps({"reduce_sum", "reduce_mean"}); }
 TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
@@ -205,7 +209,7 @@ TEST(CppEmitter, EveryOpHasCases) {
         "embedding_grad", "cross_entropy_grad", "fused_classifier", "adamw", "sgd", "global_norm",
         "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
         "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
-        "cross_entropy_from_stats_grad"})
+        "cross_entropy_from_stats_grad", "dynamic_slice"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 

@@ -152,6 +152,8 @@ std::vector<cpptest::Case> cases() {
   c.push_back(concat({{7, 3}, {7, 5}}, 1));
   c.push_back(concat({{2, 8}, {2, 4}}, 1, true));
   c.push_back(concat({{3, 4}, {5, 4}}, 0));
+  c.push_back(dynamicSlice({16, 8}, 4));
+  c.push_back(dynamicSlice({64}, 16));
   c.push_back(reduce("reduce_sum", {7, 33}, {1}));
   c.push_back(reduce("reduce_mean", {2, 7, 33}, {0, 2}));
   c.push_back(reduce("reduce_sum", {300, 129}, {0}));
@@ -238,6 +240,7 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.transpose",
                          "tessel.split",
                          "tessel.concat",
+                         "tessel.dynamic_slice",
                          "tessel.reduce_sum",
                          "tessel.reduce_mean",
                          "tessel.broadcast",

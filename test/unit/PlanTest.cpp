@@ -291,13 +291,24 @@ TEST(Plan, FullyShardSplitsTheBatchAndShardsTheParameters) {
   Plan api = Plan(Mesh{{"dp", 2}, {"fsdp", 2}}).shard_batch("dp").fully_shard("fsdp");
   EXPECT_EQ(api.dp(), 4);
   EXPECT_NO_THROW(api.check_world_size(4));
+  // ZeRO stages 1 and 2, and the reduce-scatter mode of gradient accumulation.
+  for (int stage : {1, 2}) {
+    Plan zero = Plan(Mesh{{"fsdp", 4}}).fully_shard("fsdp", {.stage = stage});
+    EXPECT_EQ(zero.zero_stage(), stage);
+    EXPECT_EQ(zero.describe(), "fsdp=4 fully_shard=fsdp zero_stage=" + std::to_string(stage) + " bucket_mb=25 overlap=on");
+  }
+  Plan last = Plan(Mesh{{"fsdp", 2}}).fully_shard(
+      "fsdp", {.stage = 2, .reduce_scatter = tessel::FsdpReduceScatter::LastMicrostep});
+  EXPECT_EQ(last.fsdp_reduce_scatter(), tessel::FsdpReduceScatter::LastMicrostep);
+  EXPECT_EQ(fsdp.fsdp_reduce_scatter(), tessel::FsdpReduceScatter::EveryMicrostep);  // FSDP2's default
+  EXPECT_EQ(last.describe(), "fsdp=2 fully_shard=fsdp zero_stage=2 reduce_scatter=last-microstep bucket_mb=25 overlap=on");
 }
 
 TEST(PlanErrors, FullyShardStagesAxesAndCombinations) {
   Mesh mesh{{"dp", 2}, {"fsdp", 2}};
   int line = __LINE__ + 1;
-  auto stage2 = errorOf([&] { Plan(mesh).fully_shard("fsdp", {.stage = 2}); });
-  expectAt(stage2, line, "ZeRO stage 2 is not implemented yet");
+  auto stage0 = errorOf([&] { Plan(mesh).fully_shard("fsdp", {.stage = 0}); });
+  expectAt(stage0, line, "fully_shard(\"fsdp\"): ZeRO stage 0 does not exist (stages are 1, 2 and 3)");
   line = __LINE__ + 1;
   auto stage4 = errorOf([&] { Plan(mesh).fully_shard("fsdp", {.stage = 4}); });
   expectAt(stage4, line, "ZeRO stage 4 does not exist (stages are 1, 2 and 3)");
