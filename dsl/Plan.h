@@ -255,7 +255,8 @@ class Plan {
   /// Every axis the global batch is split over, in mesh order (outermost first): the
   /// shard_batch axis and the fully_shard axis.
   std::vector<std::string> batch_axes() const;
-  /// The fully_shard axis ("" without it), where it was called, and its ZeRO stage.
+  /// The fully_shard axis ("" without it), where it was called, and its options
+  /// (FullyShardConfig: the ZeRO stage, reshard_after_forward, reduce_scatter).
   const std::string& fully_shard_axis() const { return fullyShardAxis_; }
   const PlanSite& fully_shard_site() const { return fullyShardSite_; }
   int zero_stage() const { return zeroStage_; }
