@@ -166,7 +166,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
                                 llvm::cl::desc("the mesh axis (or comma-separated axes) the batch is split over"),
                                 llvm::cl::init(defaults.batchAxis)};
   Option<std::string> fullyShard{*this, "fully-shard",
-                                 llvm::cl::desc("the mesh axis every parameter is stored split over (ZeRO-3)"),
+                                 llvm::cl::desc("the mesh axis the plan fully shards over (parameters at "
+                                                "zero-stage 3; optimizer state, and at 2 gradients, at 1 and 2)"),
                                  llvm::cl::init(defaults.fullyShardAxis)};
   Option<int64_t> zeroStage{*this, "zero-stage",
                             llvm::cl::desc("with fully-shard: the ZeRO stage, 1 (optimizer state split), 2 (and "
@@ -294,8 +295,8 @@ void registerTesselPipeline() {
       "tessel-pipeline",
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
-      "batch-axis, fully-shard, zero-stage, fsdp-reduce-scatter, reshard-after-forward, tensor-parallel, sharded-params, "
-      "sequence-parallel, checkpoint, checkpoint-mode)",
+      "batch-axis, fully-shard, zero-stage, fsdp-reduce-scatter, reshard-after-forward, tensor-parallel, "
+      "sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

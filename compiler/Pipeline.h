@@ -74,9 +74,10 @@ struct PipelineOptions {
   /// axes ("dp,fsdp", in mesh order) when the batch is split over several (dp then is the
   /// product of their sizes).
   std::string batchAxis = "dp";
-  /// Fully sharded data parallelism (the plan's fully_shard, ZeRO-3): the mesh axis every
-  /// parameter is stored split over on dimension 0 (tessel-fully-shard), or "". It must be
-  /// one of the batch axes.
+  /// Fully sharded data parallelism (the plan's fully_shard): the mesh axis every parameter
+  /// is stored split over on dimension 0 at ZeRO stage 3 (tessel-fully-shard), or only its
+  /// optimizer state (and gradient) at stages 1 and 2 (zeroStage), or "". It must be one of
+  /// the batch axes.
   std::string fullyShardAxis;
   /// With fullyShardAxis: gather each parameter again in the backward pass rather than
   /// keep the forward pass's gathered copy (tessel-reshard-after-forward; FSDP2's default).

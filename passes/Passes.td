@@ -350,7 +350,8 @@ def ReduceScatterGradients : Pass<"tessel-reduce-scatter-gradients", "mlir::Modu
   let description = [{
     In `@train_step` as `tessel-autodiff` leaves it, every gradient result of a parameter of
     rank >= 1 that is replicated over mesh axis `axis` (the plan's fsdp axis at ZeRO stage
-    2) becomes `tessel.reduce_scatter ... reduce sum` over the axis along dimension 0: each
+    2) becomes `tessel.reduce_scatter ... reduce sum` over the axis along dimension 0, right
+    after the gradient is computed (so the whole gradient dies there, as under ZeRO-3): each
     rank keeps the sum over the axis's ranks of rows [k R, k R + R) of the gradient (R =
     rows / ranks, k its coordinate), the block of the parameter whose optimizer state it
     holds (`tessel-optimizer` with `shard-state-axis`), and never the whole reduced

@@ -4,7 +4,9 @@
 //   1. For each gradient result g (not autodiff's explicit zero) whose parameter has ZeRO
 //      blocks over `axis` (ZeroBlocks.h: rank >= 1, replicated on dimension 0, divisible),
 //      g becomes `tessel.reduce_scatter g reduce sum` over the axis along dimension 0: rank
-//      k keeps the sum over the axis of rows [k R, k R + R), R = rows / ranks.
+//      k keeps the sum over the axis of rows [k R, k R + R), R = rows / ranks. It is placed
+//      right after the gradient is computed, as ZeRO-3's reduce-scatter (autodiff's transpose
+//      of the gather) is, so that the whole gradient dies there rather than at the return.
 //   2. The function's result types follow.
 //   The sum becomes the mean in tessel-gradient-all-reduce (its scattered-axis), after any
 //   gradient accumulation, exactly as for ZeRO-3's reduce-scatters.
@@ -72,8 +74,10 @@ struct ReduceScatterGradientsPass : impl::ReduceScatterGradientsBase<ReduceScatt
       mlir::FailureOr<bool> blocked = hasZeroBlocks(it->second, *grid, shardAxis, DEBUG_TYPE);
       if (mlir::failed(blocked)) return signalPassFailure();
       if (!*blocked) continue;
-      // 1. The block of the summed gradient.
+      // 1. The block of the summed gradient, right after the gradient.
       auto type = mlir::cast<mlir::RankedTensorType>(g.getType());
+      mlir::OpBuilder::InsertionGuard guard(b);
+      if (mlir::Operation* def = g.getDefiningOp()) b.setInsertionPointAfter(def);
       auto rs = ReduceScatterOp::create(b, g.getLoc(), zeroBlockType(type, grid->sizes[shardAxis]), g, sum,
                                         grid->ref, b.getDenseI16ArrayAttr({shardAxis}), b.getI64IntegerAttr(0));
       ret.setOperand(i, rs.getResult());

@@ -295,13 +295,15 @@ TEST(Plan, FullyShardSplitsTheBatchAndShardsTheParameters) {
   for (int stage : {1, 2}) {
     Plan zero = Plan(Mesh{{"fsdp", 4}}).fully_shard("fsdp", {.stage = stage});
     EXPECT_EQ(zero.zero_stage(), stage);
-    EXPECT_EQ(zero.describe(), "fsdp=4 fully_shard=fsdp zero_stage=" + std::to_string(stage) + " bucket_mb=25 overlap=on");
+    EXPECT_EQ(zero.describe(),
+              "fsdp=4 fully_shard=fsdp zero_stage=" + std::to_string(stage) + " bucket_mb=25 overlap=on");
   }
   Plan last = Plan(Mesh{{"fsdp", 2}}).fully_shard(
       "fsdp", {.stage = 2, .reduce_scatter = tessel::FsdpReduceScatter::LastMicrostep});
   EXPECT_EQ(last.fsdp_reduce_scatter(), tessel::FsdpReduceScatter::LastMicrostep);
   EXPECT_EQ(fsdp.fsdp_reduce_scatter(), tessel::FsdpReduceScatter::EveryMicrostep);  // FSDP2's default
-  EXPECT_EQ(last.describe(), "fsdp=2 fully_shard=fsdp zero_stage=2 reduce_scatter=last-microstep bucket_mb=25 overlap=on");
+  EXPECT_EQ(last.describe(),
+            "fsdp=2 fully_shard=fsdp zero_stage=2 reduce_scatter=last-microstep bucket_mb=25 overlap=on");
 }
 
 TEST(PlanErrors, FullyShardStagesAxesAndCombinations) {

@@ -12,12 +12,13 @@
 shard.grid @mesh(shape = 2x4) {tessel.axis_names = ["dp", "fsdp"]}
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: -> (tensor<f32> {tessel.output = "loss"}, tensor<4x8xf32> {tessel.grad = "fc.weight"}, tensor<4xf32> {tessel.grad = "fc.bias"}, tensor<f32> {tessel.grad = "scale"}, tensor<4xf32> {tessel.grad = "unused"})
+// Each reduce-scatter right after its gradient (the whole gradient dies there).
 // CHECK: %[[GW:.*]] = tessel.constant 2.000000e+00 : tensor<16x8xf32>
-// CHECK: %[[GB:.*]] = tessel.constant 3.000000e+00 : tensor<16xf32>
-// CHECK: %[[GS:.*]] = tessel.constant 4.000000e+00 : tensor<f32>
-// CHECK: %[[Z:.*]] = tessel.constant 0.000000e+00 : tensor<4xf32>
 // CHECK-NEXT: %[[RW:.*]] = tessel.reduce_scatter %[[GW]] reduce sum on @mesh grid_axes = [1] scatter_axis = 0 : tensor<16x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[GB:.*]] = tessel.constant 3.000000e+00 : tensor<16xf32>
 // CHECK-NEXT: %[[RB:.*]] = tessel.reduce_scatter %[[GB]] reduce sum on @mesh grid_axes = [1] scatter_axis = 0 : tensor<16xf32> -> tensor<4xf32>
+// CHECK-NEXT: %[[GS:.*]] = tessel.constant 4.000000e+00 : tensor<f32>
+// CHECK-NEXT: %[[Z:.*]] = tessel.constant 0.000000e+00 : tensor<4xf32>
 // CHECK-NEXT: return %{{.*}}, %[[RW]], %[[RB]], %[[GS]], %[[Z]]
 
 // MEAN-LABEL: func.func @train_step
