@@ -5,6 +5,7 @@
 // groups with constant sizes and strides, so the loops are plain and the innermost one runs
 // over contiguous memory where the layout allows.
 #include "codegen/CppEmitterInternal.h"
+#include "codegen/KernelCommonSlice.h"  // defines: declareDynamicSlice
 
 #include <fmt/format.h>
 
@@ -108,21 +109,12 @@ for (int64_t job = 0; job < OUTER * P; ++job) {
 }
 
 void emitDynamicSlice(KernelWriter& w) {
-  auto op = mlir::cast<DynamicSliceOp>(w.op());
-  std::vector<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
-  Letters letters = genericLetters(in.size());
-  w.describe("out = rows [offset, offset + R) of inp (dimension 0), the offset clamped into [0, D - R]");
-  w.output("out", op.getResult(), letters);
-  w.input("inp", op.getInput(), letters);
-  w.input("offset", op.getOffset(), {});
-  w.constant("D", in[0], "rows of the input");
-  w.constant("R", out[0], "rows of the block");
-  w.constant("ROW", product(in, 1, in.size()), "elements of a row");
+  kernelcommon::declareDynamicSlice(w);
   // The block is contiguous: one copy.
   w.code(R"cpp(const int64_t first = offset[0] < 0 ? 0 : offset[0] > D - R ? D - R : offset[0];
 std::memcpy(out, inp + first * ROW, R * ROW * sizeof($T));
 )cpp",
-         {{"T", elementType(op.getInput())}});
+         {{"T", elementType(mlir::cast<DynamicSliceOp>(w.op()).getInput())}});
 }
 
 void emitConcat(KernelWriter& w) {

@@ -8,6 +8,7 @@
 // each output is accumulated by one thread (or one fixed warp tree) in a fixed order, in
 // double where the C++ kernel uses double.
 #include "codegen/CudaEmitterInternal.h"
+#include "codegen/KernelCommonSlice.h"  // defines: declareDynamicSlice
 
 #include <fmt/format.h>
 
@@ -169,18 +170,9 @@ void emitSplit(CudaWriter& w) {
 }
 
 void emitDynamicSlice(CudaWriter& w) {
-  auto op = mlir::cast<DynamicSliceOp>(w.op());
-  std::vector<int64_t> in = shapeOf(op.getInput()), out = shapeOf(op.getResult());
-  Letters letters = genericLetters(in.size());
   w.kind(CudaKernelKind::Layout);
-  w.describe("out = rows [offset, offset + R) of inp (dimension 0), the offset clamped into [0, D - R]");
-  w.output("out", op.getResult(), letters);
-  w.input("inp", op.getInput(), letters);
-  w.input("offset", op.getOffset(), {});
-  w.constant("D", in[0], "rows of the input");
-  w.constant("R", out[0], "rows of the block");
-  w.constant("ROW", product(in, 1, in.size()), "elements of a row");
-  flatLoop(w, numel(out),
+  kernelcommon::declareDynamicSlice(w);
+  flatLoop(w, numel(shapeOf(mlir::cast<DynamicSliceOp>(w.op()).getResult())),
            "const idx_t first = offset[0] < 0 ? 0 : offset[0] > D - R ? D - R : offset[0];\n"
            "out[j] = inp[first * ROW + j];\n",
            "one thread per element of the block");

@@ -8,6 +8,13 @@
 // RUN: tessel-opt %s -split-input-file -tessel-reduce-scatter-gradients=axis=fsdp \
 // RUN:   -tessel-gradient-all-reduce="axis=dp,fsdp group=8 scattered-axis=fsdp" -verify-diagnostics \
 // RUN:   | FileCheck %s --check-prefix=MEAN
+// The whole pipeline's options: a ZeRO stage that does not exist, an unknown reduce-scatter mode.
+// RUN: not tessel-opt %s -split-input-file --tessel-pipeline="zero-stage=4" 2>&1 | FileCheck %s --check-prefix=STAGE
+// RUN: not tessel-opt %s -split-input-file --tessel-pipeline="fsdp-reduce-scatter=never" 2>&1 \
+// RUN:   | FileCheck %s --check-prefix=MODE
+
+// STAGE: error: tessel-pipeline: zero-stage=4: ZeRO stage 4 does not exist (stages are 1, 2 and 3)
+// MODE: error: tessel-pipeline: fsdp-reduce-scatter=never: must be every-microstep or last-microstep
 
 shard.grid @mesh(shape = 2x4) {tessel.axis_names = ["dp", "fsdp"]}
 // CHECK-LABEL: func.func @train_step
