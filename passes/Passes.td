@@ -138,9 +138,11 @@ def Optimizer : Pass<"tessel-optimizer", "mlir::ModuleOp"> {
     ```mlir
     %off = tessel.mesh_coordinate on @mesh grid_axes = [0] stride 16 : tensor<i32>
     %wb = tessel.dynamic_slice %w[%off] : tensor<64x8xf32> -> tensor<16x8xf32>
-    %gb = tessel.dynamic_slice %gc[%off] : tensor<64x8xf32> -> tensor<16x8xf32>
-    %nw, %nm, %nv = tessel.adamw %wb, %gb, %m, %v, ... : tensor<16x8xf32>, ...
-    %w2 = tessel.all_gather %nw on @mesh grid_axes = [0] gather_axis = 0 : tensor<16x8xf32> -> tensor<64x8xf32>
+    %gb = tessel.dynamic_slice %g[%off] : tensor<64x8xf32> -> tensor<16x8xf32>
+    %cb = tessel.mul %gb, %coef : (tensor<16x8xf32>, tensor<f32>) -> tensor<16x8xf32>
+    %nw, %nm, %nv = tessel.adamw %wb, %cb, %m, %v, %lr, %b1, %b2, %eps, %wd, %step decay : tensor<16x8xf32>
+    %w2 = tessel.all_gather %nw on @mesh grid_axes = [0] gather_axis = 0
+        : tensor<16x8xf32> -> tensor<64x8xf32>
     ```
 
     Stage: once, after `tessel-autodiff`: `@train_step` exists, has no optimizer yet
@@ -268,11 +270,12 @@ def GradientAccumulation : Pass<"tessel-gradient-accumulation", "mlir::ModuleOp"
     Both compute the same mean.
 
     ```mlir
-    // last-microstep, @train_step (tessel.reduce_scatter printed short):
-    %a = tessel.param "w:grad_accum" zeros state : tensor<64x8xf32>
-    %s = tessel.add %a, %g : tensor<64x8xf32>
-    %r = tessel.reduce_scatter %s reduce sum on @mesh grid_axes = [0] scatter_axis = 0 : ... -> tensor<16x8xf32>
-    %m = tessel.scale %r by 0.5 : tensor<16x8xf32>
+    // last-microstep, @train_step with k = 2:
+    %a = tessel.param "w:grad_accum" state init zeros : tensor<64x8xf32>
+    %s = tessel.add %a, %g : (tensor<64x8xf32>, tensor<64x8xf32>) -> tensor<64x8xf32>
+    %r = tessel.reduce_scatter %s reduce sum on @mesh grid_axes = [0] scatter_axis = 0
+        : tensor<64x8xf32> -> tensor<16x8xf32>
+    %m = tessel.scale %r, 5.000000e-01 : tensor<16x8xf32>
     ```
 
     Design: separate functions rather than k unrolled copies of the forward and backward

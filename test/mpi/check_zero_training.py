@@ -41,6 +41,13 @@ and 1 evaluation, in integer bytes. Required ratio: 1.00 exactly. The ring's wir
 (G - 1) / G of a gather's or reduce-scatter's payload and 2 (G - 1) / G of an all-reduce's over
 its group of G ranks, are printed beside them.
 
+Memory: the static bytes of every rank (the run's memory record: parameters, and optimizer
+state, which counts every state buffer) against their closed form, exactly: parameters 4 P at
+stages 1 and 2 (replicated), 4 P / F at stage 3; state 8 P / F (AdamW's m and v, blocks over
+fsdp at every stage; plain data parallelism holds 8 P), plus with k > 1 microsteps the
+gradient accumulator: 4 P / F every-microstep (a block) or 4 P last-microstep (the whole local
+gradient), the memory the reduce-scatter mode trades for communication.
+
 Bad input: an fsdp degree that does not divide a first dimension (fsdp=3: the vocabulary's 256
 rows) at stage 2 must fail with a one-line error naming the parameter's rows and the degree.
 
@@ -92,6 +99,18 @@ def volume(name, out, stage, fsdp, dp, k, last):
     return bad
 
 
+def static_memory(name, steps, stage, fsdp, k, last):
+    """Checks every rank's parameter and state bytes against their closed form (docstring)."""
+    want = {"parameters": 4 * PARAMS // fsdp if stage == 3 else 4 * PARAMS,
+            "optimizer_state": 8 * PARAMS // fsdp + (0 if k == 1 else 4 * PARAMS if last else 4 * PARAMS // fsdp)}
+    ranks = steps[0]["run"]["memory"]
+    bad = sum(r[kind] != want[kind] for r in ranks for kind in want)
+    got = {kind: sorted({r[kind] for r in ranks}) for kind in want}
+    print(f"  {name}: per rank parameters {got['parameters']} bytes (closed form {want['parameters']}), "
+          f"state {got['optimizer_state']} bytes (closed form {want['optimizer_state']})")
+    return bad
+
+
 def norms_on_every_rank(name, steps, ranks):
     """Every rank's logged norm equals rank 0's, bitwise, at every step."""
     bad = 0
@@ -139,13 +158,14 @@ def main():
         failures += compare(name, got, one)
         failures += norms_on_every_rank(name, got[0], ranks)
         failures += volume(name, got[2], stage, fsdp, dp, k, last)
+        failures += static_memory(name, got[0], stage, fsdp, k, last)
     failures += refused(mpiexec, exe, data, 3, ["--plan", "fsdp=3", "--batch", "6", "--zero-stage", "2"],
                         "dimension 0 has 256 rows, which fsdp=3 does not divide")
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1
     print("PASS: ZeRO stages 1, 2 and 3 over fsdp=4, HSDP at stages 1 and 2, and 2 microsteps at stages 2 and 3 "
-          "with either reduce-scatter mode match one rank; the gradient norm is the same on every rank; volume = "
+          "with either reduce-scatter mode match one rank; the gradient norm is the same on every rank; volume and static memory = "
           "closed form; an uneven first dimension refused")
     return 0
 
