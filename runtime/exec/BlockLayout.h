@@ -12,9 +12,9 @@
 
 #include "runtime/exec/Program.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>

@@ -169,8 +169,8 @@ Program unevenProgram() {
   Program p;
   p.mesh = {{"fsdp", 3}};
   p.buffers = {buffer("step.x", {3, 2}, BufferKind::Input), buffer("%g", {7, 2}, BufferKind::Temp, 0),
-               buffer("%s1", {18}, BufferKind::Temp, 64),   buffer("%d", {3, 2}, BufferKind::Temp, 160),
-               buffer("%s2", {18}, BufferKind::Temp, 192)};
+               buffer("%s1", {18}, BufferKind::Temp, 128),   buffer("%d", {3, 2}, BufferKind::Temp, 256),
+               buffer("%s2", {18}, BufferKind::Temp, 320)};
   p.functions = {Function{"step",
                           {0},
                           {3},
