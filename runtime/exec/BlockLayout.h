@@ -5,9 +5,10 @@
 // Promise: the layouts are plain index arithmetic (copyStrided runs them on host memory), so
 // the CPU executor (memcpy) and the CUDA executor (cuMemcpyDtoDAsync around NCCL) run the
 // same copies and the layouts are unit-tested without a GPU. A row-major tensor of shape S is viewed along dimension d as
-// [outer, S[d], inner] (outer = product of S[0:d), inner = product of S[d+1:]); its P equal
-// slices along d are [outer, S[d] / P, inner] each. "Blocks" is the contiguous layout
-// [P][outer][S[d] / P][inner], block r = slice r.
+// [outer, S[d], inner] (outer = product of S[0:d), inner = product of S[d+1:]); its P
+// slices along d are [outer, m, inner] each, m = ceil(S[d] / P) (the last ones short when P
+// does not divide S[d]: an uneven dimension, padded at its end). "Blocks" is the contiguous
+// layout [P][outer][m][inner], block r = slice r.
 #pragma once
 
 #include "runtime/exec/Program.h"

@@ -157,6 +157,9 @@ def main():
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
             return 1
+    if not all(s["grad_norm"] > 0.5 for s in one[0] + one6[0]):
+        print("FAIL: the clipping threshold does not clip (a norm is below it)")
+        return 1
     shapes = {k: v[0] for k, v in one[1].items()}
     failures = compare("fsdp2-tp2", fsdp_tp, one) + compare("fsdp3", fsdp3, one6) + compare("dp2-fsdp3", hsdp3, one6)
     failures += compare_bf16("fsdp4-bf16", fsdp4_bf16, one_bf16)
