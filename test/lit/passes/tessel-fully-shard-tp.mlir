@@ -18,6 +18,22 @@
 // RUN: | FileCheck %s --implicit-check-not=tessel.all_gather --implicit-check-not=tessel.reduce_scatter \
 // RUN:   --implicit-check-not=tessel.all_to_all
 
+// Mixed precision: the bf16 shards are gathered, and the q, k, v gradients, scattered per
+// block between reshapes, are still summed in f32 on the wire (cast before the
+// reduce-scatter), then averaged over fsdp by a scale.
+// RUN: tessel-opt %s --tessel-shard-batch=parts=2 --tessel-tensor-parallel --tessel-propagate-sharding \
+// RUN:   --tessel-insert-reshards --tessel-fully-shard=axis=fsdp --tessel-partition=batch-axes=fsdp \
+// RUN:   --tessel-reshard-to-collectives --tessel-decompose-attention --tessel-mixed-precision --tessel-autodiff \
+// RUN:   --tessel-gradient-all-reduce="axis=fsdp group=2" | FileCheck %s --check-prefix=BF16
+// BF16-LABEL: func.func @train_step
+// BF16: tessel.all_gather %{{.*}} on @mesh grid_axes = [0] gather_axis = 1 : tensor<3x4x16xbf16> -> tensor<3x8x16xbf16>
+// BF16: %[[DW3:.*]] = tessel.reshape %{{.*}} : tensor<24x16xbf16> -> tensor<3x8x16xbf16>
+// BF16-NEXT: %[[DW32:.*]] = tessel.cast %[[DW3]] : tensor<3x8x16xbf16> -> tensor<3x8x16xf32>
+// BF16-NEXT: %[[DWS:.*]] = tessel.reduce_scatter %[[DW32]] reduce sum on @mesh grid_axes = [0] scatter_axis = 1 : tensor<3x8x16xf32> -> tensor<3x4x16xf32>
+// BF16-NEXT: %[[DW:.*]] = tessel.reshape %[[DWS]] : tensor<3x4x16xf32> -> tensor<12x16xf32>
+// BF16: tessel.scale %[[DW]], 5.000000e-01 : tensor<12x16xf32>
+// BF16-NOT: tessel.reduce_scatter %{{.*}}bf16
+
 // CHECK-LABEL: func.func @forward
 // CHECK: %[[WTE:.*]] = tessel.param "wte.weight" {{.*}}tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}1, 0], []]>]} : tensor<64x16xf32>
 // CHECK: %[[WPE:.*]] = tessel.param "wpe.weight" {{.*}}tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]} : tensor<4x16xf32>
