@@ -54,7 +54,8 @@ mlir::FailureOr<ShardMove> lowerShardMove(mlir::Operation* op) {
     c.axes = axisNames(op, r.getGridAttr(), r.getGridAxes());
     c.group = r.getGroupSize();
     axes = r.getGridAxes();
-    out.stagingNumel = numel;
+    // The input padded to group x the result along the scatter axis (an uneven dimension).
+    out.stagingNumel = mlir::cast<mlir::RankedTensorType>(r.getType()).getNumElements() * c.group;
   } else {
     auto a = mlir::cast<AllToAllOp>(op);
     c.kind = rt::CollectiveStep::Kind::AllToAll;

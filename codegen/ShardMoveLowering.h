@@ -16,7 +16,7 @@ namespace tessel {
 /// The step of a shard-moving collective, without buffers: kind, dim (and concatDim), reduce
 /// (reduce_scatter: sum or avg), axes, group, location and the op's path in `names`.
 /// `stagingNumel` is set to the staging temp's elements (Program.h: gather P x input,
-/// reduce_scatter input, all_to_all 2 x input).
+/// reduce_scatter P x result: its input padded when P does not divide it, all_to_all 2 x input).
 struct ShardMove {
   rt::CollectiveStep step;
   int64_t stagingNumel = 0;

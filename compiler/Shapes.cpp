@@ -267,8 +267,18 @@ Result allGather(ShapeRef input, int64_t axis, int64_t group) {
   return resizeDim(input, "gather_axis", axis, group, false);
 }
 
+bool isTrimmedGather(ShapeRef gathered, ShapeRef result, int64_t axis, int64_t group) {
+  if (gathered.size() != result.size() || axis < 0 || axis >= static_cast<int64_t>(result.size())) return false;
+  for (size_t d = 0; d < result.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && gathered[d] != result[d]) return false;
+  return result[axis] <= gathered[axis] && result[axis] > gathered[axis] - group;
+}
+
 Result reduceScatter(ShapeRef input, int64_t axis, int64_t group) {
-  return resizeDim(input, "scatter_axis", axis, group, true);
+  if (std::string e = axisError("scatter_axis", axis, input, group); !e.empty()) return Result::fail(e);
+  Shape out(input.begin(), input.end());
+  out[axis] = (out[axis] + group - 1) / group;  // the shard of the zero-padded input
+  return {out, ""};
 }
 
 Result allToAll(ShapeRef input, int64_t splitAxis, int64_t concatAxis, int64_t group) {

@@ -88,11 +88,19 @@ Result reduce(ShapeRef input, ShapeRef dims);
 Result broadcast(ShapeRef input, ShapeRef result, ShapeRef dims);
 
 /// all_gather over a group of `group` >= 1 ranks: 0 <= axis < rank. Result: input with
-/// dimension `axis` multiplied by `group`.
+/// dimension `axis` multiplied by `group` (the concatenation of every rank's shard).
 Result allGather(ShapeRef input, int64_t axis, int64_t group);
 
-/// reduce_scatter over `group` >= 1 ranks: 0 <= axis < rank and input[axis] divisible by
-/// `group` (uneven shards are refused). Result: input with dimension `axis` divided by `group`.
+/// Whether `result` is the concatenation `gathered` (allGather's shape) with up to group - 1
+/// trailing elements of padding dropped along `axis`: equal elsewhere, and
+/// gathered[axis] - group < result[axis] <= gathered[axis]. That is the trimmed all-gather of
+/// a dimension G padded to group x ceil(G / group) (fully sharded data parallelism of an
+/// uneven first dimension): ceil(result[axis] / group) is the shard's size.
+bool isTrimmedGather(ShapeRef gathered, ShapeRef result, int64_t axis, int64_t group);
+
+/// reduce_scatter over `group` >= 1 ranks: 0 <= axis < rank. Result: input with dimension
+/// `axis` G replaced by ceil(G / group): an uneven G is padded with zeros at its end to
+/// group x ceil(G / group) before it is scattered (the transpose of the trimmed all-gather).
 Result reduceScatter(ShapeRef input, int64_t axis, int64_t group);
 
 /// all_to_all over `group` >= 1 ranks: both axes in [0, rank), input[splitAxis] divisible by

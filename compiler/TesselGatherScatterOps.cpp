@@ -19,15 +19,18 @@ shapes::Shape shapeOf(Value v) {
 }
 
 /// Checks `op`'s grid reference, then that its result has the shape `rule` gives for its
-/// input over the group; the error names the input, the group size and both shapes.
+/// input over the group, or, for a gather (`trimAxis` >= 0), that shape with the padding of
+/// an uneven dimension trimmed along `trimAxis` (shapes::isTrimmedGather); the error names
+/// the input, the group size and both shapes.
 LogicalResult verifyCollectiveShape(
     Operation* op, FlatSymbolRefAttr grid, ArrayRef<int16_t> axes,
-    const std::function<shapes::Result(shapes::ShapeRef, int64_t)>& rule) {
+    const std::function<shapes::Result(shapes::ShapeRef, int64_t)>& rule, int64_t trimAxis = -1) {
   if (failed(verifyGridAxes(op, grid, axes))) return failure();
   int64_t group = gridGroupSize(op, grid, axes);
   shapes::Shape in = shapeOf(op->getOperand(0)), out = shapeOf(op->getResult(0));
   shapes::Result want = rule(in, group);
   if (!want.ok()) return op->emitOpError() << want.error;
+  if (trimAxis >= 0 && shapes::isTrimmedGather(want.shape, out, trimAxis, group)) return success();
   if (want.shape != out)
     return op->emitOpError() << "result is " << shapes::str(out) << ", but the input "
                              << shapes::str(in) << " over a group of " << group
@@ -92,12 +95,13 @@ LogicalResult verifyScatterReduce(Operation* op, ReduceKind reduce) {
 }  // namespace
 
 LogicalResult AllGatherOp::verify() {
-  return verifyCollectiveShape(*this, getGridAttr(), getGridAxes(), gatherRule(getGatherAxis()));
+  return verifyCollectiveShape(*this, getGridAttr(), getGridAxes(), gatherRule(getGatherAxis()),
+                               getGatherAxis());
 }
 
 LogicalResult AllGatherStartOp::verify() {
   if (failed(verifyCollectiveShape(*this, getGridAttr(), getGridAxes(),
-                                   gatherRule(getGatherAxis()))))
+                                   gatherRule(getGatherAxis()), getGatherAxis())))
     return failure();
   return verifyWaitedFor<AllGatherWaitOp>(*this);
 }

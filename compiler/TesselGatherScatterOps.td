@@ -83,6 +83,12 @@ def Tessel_AllGatherOp : Tessel_ShardMoveOp<"all_gather",
     along `gather_axis` over `grid_axes` becomes whole (sequence parallelism's gather before
     a column-parallel GEMM; FSDP's parameter gather).
 
+    Gather-then-trim: the result may be shorter along `gather_axis`, by at most N - 1
+    elements (`input[gather_axis] * (N - 1) < result[gather_axis]`): the concatenation's
+    trailing elements, the padding of a dimension G that N does not divide, stored as
+    N x ceil(G / N), are dropped (FSDP of an uneven first dimension). Its transpose pads
+    the gradient with zeros before the reduce-scatter, so the padding's gradient is zero.
+
     Its VJP is `tessel.reduce_scatter` sum along the same dimension: each rank's copy of
     the result feeds a computation of its own, so the gradient of shard s is the sum over
     the ranks of block s of their result gradients.
@@ -143,8 +149,9 @@ def Tessel_ReduceScatterOp : Tessel_ShardMoveOp<"reduce_scatter",
   let description = [{
     The elementwise `reduce` (`sum`, or `avg`: the sum divided by N) of `input` over the
     group (see the file header), split into N equal blocks along `scatter_axis`; the rank of
-    group index r keeps block r. `input[scatter_axis]` must be divisible by N (uneven sizes
-    are refused in this slice) and `result[scatter_axis] = input[scatter_axis] / N`. A
+    group index r keeps block r. `result[scatter_axis] = ceil(input[scatter_axis] / N)`:
+    a size N does not divide is first padded at its end with zeros to N times that (the
+    transpose of the trimmed all-gather; the last blocks then end in zeros). A
     partial tensor becomes split along `scatter_axis` (sequence parallelism's reduction
     after a row-parallel GEMM; ZeRO/FSDP's gradient reduction). `max` is refused: the
     runtime has no max collective and a max has no VJP here.

@@ -262,10 +262,9 @@ void Plan::checkCombination() const {
                              fullyShardAxis_, fullyShardAxis_,
                              fullyShardAxis_ == batchAxis_ ? "batch (shard_batch)" : "tensor-parallel"),
                  fullyShardAxis_ == batchAxis_ ? batchSite_ : tensorParallelSite_, "the other use is here");
-  if (!tensorParallelAxis_.empty() || !shards_.empty())
-    fail(fullyShardSite_, fmt::format("fully_shard(\"{}\") with {} is not supported yet (fully sharded data "
-                                      "parallelism alone, or with shard_batch for HSDP)",
-                                      fullyShardAxis_, shards_.empty() ? "tensor_parallel" : "shard() entries"));
+  // With tensor_parallel or shard(): each parameter keeps its tensor-parallel layout for
+  // compute and is stored with dimension 0 also split over the fully sharded axis, innermost
+  // (tessel-fully-shard).
 }
 
 void Plan::check_world_size(int64_t worldSize) const {

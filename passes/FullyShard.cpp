@@ -4,10 +4,25 @@
 //   1. For each tessel.param of the forward function (rank >= 1), its compute layout S is
 //      what tessel-propagate-sharding gave it (replicated without tensor parallelism); its
 //      storage layout S' is S with dimension 0 split over the fully-sharded axis
-//      (FSDP2-style: per parameter, no flattening).
+//      (FSDP2-style: per parameter, no flattening; storageLayout):
+//      - dimension 0 not split in S: split over fsdp alone. A first dimension G that fsdp
+//        (F ranks) does not divide is stored padded to F x ceil(G / F), the padding at the
+//        end (tessel-partition records it, the runtime starts it at zero);
+//      - dimension 0 split in S over tensor-parallel axes (column-parallel weights and
+//        their biases, the vocabulary-parallel embedding): split over those axes then fsdp,
+//        listed [tp, fsdp] in #tessel.sharding (first outermost): tp major, fsdp minor.
+//        That is FSDP2 over a TP DTensor (torchtitan's mesh [dp_shard, tp]: FSDP2 shards
+//        the TP-local tensor again, its _StridedShard placement): each tensor-parallel
+//        rank's block is split over fsdp, so the gather over fsdp alone rebuilds exactly
+//        the tp-local compute block (with fsdp major, a tp rank's rows would be scattered
+//        over every fsdp group: no single gather makes them). Blocks (the fused q, k, v
+//        weight) are kept: each rank holds its fsdp part of its tp part of every block.
+//        Padding a dimension split over two axes is refused (tp x fsdp must divide each
+//        block).
 //   2. The parameter takes S', and its users read `tessel.reshard %p from S' to S`, placed
 //      right before the first user, so tessel-reshard-to-collectives makes it an all-gather
-//      along dimension 0. Autodiff transposes that gather into a reduce-scatter: the
+//      over fsdp along dimension 0 (trimming the padding of an uneven one). Autodiff
+//      transposes that gather into a reduce-scatter (padding the gradient with zeros): the
 //      per-rank gradients of the split batch are summed into each rank's shard (ZeRO-3's
 //      gradient reduce-scatter; tessel-gradient-all-reduce turns the sum into the mean).
 //   The optimizer lays its state out like the parameter, so each rank updates its shard.
@@ -29,6 +44,38 @@ namespace tessel {
 
 namespace {
 
+/// The layout parameter `p` (of compute layout `compute`) is stored in when fully sharded
+/// over grid axis `fsdp` (step 1 of the algorithm above): `compute` with dimension 0 split
+/// over fsdp, innermost. Emits the error at `p` and fails when that layout cannot be: `p`
+/// already split over fsdp, or a dimension 0 split over tensor-parallel axes whose blocks
+/// tp x fsdp does not divide.
+mlir::FailureOr<TensorSharding> storageLayout(ParamOp p, const TensorSharding& compute, int16_t fsdp,
+                                              const GridInfo& grid) {
+  const llvm::StringRef axis = grid.names[fsdp];
+  if (compute.usesAxis(fsdp))
+    return p.emitError() << "parameter '" << p.getName() << "' is already split over " << axis << " ("
+                         << describeSharding(compute, grid.names)
+                         << "); tessel-fully-shard runs once, on parameters laid out for compute";
+  TensorSharding storage = compute;
+  DimSharding& dim0 = storage.dims[0];
+  if (dim0.split()) {
+    const int64_t rows = mlir::cast<mlir::RankedTensorType>(p.getType()).getShape()[0];
+    const int64_t parts = dim0.blocks * grid.groupSize(dim0.axes) * grid.sizes[fsdp];
+    if (rows % parts != 0) {
+      auto diag = p.emitError() << "parameter '" << p.getName() << "': dimension 0 has " << rows
+                                << " rows, already split " << describeSharding(compute, grid.names)
+                                << "; fully sharding it over " << axis << "=" << grid.sizes[fsdp]
+                                << " as well needs " << parts;
+      if (dim0.blocks > 1) diag << " (" << dim0.blocks << " blocks x " << parts / dim0.blocks << " ranks)";
+      return diag << " to divide it (a dimension split over two axes is not padded): choose degrees "
+                     "whose product divides it";
+    }
+  }
+  dim0.axes.push_back(fsdp);  // innermost: tp major, fsdp minor (see the top of the file)
+  dim0.padding = 0;           // tessel-partition derives it from the global size
+  return storage;
+}
+
 struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
   using FullyShardBase::FullyShardBase;
 
@@ -44,33 +91,14 @@ struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
       module.emitError() << DEBUG_TYPE << ": axis '" << axis << "' is not an axis of @mesh";
       return signalPassFailure();
     }
-    const int64_t ranks = grid.sizes[shardAxis];
     for (auto p : llvm::make_early_inc_range(target->function.getBody().getOps<ParamOp>())) {
       auto type = mlir::cast<mlir::RankedTensorType>(p.getType());
       if (type.getRank() == 0) continue;  // a scalar stays replicated; its gradient is averaged
       TensorSharding compute = shardingOf(p.getResult());
       if (compute.dims.empty()) compute = TensorSharding::replicated(type.getRank());
-      if (compute.usesAxis(shardAxis)) {
-        p.emitError() << "parameter '" << p.getName() << "' is already split over " << axis
-                      << " (" << describeSharding(compute, grid.names)
-                      << "); tessel-fully-shard runs once, on parameters laid out for compute";
-        return signalPassFailure();
-      }
-      if (compute.dims[0].split()) {
-        p.emitError() << "parameter '" << p.getName() << "': dimension 0 is already split "
-                      << describeSharding(compute, grid.names)
-                      << "; fully sharding it over " << axis << " as well is not supported yet";
-        return signalPassFailure();
-      }
-      if (type.getShape()[0] % ranks != 0) {
-        p.emitError() << "parameter '" << p.getName() << "': dimension 0 has " << type.getShape()[0]
-                      << " rows, which " << axis << "=" << ranks
-                      << " does not divide; fully sharded data parallelism of an uneven first "
-                         "dimension is not supported yet (choose a degree that divides it)";
-        return signalPassFailure();
-      }
-      TensorSharding storage = compute;
-      storage.dims[0] = DimSharding{{shardAxis}, 1};
+      mlir::FailureOr<TensorSharding> stored = storageLayout(p, compute, shardAxis, grid);
+      if (mlir::failed(stored)) return signalPassFailure();
+      const TensorSharding& storage = *stored;
       mlir::Operation* first = nullptr;
       for (mlir::Operation* user : p->getUsers())
         if (!first || user->isBeforeInBlock(first)) first = user;

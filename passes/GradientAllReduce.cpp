@@ -92,23 +92,29 @@ ParamOp findParam(mlir::func::FuncOp step, llvm::StringRef name) {
   return found;
 }
 
-/// Under mixed precision a stored shard's gradient is `cast(reduce_scatter(bf16))`: the
-/// ranks' bf16 parts would be summed in bf16, rounding at every hop of a ring. Returns the
-/// same gradient summed in f32 instead, `reduce_scatter(cast(bf16 -> f32))`, or `g` when it
-/// is not of that form.
+/// Under mixed precision a stored shard's gradient is `cast(reduce_scatter(bf16))` (for a
+/// dimension in blocks, `cast(reshape(reduce_scatter(bf16)))`: FSDP x TP's fused q, k, v
+/// weight, scattered per block): the ranks' bf16 parts would be summed in bf16, rounding at
+/// every hop of a ring. Returns the same gradient summed in f32 instead,
+/// `[reshape](reduce_scatter(cast(bf16 -> f32)))`, or `g` when it is not of that form.
 mlir::Value reduceScatterInF32(mlir::Value g) {
   auto cast = g.getDefiningOp<CastOp>();
-  auto rs = cast ? cast.getInput().getDefiningOp<ReduceScatterOp>() : ReduceScatterOp();
-  if (!rs || !rs->hasOneUse()) return g;
+  auto reshape = cast ? cast.getInput().getDefiningOp<ReshapeOp>() : ReshapeOp();
+  mlir::Value scattered = reshape ? reshape.getInput() : cast ? cast.getInput() : mlir::Value();
+  auto rs = scattered ? scattered.getDefiningOp<ReduceScatterOp>() : ReduceScatterOp();
+  if (!rs || !rs->hasOneUse() || (reshape && !reshape->hasOneUse())) return g;
   mlir::OpBuilder b(rs);
   auto wide = mlir::cast<mlir::RankedTensorType>(rs.getInput().getType()).clone(b.getF32Type());
   mlir::Value input = CastOp::create(b, rs.getLoc(), wide, rs.getInput());
-  auto sum = ReduceScatterOp::create(b, rs.getLoc(), g.getType(), input, rs.getReduceAttr(), rs.getGridAttr(),
-                                     rs.getGridAxesAttr(), rs.getScatterAxisAttr());
-  cast.getResult().replaceAllUsesWith(sum.getResult());
+  auto sumType = mlir::cast<mlir::RankedTensorType>(rs.getType()).clone(b.getF32Type());
+  mlir::Value sum = ReduceScatterOp::create(b, rs.getLoc(), sumType, input, rs.getReduceAttr(), rs.getGridAttr(),
+                                            rs.getGridAxesAttr(), rs.getScatterAxisAttr());
+  if (reshape) sum = ReshapeOp::create(b, reshape.getLoc(), g.getType(), sum);
+  cast.getResult().replaceAllUsesWith(sum);
   cast.erase();
+  if (reshape) reshape.erase();
   rs.erase();
-  return sum.getResult();
+  return sum;
 }
 
 struct GradientAllReducePass : impl::GradientAllReduceBase<GradientAllReducePass> {

@@ -11,8 +11,10 @@
 //      padded alike), so padded activations
 //      are zero, their gradients are zero, and the padding of a parameter is never updated;
 //      the vocabulary's cross-entropy masks its padded logits to -inf
-//      (tessel.mask_vocab_padding). Anything else (a layer norm or softmax over a padded
-//      dimension, a gather of one, a blocked dimension) is an error at the op that says why.
+//      (tessel.mask_vocab_padding). A fully sharded parameter's padded first dimension is
+//      gathered whole, then trimmed (isTrimmedGather). Anything else (a layer norm or
+//      softmax over a padded dimension, a partial gather of one, a blocked dimension) is an
+//      error at the op that says why.
 //   2. Megatron's f: an operand replicated over an axis that the op's computation is split
 //      or partial over is read through one tessel.replicate per (value, axes), placed
 //      after the value's definition.
@@ -168,7 +170,7 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       // (a scalar, a replicated row) would write itself into the padding.
       bool sumOfPadded = mlir::isa<AddOp, SubOp>(op) &&
                          llvm::all_of(op.getOperands(), [&](Value v) { return padded_.count(v) > 0; });
-      if (vocabulary || sumOfPadded ||
+      if (vocabulary || sumOfPadded || isTrimmedGather(op) ||
           mlir::isa<ParamOp, MatmulOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp, ReduceSumOp,
                     ReplicateOp, AllReduceOp>(op))
         continue;
@@ -195,6 +197,23 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
                   << (local * n - pad);
     }
     return mlir::success();
+  }
+
+  /// Gather-then-trim (fully sharded data parallelism of an uneven first dimension): a
+  /// reshard of a padded value that gathers every padded dimension whole, or leaves it as it
+  /// is, keeps the padding out of its result: tessel-reshard-to-collectives's all-gather
+  /// drops the trailing padding, and its transpose, the reduce-scatter, pads the gradient
+  /// with zeros. (Gathering only some axes of a padded dimension would put the padding in
+  /// the middle of the result: refused.)
+  bool isTrimmedGather(mlir::Operation& op) const {
+    auto r = mlir::dyn_cast<ReshardOp>(op);
+    if (!r || !padded_.count(r.getInput())) return false;
+    int64_t rank = mlir::cast<mlir::RankedTensorType>(r.getType()).getRank();
+    TensorSharding from = TensorSharding::fromAttr(r.getFrom(), rank);
+    TensorSharding to = TensorSharding::fromAttr(r.getSharding(), rank);
+    return llvm::all_of(padded_.lookup(r.getInput()), [&](std::pair<int64_t, int64_t> dimPad) {
+      return !to.dims[dimPad.first].split() || from.dims[dimPad.first] == to.dims[dimPad.first];
+    });
   }
 
   template <typename Of>

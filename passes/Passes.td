@@ -599,13 +599,20 @@ def ReshardToCollectives : Pass<"tessel-reshard-to-collectives", "mlir::ModuleOp
       (a row-parallel projection's output before its bias and the residual add; Megatron's
       g);
     - one dimension's split removed: `tessel.all_gather` along it (sequence parallelism's
-      gather of the rows before a column-parallel projection);
+      gather of the rows before a column-parallel projection); or only its innermost
+      (last-listed) axes removed: `tessel.all_gather` over those axes, which rebuilds the
+      block of the axes that stay (FSDP x TP: a tensor-parallel rank's weight gathered
+      over fsdp). A dimension in B > 1 blocks is gathered per block: reshaped to
+      [B, local / B], gathered along the new inner dimension, reshaped back. A padded
+      dimension gathered whole is gathered then trimmed (the all-gather's result drops the
+      padding);
     - a pending sum resolved into one dimension's split over the same axes:
       `tessel.reduce_scatter` sum along it (sequence parallelism after a row-parallel
       projection);
     - a reshard to the layout its input already has disappears;
-    - any other change (a replicated tensor sliced, a split moved between dimensions, a
-      split in blocks gathered) is an error at the reshard's user naming both layouts.
+    - any other change (a replicated tensor sliced, a split moved between dimensions, an
+      outer axis gathered before an inner one) is an error at the reshard's user naming
+      both layouts.
 
     Stage: after tessel-partition (the function is partitioned), before tessel-autodiff.
   }];
@@ -626,8 +633,21 @@ def FullyShard : Pass<"tessel-fully-shard", "mlir::ModuleOp"> {
     transposes the gather into a reduce-scatter sum, which adds the per-rank gradients of
     the split batch into each rank's shard; tessel-gradient-all-reduce makes it the mean.
     `axis` must also split the batch (a batch axis of tessel-shard-batch and of tessel-partition's
-    `batch-axes`). Scalars stay replicated. A first dimension the axis does not divide, and
-    one already split (tensor parallelism), are errors at the parameter (not supported yet).
+    `batch-axes`). Scalars stay replicated.
+
+    With tensor parallelism: a dimension 0 already split over tp axes (column-parallel
+    weights and biases, the vocabulary-parallel embedding) is stored split over the tp axes
+    then `axis`, tp major and fsdp minor (#tessel.sharding lists them in that order): each
+    tensor-parallel rank's block is split again over fsdp, so the all-gather over `axis`
+    alone rebuilds that rank's compute block (FSDP2 over a TP DTensor does the same: its
+    _StridedShard shards the TP-local tensor). Row-parallel weights (dimension 1 split) get
+    dimension 0 over `axis`. A dimension 0 split over two axes must be divisible by both
+    (no padding there).
+
+    An uneven first dimension G (not divisible by the axis's N ranks) is stored padded to
+    N x ceil(G / N), zeros at its end (tessel-partition records the padding); the all-gather
+    trims the padding off (gather-then-trim), and its transpose, the reduce-scatter, pads the
+    gradient with zeros, so the padding stays zero.
 
     ```mlir
     %w = tessel.param "fc.weight" {tessel.shardings = [#tessel.sharding<@mesh, [[0], []]>]} : tensor<16x64xf32>
@@ -667,8 +687,8 @@ def Partition : Pass<"tessel-partition", "mlir::ModuleOp"> {
     Rewrites the forward function from global shapes to the shapes of one rank's part:
 
     1. every value split over axes of total size n on a dimension gets 1/n of it (a
-       dimension its axes do not divide is an error at the op: uneven sizes are not
-       supported yet); a `tessel.causal_attention` whose input is split by heads keeps
+       dimension its axes do not divide is padded where the padding provably stays zero,
+       see passes/Partition.cpp); a `tessel.causal_attention` whose input is split by heads keeps
        its heads' share (`num_heads` / n);
     2. an operand replicated over an axis that the op's computation is split or partial
        over is read through `tessel.replicate` (Megatron's f: its gradient, one addend per

@@ -39,7 +39,9 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   sizeFlag(app, "--batch", f.batch, "global batch size B", int64_t{1} << 24);
   app.add_option("--plan", f.plan, "parallelism plan: the mesh's axes, outermost first, e.g. dp=2,tp=2 (dp: data "
                                    "parallelism, tp: Megatron tensor parallelism, fsdp: fully sharded data "
-                                   "parallelism, ZeRO-3; dp=2,fsdp=2 is HSDP; pp is not supported yet). The "
+                                   "parallelism, ZeRO-3, any degree: an uneven first dimension is padded; "
+                                   "dp=2,fsdp=2 is HSDP; fsdp=2,tp=2 stores each tp block split again over "
+                                   "fsdp, tp major, fsdp minor; pp is not supported yet). The "
                                    "recommended order puts pp outermost and tp innermost, so tp ranks are neighbours")
       ->capture_default_str();
   app.add_option("--zero-stage", f.zeroStage,

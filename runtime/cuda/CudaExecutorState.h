@@ -173,6 +173,9 @@ struct CudaExecutor::State {
       Communicator& group = communicatorOf(c, s.name, mesh, comm);
       const DType dtype = s.dtype;
       const ShardMovePlan& m = s.move;
+      if (m.zeroStaging)  // the padding of an uneven dimension sums zeros
+        ck(api->cuMemsetD8Async(staging, 0, static_cast<size_t>(m.count) * s.elementBytes, stream),
+           "cuMemsetD8Async of " + s.what);
       enqueueCopies(s, m.pack, input, staging);
       auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
       std::unique_ptr<Work> work;

@@ -1,6 +1,7 @@
 // Collective schedule reports and checks; see Collectives.h.
 #include "runtime/exec/Collectives.h"
 
+#include "runtime/exec/BlockLayout.h"  // shardMovePlan: a shard move's payload
 #include "runtime/numeric/Fnv1a.h"
 
 #include <fmt/format.h>
@@ -20,9 +21,7 @@ const CollectiveStep* asCollective(const Step& s) { return std::get_if<Collectiv
 /// payload (Program.h).
 int64_t payloadOf(const Program& program, const CollectiveStep& c) {
   if (!c.movesShards()) return program.buffers.at(static_cast<size_t>(c.buffer)).bytes();
-  const Buffer& in = program.buffers.at(static_cast<size_t>(c.tensors.at(0)));
-  const Buffer& out = program.buffers.at(static_cast<size_t>(c.tensors.at(1)));
-  return c.kind == CollectiveStep::Kind::AllGather ? out.bytes() : in.bytes();
+  return shardMovePlan(program, c).payloadBytes;  // the executors count the same (padding included)
 }
 
 /// "all_reduce A bytes, all_gather B bytes, reduce_scatter C bytes, all_to_all D bytes".

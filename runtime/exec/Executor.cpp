@@ -488,6 +488,7 @@ void Executor::shardMove(const Prepared& p) {
     Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
     const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
     const ShardMovePlan& m = p.move;
+    if (m.zeroStaging) std::memset(staging, 0, static_cast<size_t>(m.count) * p.elementBytes);
     copyStrided(m.pack, input, staging, p.elementBytes);
     std::unique_ptr<Work> work;
     if (c.kind == CollectiveStep::Kind::AllGather)

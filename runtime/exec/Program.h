@@ -157,8 +157,13 @@ struct CopyStep {
 ///   AllToAll: the input is packed into the first half of staging ([P][input / P], block j =
 ///     slice j of `dim`, sent to rank j), exchanged into the second half, whose block j (from
 ///     rank j) is unpacked into slice j of `concatDim` of the output; staging holds 2 x input.
-/// Payload (Communicator.h's rule): AllGather the output's bytes, ReduceScatter and AllToAll
-/// the input's.
+/// Uneven sizes (fully sharded data parallelism of a first dimension G that P does not
+/// divide, shards of m = ceil(G / P)): AllGather's output may hold G < P n along dim, the
+/// unpack dropping the trailing padding (gather-then-trim); ReduceScatter's input may hold
+/// G < P m, staging being zeroed first so that the padding sums zeros.
+/// Payload (Communicator.h's rule): AllGather and ReduceScatter P x the shard's bytes
+/// (padding included; the output's, resp. input's bytes when P divides), AllToAll the
+/// input's.
 struct CollectiveStep {
   enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
   Kind kind = Kind::AllReduceStart;

@@ -453,8 +453,17 @@ class Checker {
     if (c.kind == CollectiveStep::Kind::AllGather) {
       expect[d] *= c.group;
       stagingNumel = in.numel() * c.group;
+      // Gather-then-trim: an output up to group - 1 shorter drops the padding of an uneven
+      // dimension (BlockLayout.h).
+      if (out.shape.size() == expect.size() && out.shape[d] <= expect[d] && out.shape[d] > expect[d] - c.group) {
+        std::vector<int64_t> trimmed = expect;
+        trimmed[d] = out.shape[d];
+        if (out.shape == trimmed) expect = trimmed;
+      }
     } else if (c.kind == CollectiveStep::Kind::ReduceScatter) {
-      divide(d);
+      // An uneven dimension is padded with zeros to group x ceil(size / group) in staging.
+      expect[d] = (expect[d] + c.group - 1) / c.group;
+      stagingNumel = in.numel() / std::max<int64_t>(in.shape[d], 1) * expect[d] * c.group;
     } else {
       divide(d);
       expect[static_cast<size_t>(c.concatDim)] *= c.group;

@@ -320,10 +320,13 @@ TEST(PlanErrors, FullyShardStagesAxesAndCombinations) {
   line = __LINE__ + 1;
   Plan overBatch = Plan(mesh).shard_batch("dp").fully_shard("dp");
   expectAt(errorOf([&] { overBatch.check_world_size(4); }), line, "'dp' is already the batch (shard_batch) axis");
-  line = __LINE__ + 1;
+  // FSDP x TP: the batch is split over fsdp only, and the plan is accepted (tessel-fully-shard
+  // stores each tensor-parallel block split again over fsdp).
   Plan withTp = Plan(Mesh{{"fsdp", 2}, {"tp", 2}}).fully_shard("fsdp").tensor_parallel("tp");
-  expectAt(errorOf([&] { withTp.check_world_size(4); }), line,
-           "fully_shard(\"fsdp\") with tensor_parallel is not supported yet");
+  EXPECT_NO_THROW(withTp.check_world_size(4));
+  EXPECT_EQ(withTp.batch_axes(), std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(withTp.tp(), 2);
+  EXPECT_NO_THROW(tessel::parsePlan("fsdp=2,tp=2").check_world_size(4));
 }
 
 TEST(PlanIr, TheModuleHoldsTheGridAndTheShardings) {

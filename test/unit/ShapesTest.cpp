@@ -96,12 +96,21 @@ TEST(Shapes, Rearrangements) {
 TEST(Shapes, Collectives) {
   expectShape(allGather(Shape{2, 6}, 0, 4), {8, 6});
   expectShape(allGather(Shape{2, 6}, 1, 1), {2, 6});
+  // The trimmed gather drops at most group - 1 trailing rows of padding (3 x 4 = 12 rows
+  // gathered: 9 to 12 kept are trims of it, 8 would be a whole shard dropped).
+  EXPECT_TRUE(isTrimmedGather(Shape{12, 6}, Shape{12, 6}, 0, 4));
+  EXPECT_TRUE(isTrimmedGather(Shape{12, 6}, Shape{9, 6}, 0, 4));
+  EXPECT_FALSE(isTrimmedGather(Shape{12, 6}, Shape{8, 6}, 0, 4));
+  EXPECT_FALSE(isTrimmedGather(Shape{12, 6}, Shape{13, 6}, 0, 4));
+  EXPECT_FALSE(isTrimmedGather(Shape{12, 6}, Shape{12, 5}, 0, 4));
+  EXPECT_FALSE(isTrimmedGather(Shape{12, 6}, Shape{12}, 0, 4));
   expectError(allGather(Shape{2, 6}, 2, 4), {"gather_axis 2 is out of range for 2x6"});
   expectError(allGather(Shape{2, 6}, 0, 0), {"group size must be >= 1, got 0"});
   expectShape(reduceScatter(Shape{8, 6}, 0, 4), {2, 6});
   expectShape(reduceScatter(Shape{8, 6}, 1, 3), {8, 2});
-  expectError(reduceScatter(Shape{6, 8}, 0, 4),
-              {"scatter_axis 0 of 6x8 (size 6) is not divisible by the group size 4"});
+  // An uneven dimension is padded to group x ceil(G / group): 6 rows over 4 ranks are 4 x 2.
+  expectShape(reduceScatter(Shape{6, 8}, 0, 4), {2, 8});
+  expectShape(reduceScatter(Shape{9, 8}, 0, 4), {3, 8});
   expectError(reduceScatter(Shape{8}, -1, 2), {"scatter_axis -1 is out of range for 8"});
   expectShape(allToAll(Shape{4, 8}, 1, 0, 4), {16, 2});
   expectShape(allToAll(Shape{4, 8}, 0, 1, 2), {2, 16});

@@ -15,6 +15,9 @@
 // CHECK: tessel.reduce_scatter %{{.*}} reduce avg on @mesh_dp2_tp4 grid_axes = [0, 1] scatter_axis = 1 : tensor<2x16xf32> -> tensor<2x2xf32>
 // CHECK: tessel.all_to_all %{{.*}} on @mesh_dp2_tp4 grid_axes = [1] split_axis = 1 concat_axis = 0 : tensor<2x8xf32> -> tensor<8x2xf32>
 // CHECK: tessel.all_to_all %{{.*}} on @mesh_dp2_tp4 grid_axes = [1] split_axis = 0 concat_axis = 0 : tensor<8x3xf32> -> tensor<8x3xf32>
+// Gather-then-trim and its transpose: 7 rows in shards of 2 over 4 ranks (1 row of padding).
+// CHECK: tessel.all_gather %{{.*}} on @mesh_dp2_tp4 grid_axes = [1] gather_axis = 0 : tensor<2x6xf32> -> tensor<7x6xf32>
+// CHECK: tessel.reduce_scatter %{{.*}} reduce sum on @mesh_dp2_tp4 grid_axes = [1] scatter_axis = 0 : tensor<7x6xf32> -> tensor<2x6xf32>
 // GENERIC: "tessel.all_gather"(%{{.*}}) <{gather_axis = 0 : i64, grid = @mesh_dp2_tp4, grid_axes = array<i16: 1>}> : (tensor<2x6xf32>) -> tensor<8x6xf32>
 // GENERIC: "tessel.reduce_scatter"(%{{.*}}) <{grid = @mesh_dp2_tp4, grid_axes = array<i16: 1>, reduce = #tessel<reduce_kind sum>, scatter_axis = 0 : i64}> : (tensor<8x6xf32>) -> tensor<2x6xf32>
 // GENERIC: "tessel.all_to_all"(%{{.*}}) <{concat_axis = 0 : i64, grid = @mesh_dp2_tp4, grid_axes = array<i16: 1>, split_axis = 1 : i64}> : (tensor<2x8xf32>) -> tensor<8x2xf32>
@@ -27,6 +30,8 @@ func.func @sync(%x: tensor<2x6xf32>, %h: tensor<2x6xbf16>, %p: tensor<8x6xf32>, 
   %3 = tessel.reduce_scatter %q reduce avg on @mesh_dp2_tp4 grid_axes = [0, 1] scatter_axis = 1 : tensor<2x16xf32> -> tensor<2x2xf32>
   %4 = tessel.all_to_all %t on @mesh_dp2_tp4 grid_axes = [1] split_axis = 1 concat_axis = 0 : tensor<2x8xf32> -> tensor<8x2xf32>
   %5 = tessel.all_to_all %u on @mesh_dp2_tp4 grid_axes = [1] split_axis = 0 concat_axis = 0 : tensor<8x3xf32> -> tensor<8x3xf32>
+  %6 = tessel.all_gather %x on @mesh_dp2_tp4 grid_axes = [1] gather_axis = 0 : tensor<2x6xf32> -> tensor<7x6xf32>
+  %7 = tessel.reduce_scatter %6 reduce sum on @mesh_dp2_tp4 grid_axes = [1] scatter_axis = 0 : tensor<7x6xf32> -> tensor<2x6xf32>
   return
 }
 
@@ -54,8 +59,10 @@ func.func @async(%w: tensor<4x8xf32>, %g: tensor<8x8xf32>) -> (tensor<8x8xf32>, 
 // Shape rules of the synchronous ops.
 shard.grid @mesh_tp4(shape = 4) {tessel.axis_names = ["tp"]}
 func.func @gather_result(%x: tensor<2x6xf32>) {
-  // expected-error @+1 {{result is 6x6, but the input 2x6 over a group of 4 ranks gives 8x6}}
-  %0 = tessel.all_gather %x on @mesh_tp4 grid_axes = [0] gather_axis = 0 : tensor<2x6xf32> -> tensor<6x6xf32>
+  // A result 4 or more rows short of the concatenation drops more than the padding of an
+  // uneven dimension (at most group - 1 rows): a whole shard.
+  // expected-error @+1 {{result is 4x6, but the input 2x6 over a group of 4 ranks gives 8x6}}
+  %0 = tessel.all_gather %x on @mesh_tp4 grid_axes = [0] gather_axis = 0 : tensor<2x6xf32> -> tensor<4x6xf32>
   return
 }
 
@@ -81,7 +88,8 @@ func.func @gather_element_type(%x: tensor<2x6xf32>) {
 
 shard.grid @mesh_tp4(shape = 4) {tessel.axis_names = ["tp"]}
 func.func @scatter_uneven(%x: tensor<6x8xf32>) {
-  // expected-error @+1 {{scatter_axis 0 of 6x8 (size 6) is not divisible by the group size 4 (uneven shards are not supported yet)}}
+  // An uneven input is padded to 4 x ceil(6 / 4) = 8 rows: shards of 2, not 1.
+  // expected-error @+1 {{result is 1x8, but the input 6x8 over a group of 4 ranks gives 2x8}}
   %0 = tessel.reduce_scatter %x reduce sum on @mesh_tp4 grid_axes = [0] scatter_axis = 0 : tensor<6x8xf32> -> tensor<1x8xf32>
   return
 }
@@ -184,7 +192,7 @@ func.func @gather_start_twice(%x: tensor<2x6xf32>) {
 // The asynchronous forms share the shape rules of the synchronous ones.
 shard.grid @mesh_tp4(shape = 4) {tessel.axis_names = ["tp"]}
 func.func @scatter_start_uneven(%x: tensor<6x8xf32>) {
-  // expected-error @+1 {{scatter_axis 0 of 6x8 (size 6) is not divisible by the group size 4}}
+  // expected-error @+1 {{result is 1x8, but the input 6x8 over a group of 4 ranks gives 2x8}}
   %f = tessel.reduce_scatter_start %x reduce sum on @mesh_tp4 grid_axes = [0] scatter_axis = 0 : tensor<6x8xf32> -> tensor<1x8xf32>
   %y = tessel.reduce_scatter_wait %f : tensor<1x8xf32>
   return

@@ -74,17 +74,3 @@ func.func @forward(%x: tensor<8x4x16xf32> {tessel.input = "x"}, %t: tensor<8x4xi
   %l = tessel.cross_entropy %yb, %t : (tensor<8x4x8xf32>, tensor<8x4xi32>) -> tensor<f32>
   return %l : tensor<f32>
 }
-
-// -----
-
-// A first dimension that fsdp does not divide (7 rows over 2 ranks) is refused at the
-// parameter: uneven FSDP shards are not supported yet.
-shard.grid @mesh(shape = 2x2) {tessel.axis_names = ["dp", "fsdp"]}
-func.func @forward(%x: tensor<8x4x16xf32> {tessel.input = "x"}, %t: tensor<8x4xi32> {tessel.input = "t"})
-    -> (tensor<f32> {tessel.output = "loss"}) {
-  // expected-error @+1 {{parameter 'fc.weight': dimension 0 has 7 rows, which fsdp=2 does not divide; fully sharded data parallelism of an uneven first dimension is not supported yet}}
-  %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<7x16xf32>
-  %y = tessel.matmul %x, %w transpose_rhs : (tensor<8x4x16xf32>, tensor<7x16xf32>) -> tensor<8x4x7xf32>
-  %l = tessel.cross_entropy %y, %t : (tensor<8x4x7xf32>, tensor<8x4xi32>) -> tensor<f32>
-  return %l : tensor<f32>
-}
