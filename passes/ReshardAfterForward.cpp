@@ -8,15 +8,23 @@
 //      the backward ops read the clone. The forward gather's result then dies after its
 //      last forward use, so the gathered parameter is not held from forward to backward
 //      (FSDP's reshard_after_forward), at the price of one more all-gather per parameter.
+//   3. With FSDP units (parameters tagged tessel.fsdp_unit, compiler/FsdpUnits.h), step 2
+//      works per unit instead: the forward gathers of every parameter of a unit are cloned
+//      together, in forward order, right before the first backward op that reads any of
+//      them, whether or not the backward pass reads that parameter (FSDP2 gathers a
+//      module's parameters as one); the root unit (tag "") is not gathered again, its
+//      forward gathers are read by the backward pass (FSDP2 never reshards the root).
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FsdpUnits.h"
 #include "compiler/FunctionAttrs.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/MapVector.h"
 
 #define DEBUG_TYPE "tessel-reshard-after-forward"
 
@@ -49,17 +57,35 @@ struct ReshardAfterForwardPass : impl::ReshardAfterForwardBase<ReshardAfterForwa
     mlir::Block& body = f.getBody().front();
     // 1. Forward ops: those the loss depends on.
     llvm::DenseSet<Operation*> forward = opsResultDependsOn(f, lossIndex);
-    // 2. Gathers of stored shards read in backward: gathered again there.
+    // 2-3. Gathers of stored shards read in backward: gathered again there, per parameter,
+    //      or per unit.
+    llvm::MapVector<llvm::StringRef, llvm::SmallVector<AllGatherOp>> units;
     for (auto gather : llvm::make_early_inc_range(body.getOps<AllGatherOp>())) {
       // The stored shard, or its bf16 copy under mixed precision.
       mlir::Value shard = gather.getInput();
       if (auto cast = shard.getDefiningOp<CastOp>()) shard = cast.getInput();
-      if (!shard.getDefiningOp<ParamOp>() || !forward.contains(gather)) continue;
-      Operation* first = nullptr;
+      auto param = shard.getDefiningOp<ParamOp>();
+      if (!param || !forward.contains(gather)) continue;
+      if (auto unit = param->getAttrOfType<mlir::StringAttr>(kFsdpUnitAttr)) {
+        gather->setAttr(kFsdpUnitAttr, unit);  // for --explain and the trace (the clone keeps it)
+        if (!unit.getValue().empty()) units[unit.getValue()].push_back(gather);
+        continue;  // the root unit's forward gathers are kept for the backward pass
+      }
+      regather({gather}, forward);
+    }
+    for (auto& [unit, gathers] : units) regather(gathers, forward);
+  }
+
+  /// Clones `gathers` (forward order) right before the first backward op that reads any of
+  /// them, which then reads the clones; nothing when no backward op reads one.
+  static void regather(llvm::ArrayRef<AllGatherOp> gathers, const llvm::DenseSet<Operation*>& forward) {
+    Operation* first = nullptr;
+    for (AllGatherOp gather : gathers)
       for (Operation* user : gather->getUsers())
         if (!forward.contains(user) && (!first || user->isBeforeInBlock(first))) first = user;
-      if (!first) continue;
-      mlir::OpBuilder b(first);
+    if (!first) return;
+    mlir::OpBuilder b(first);
+    for (AllGatherOp gather : gathers) {
       Operation* again = b.clone(*gather.getOperation());
       gather.getResult().replaceUsesWithIf(again->getResult(0), [&](mlir::OpOperand& use) {
         return !forward.contains(use.getOwner());

@@ -159,9 +159,22 @@ struct CopyStep {
 ///     rank j) is unpacked into slice j of `concatDim` of the output; staging holds 2 x input.
 /// Payload (Communicator.h's rule): AllGather the output's bytes, ReduceScatter and AllToAll
 /// the input's.
+///
+/// An AllGather may also be split in two steps (FSDP prefetch, tessel.all_gather_start /
+/// wait): `phase` Start issues it (the communicator reads the input and fills the staging
+/// buffer in the background) and Wait completes it and unpacks the output. Both steps carry
+/// the same tensors, buffer, dim, axes and group, and `bucket` numbers the in-flight slot
+/// (after the function's all-reduce buckets); input, staging and output stay live from the
+/// Start to the Wait. Only the Start counts towards the payload.
 struct CollectiveStep {
   enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
+  /// Whole: the one-step shard move; Start / Wait: the two halves of an asynchronous one.
+  enum class Phase { Whole, Start, Wait };
   Kind kind = Kind::AllReduceStart;
+  Phase phase = Phase::Whole;
+  /// The FSDP unit of a parameter gather: its module path, "(root)" for the root unit, ""
+  /// for a collective that gathers no unit (compiler/FsdpUnits.h).
+  std::string unit;
   int bucket = 0;            // the bucket's number in [0, buckets of the function), in issue order
   int buffer = -1;           // the bucket's flat f32 buffer (a Temp of sum-of-tensors elements)
   std::vector<int> tensors;  // start: the inputs packed; wait: the outputs unpacked
