@@ -436,7 +436,8 @@ void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
                                                                                           : "collective_wait")
                              : c.kind == CollectiveStep::Kind::AllReduceStart ? "collective_start"
                                                                               : "collective_wait";
-      trace_->complete(p.name, category, start, end, fmt::format("{} bytes", p.bytes));
+      trace_->complete(p.name, category, start, end,
+                       fmt::format("{} bytes{}", p.bytes, c.unit.empty() ? "" : ", unit " + c.unit));
       return;
     }
   }

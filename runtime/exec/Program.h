@@ -256,7 +256,8 @@ inline constexpr int kProgramFormatVersionCpu = 5;
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
 /// no two simultaneously live Temps sharing bytes, every kernel step's arguments against the
 /// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, the
-/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, and
+/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, the
+/// pairing of a split all_gather's start and wait (one wait per start, same buffers), and
 /// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
 /// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
 /// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a

@@ -6,7 +6,9 @@
 #include "compiler/FsdpUnits.h"
 #include "dsl/tessel.h"
 #include "examples/gpt/model.h"
+#include "test/unit/GptPlanErrors.h"
 #include "runtime/exec/Program.h"
+#include "runtime/exec/ProgramJson.h"
 
 #include <gtest/gtest.h>
 
@@ -88,18 +90,9 @@ TEST(FsdpUnits, SizeBasedUnitsMatchTheHandCount) {
   EXPECT_EQ(tessel::fsdpUnitOf("blocks.1.mlp.fc.weight", units), "blocks.1.mlp.fc");
 }
 
-/// Compiles the small GPT under `plan`, expecting a ModelError at this file's `line` with `text`.
+/// Compiles the GPT under `plan`, expecting a ModelError at this file's `line` with `text`.
 void expectPlanError(const Plan& plan, int line, const std::string& text) {
-  gpt::GPT model(gpt::Config{2, 16, 2, 8, 256});
-  gpt::build(model, 2);
-  try {
-    model.compile({.plan = plan});
-    ADD_FAILURE() << "expected a ModelError";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.diagnostic().file, kThisFile) << e.what();
-    EXPECT_EQ(e.diagnostic().line, line) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
+  tessel::testing::expectGptPlanError(plan, kThisFile, line, text);
 }
 
 /// Expects fully_shard(config) itself to throw at this file's `line` with `text`.
@@ -223,6 +216,51 @@ TEST(FsdpUnitsProgram, PrefetchStartsUnitsAheadWithABoundInFlight) {
     EXPECT_EQ(groupsAtFirstWait, 1 + prefetch);
     EXPECT_EQ(most, static_cast<size_t>(prefetch) + 1) << "prefetch " << prefetch;
   }
+}
+
+/// Index in `f.steps` of the first parameter gather in `phase`.
+size_t firstGather(const rt::Function& f, rt::CollectiveStep::Phase phase) {
+  for (size_t i = 0; i < f.steps.size(); ++i)
+    if (const auto* c = std::get_if<rt::CollectiveStep>(&f.steps[i]); c && !c->unit.empty() && c->phase == phase)
+      return i;
+  throw std::runtime_error("no such gather");
+}
+
+TEST(FsdpUnitsProgram, SplitGathersRoundTripAndArePaired) {
+  rt::Program p = compileGpt({.unit = "blocks.*", .prefetch = 1});
+  EXPECT_NO_THROW(rt::validateProgram(p, "units"));
+  int64_t version = 0;
+  EXPECT_EQ(rt::decodeProgramJson(rt::encodeProgramJson(p), "program.json", version), p)
+      << "phase, slot and unit survive the program format";
+  auto functionOf = [](rt::Program& q) -> rt::Function& {
+    for (rt::Function& f : q.functions)
+      if (f.name == "train_step") return f;
+    throw std::runtime_error("no train_step");
+  };
+  auto expectRefused = [](const rt::Program& q, const std::string& text) {
+    try {
+      rt::validateProgram(q, "units");
+      ADD_FAILURE() << "expected the program to be refused: " << text;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  rt::Program noStart = p;
+  rt::Function& f1 = functionOf(noStart);
+  f1.steps.erase(f1.steps.begin() + static_cast<std::ptrdiff_t>(firstGather(f1, rt::CollectiveStep::Phase::Start)));
+  expectRefused(noStart, "which is not started");
+  rt::Program noWait = p;
+  rt::Function& f2 = functionOf(noWait);
+  f2.steps.erase(f2.steps.begin() + static_cast<std::ptrdiff_t>(firstGather(f2, rt::CollectiveStep::Phase::Wait)));
+  expectRefused(noWait, "is started but never waited for");
+  rt::Program splitScatter = p;
+  rt::Function& f3 = functionOf(splitScatter);
+  for (rt::Step& s : f3.steps)
+    if (auto* c = std::get_if<rt::CollectiveStep>(&s); c && c->kind == rt::CollectiveStep::Kind::ReduceScatter) {
+      c->phase = rt::CollectiveStep::Phase::Start;
+      break;
+    }
+  expectRefused(splitScatter, "only an all_gather is split in a start and a wait");
 }
 
 }  // namespace
