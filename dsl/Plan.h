@@ -327,7 +327,7 @@ class Plan {
   /// element count), in declaration order. Throws ModelError at the fully_shard line for a
   /// glob that matches no module holding a parameter (naming the parameter when it matches
   /// one: "names parameter 'blocks.0.mlp.fc.weight', not a module") and for a
-  /// min_unit_params that no module reaches (naming the largest).
+  /// min_unit_params that no module reaches (giving the model's total).
   std::vector<std::string> resolve_fsdp_units(const std::vector<std::string>& modules,
                                               const std::vector<std::pair<std::string, int64_t>>& parameters) const;
   /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" / "dp=2,tp=2 tensor_parallel=tp
