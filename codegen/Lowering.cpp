@@ -239,6 +239,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   std::map<std::string, size_t> lastRead;
   std::set<std::string> assigned;
   std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
+  llvm::DenseMap<mlir::Value, rt::CollectiveStep> asyncGathers;       // in-flight value -> its Start
   // Synchronous all-reduces are numbered after the gradient buckets the IR numbers.
   int nextBucket = 0;
   for (mlir::Operation* op : ops)
@@ -370,6 +371,32 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       fn.steps.push_back(std::move(c));
       use(w.buffer, fn.steps.size());
       w.tensors = {buffer[ar.getResult()] = temp(ar.getResult(), fn.steps.size())};
+      fn.steps.push_back(std::move(w));
+    } else if (auto gs = mlir::dyn_cast<AllGatherStartOp>(op)) {
+      // 6. The Start of an asynchronous all-gather (FSDP prefetch): its input, staging temp
+      //    and output stay live until its wait, as the communicator uses them in between.
+      mlir::FailureOr<ShardMove> move = lowerShardMove(op);
+      if (mlir::failed(move)) return mlir::failure();
+      rt::CollectiveStep c = std::move(move->step);
+      int in = operandIds()[0];
+      if (program_.buffers[in].shape != shapeOf(op->getOperand(0))) {  // as for a one-step move
+        int shaped = temp(op->getOperand(0), step);
+        fn.steps.push_back(rt::CopyStep{in, shaped});
+        in = shaped;
+        step = fn.steps.size();
+        use(in, step);
+      }
+      c.bucket = nextBucket++;
+      c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
+      c.tensors = {in, buffer[gs.getInFlight()] = temp(gs.getInFlight(), step)};
+      asyncGathers[gs.getInFlight()] = c;
+      fn.steps.push_back(std::move(c));
+    } else if (auto gw = mlir::dyn_cast<AllGatherWaitOp>(op)) {
+      rt::CollectiveStep w = asyncGathers.at(gw.getInFlight());
+      w.phase = rt::CollectiveStep::Phase::Wait;
+      w.location = locationString(op->getLoc());
+      for (int id : {w.tensors[0], w.tensors[1], w.buffer}) use(id, step);
+      buffer[gw.getResult()] = w.tensors[1];
       fn.steps.push_back(std::move(w));
     } else if (isShardMove(op)) {
       // 6. A collective that moves shards: one step, repacking through its staging temp.

@@ -2,6 +2,7 @@
 #include "codegen/ShardMoveLowering.h"
 
 #include "codegen/MeshLowering.h"
+#include "compiler/FsdpUnits.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 
@@ -37,13 +38,26 @@ mlir::FailureOr<ShardMove> lowerShardMove(mlir::Operation* op) {
   c.names = {locationPath(op->getLoc())};
   const int64_t numel = type.getNumElements();
   llvm::ArrayRef<int16_t> axes;
-  if (auto g = mlir::dyn_cast<AllGatherOp>(op)) {
+  auto gather = [&](auto g) {
     c.kind = rt::CollectiveStep::Kind::AllGather;
     c.dim = static_cast<int64_t>(g.getGatherAxis());
     c.axes = axisNames(op, g.getGridAttr(), g.getGridAxes());
     c.group = g.getGroupSize();
     axes = g.getGridAxes();
     out.stagingNumel = numel * c.group;
+  };
+  // The FSDP unit: the gather's own tag, or its parameter's (through a bf16 cast).
+  auto unit = op->getAttrOfType<mlir::StringAttr>(kFsdpUnitAttr);
+  mlir::Operation* def = op->getOperand(0).getDefiningOp();
+  if (auto cast = mlir::dyn_cast_or_null<CastOp>(def)) def = cast.getInput().getDefiningOp();
+  if (!unit && mlir::isa_and_nonnull<ParamOp>(def)) unit = def->getAttrOfType<mlir::StringAttr>(kFsdpUnitAttr);
+  if (unit)
+    c.unit = unit.getValue().empty() ? "(root)" : unit.getValue().str();
+  if (auto g = mlir::dyn_cast<AllGatherOp>(op)) {
+    gather(g);
+  } else if (auto s = mlir::dyn_cast<AllGatherStartOp>(op)) {
+    gather(s);
+    c.phase = rt::CollectiveStep::Phase::Start;
   } else if (auto r = mlir::dyn_cast<ReduceScatterOp>(op)) {
     if (r.getReduce() != ReduceKind::sum && r.getReduce() != ReduceKind::avg)
       return op->emitOpError() << "reduce " << stringifyReduceKind(r.getReduce())

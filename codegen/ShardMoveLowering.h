@@ -17,12 +17,14 @@ namespace tessel {
 /// (reduce_scatter: sum or avg), axes, group, location and the op's path in `names`.
 /// `stagingNumel` is set to the staging temp's elements (Program.h: gather P x input,
 /// reduce_scatter P x result: its input padded when P does not divide it, all_to_all 2 x input).
+/// A gather of an FSDP unit's parameter names the unit in `step.unit` (compiler/FsdpUnits.h's tag).
 struct ShardMove {
   rt::CollectiveStep step;
   int64_t stagingNumel = 0;
 };
 
-/// True for tessel.all_gather, tessel.reduce_scatter and tessel.all_to_all.
+/// True for tessel.all_gather, tessel.reduce_scatter and tessel.all_to_all (the one-step
+/// forms; lowerShardMove also takes tessel.all_gather_start, the Start of a split gather).
 bool isShardMove(mlir::Operation* op);
 
 /// The step of `op` (isShardMove). Emits an error at the op and fails for an element type

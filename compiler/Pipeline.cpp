@@ -60,7 +60,10 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                  }});
     if (!o.fullyShardAxis.empty() && o.zeroStage == 3)
       s.push_back({"fully-shard", [fwd, o](mlir::OpPassManager& pm) {
-                     pm.addPass(createFullyShard(FullyShardOptions{fwd, o.fullyShardAxis}));
+                     FullyShardOptions f{fwd, o.fullyShardAxis};
+                     f.units.assign(o.fsdpUnits.begin(), o.fsdpUnits.end());
+                     f.planSite = o.fullyShardSite;
+                     pm.addPass(createFullyShard(f));
                    }});
     s.push_back({"partition", [fwd, o](mlir::OpPassManager& pm) {
                    PartitionOptions p;
@@ -110,6 +113,10 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     if (!o.fullyShardAxis.empty() && o.zeroStage == 3 && o.reshardAfterForward)
       s.push_back({"reshard-after-forward",
                    [](mlir::OpPassManager& pm) { pm.addPass(createReshardAfterForward()); }});
+    if (!o.fullyShardAxis.empty() && o.zeroStage == 3 && !o.fsdpUnits.empty() && o.fsdpPrefetch > 0)
+      s.push_back({"fsdp-prefetch", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createFsdpPrefetch(FsdpPrefetchOptions{o.fsdpPrefetch}));
+                   }});
     if (dataParallel) {
       s.push_back({"bucket-gradients", [o](mlir::OpPassManager& pm) {
                      pm.addNestedPass<mlir::func::FuncOp>(
@@ -189,6 +196,12 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
       *this, "sharded-params",
       llvm::cl::desc("run the sharding stages for the module's own parameter shardings"),
       llvm::cl::init(defaults.shardedParameters)};
+  ListOption<std::string> fsdpUnit{
+      *this, "fsdp-unit",
+      llvm::cl::desc("with fully-shard: globs over module paths, the units gathered as one (blocks.*)")};
+  Option<int64_t> fsdpPrefetch{*this, "fsdp-prefetch",
+                               llvm::cl::desc("with fsdp-unit: units whose all-gathers start ahead (0: off)"),
+                               llvm::cl::init(defaults.fsdpPrefetch)};
   ListOption<std::string> checkpoint{
       *this, "checkpoint",
       llvm::cl::desc("activation checkpointing: globs over the module paths to recompute (blocks.*)")};
@@ -220,6 +233,8 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.sequenceParallel = sequenceParallel;
     o.checkpointModules.assign(checkpoint.begin(), checkpoint.end());
     o.checkpointMode = checkpointMode;
+    o.fsdpUnits.assign(fsdpUnit.begin(), fsdpUnit.end());
+    o.fsdpPrefetch = fsdpPrefetch;
     return o;
   }
 };
@@ -284,6 +299,8 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
     return fmt::format("fsdp-reduce-scatter={}: must be every-microstep or last-microstep", o.fsdpReduceScatter);
   if (o.checkpointMode != "full" && o.checkpointMode != "selective")
     return fmt::format("checkpoint-mode={}: must be full or selective", o.checkpointMode);
+  if (o.fsdpPrefetch < 0)
+    return fmt::format("fsdp-prefetch={}: must be at least 0 (0: off)", o.fsdpPrefetch);
   return checkMeshOptions(o);
 }
 
@@ -296,7 +313,7 @@ void registerTesselPipeline() {
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
       "batch-axis, fully-shard, zero-stage, fsdp-reduce-scatter, reshard-after-forward, tensor-parallel, "
-      "sharded-params, sequence-parallel, checkpoint, checkpoint-mode)",
+      "sharded-params, sequence-parallel, checkpoint, checkpoint-mode, fsdp-unit, fsdp-prefetch)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;

@@ -91,6 +91,16 @@ struct PipelineOptions {
   /// (the whole local gradient is accumulated and reduce-scattered once per step;
   /// tessel-gradient-accumulation's reduce-scatter).
   std::string fsdpReduceScatter = "every-microstep";
+  /// With fullyShardAxis: the FSDP units, globs over module paths (compiler/FsdpUnits.h;
+  /// the plan's fully_shard `unit`, or its `min_unit_params` resolved to module paths);
+  /// each unit is all-gathered as one group, and the parameters in none form the root
+  /// unit (gathered once per step). Empty: each parameter is its own unit.
+  std::vector<std::string> fsdpUnits;
+  /// Where the plan calls fully_shard, "file:line:col" (unit errors point there).
+  std::string fullyShardSite;
+  /// With fsdpUnits: the units whose all-gathers start ahead of their use
+  /// (tessel-fsdp-prefetch); 0 keeps every gather synchronous at its use. At least 0.
+  int64_t fsdpPrefetch = 1;
 };
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
@@ -108,7 +118,7 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; fullyShardAxis that is not
 /// one of the batch axes (or with dp = 1); a zeroStage outside [1, 3]; an fsdpReduceScatter
 /// other than every-microstep or last-microstep; sequenceParallel without
-/// tensorParallelAxis; a checkpointMode other than full or selective. Returns "" when they
+/// tensorParallelAxis; a checkpointMode other than full or selective; a negative fsdpPrefetch. Returns "" when they
 /// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
 /// "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
@@ -117,7 +127,8 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 /// with the options train, optimizer, precision, forward, dp, microsteps, bucket-mb,
 /// overlap, batch-axis, fully-shard (the axis), zero-stage, fsdp-reduce-scatter,
 /// reshard-after-forward, tensor-parallel (the
-/// axis), sharded-params, sequence-parallel, checkpoint (module globs) and checkpoint-mode,
+/// axis), sharded-params, sequence-parallel, checkpoint (module globs), checkpoint-mode,
+/// fsdp-unit (unit globs) and fsdp-prefetch,
 /// whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();

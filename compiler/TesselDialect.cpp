@@ -2,6 +2,8 @@
 // discardable attributes (declared in TesselDialect.td).
 #include "compiler/TesselDialect.h"
 
+#include "compiler/FsdpUnits.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -89,7 +91,8 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::BatchShardsAttrHelper::getNameStr() << ", "
                          << D::MixedPrecisionAttrHelper::getNameStr() << " and "
                          << D::PartitionedAttrHelper::getNameStr() << "; operations "
-                         << D::ShardingsAttrHelper::getNameStr() << "; shard.grid "
+                         << D::ShardingsAttrHelper::getNameStr() << "; params and all-gathers "
+                         << kFsdpUnitAttr << "; shard.grid "
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 
@@ -115,6 +118,12 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
     if (auto grid = mlir::dyn_cast<mlir::shard::GridOp>(op)) return verifyAxisNames(grid, attr);
   }
   if (name == ShardingsAttrHelper::getNameStr() && !function) return verifyShardings(op, attr);
+  if (name == kFsdpUnitAttr && mlir::isa<ParamOp, AllGatherOp, AllGatherStartOp, AllGatherWaitOp>(op)) {
+    if (!mlir::isa<mlir::StringAttr>(attr.getValue()))
+      return op->emitError() << "'" << name << "' must be a string (a module path, \"\" for the root unit), got "
+                             << attr.getValue();
+    return mlir::success();
+  }
   return misplaced(op, function ? "a function" : "an operation", attr);
 }
 

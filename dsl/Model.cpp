@@ -37,7 +37,7 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
 }
 
 /// The plan's checks that need the model (shard() entries against the parameters,
-/// checkpoint() entries against the modules, tp against the attention heads; ModelError at
+/// checkpoint() entries and fully_shard units against the modules, tp against the attention heads; ModelError at
 /// the plan's lines), its checkpointing in the pipeline's options, then, for a plan that is
 /// more than data parallelism, its mesh and shardings in the module (writePlanToModule) and
 /// in the pipeline's options.
@@ -55,6 +55,13 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
     pipeline.checkpointMode = checkpointModeName(first.mode);
     pipeline.checkpointSite = planSiteString(first.site.file, first.site.line, first.site.column);
   }
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  for (const auto& [name, shape] : shapes) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    sizes.emplace_back(name, n);
+  }
+  std::vector<std::string> fsdpUnits = plan.resolve_fsdp_units(graph.modulePaths(), sizes);
   if (!plan.needs_grid()) return;
   mlir::ModuleOp module = graph.module();
   const PlanSite& tpSite = plan.tensor_parallel_site();
@@ -73,6 +80,10 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   pipeline.reshardAfterForward = plan.reshard_after_forward();
   pipeline.zeroStage = plan.zero_stage();
   pipeline.fsdpReduceScatter = fsdpReduceScatterName(plan.fsdp_reduce_scatter());
+  pipeline.fsdpUnits = std::move(fsdpUnits);
+  pipeline.fsdpPrefetch = plan.fsdp_prefetch();
+  const PlanSite& fsdpSite = plan.fully_shard_site();
+  pipeline.fullyShardSite = planSiteString(fsdpSite.file, fsdpSite.line, fsdpSite.column);
   pipeline.shardedParameters = !shardings.empty();
 }
 

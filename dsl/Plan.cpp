@@ -182,10 +182,14 @@ Plan& Plan::fully_shard(const std::string& axis, FullyShardConfig options, PlanS
                                    fullyShardAxis_),
                  fullyShardSite_, fmt::format("fully_shard(\"{}\") is here", fullyShardAxis_));
   fullyShardAxis_ = axis;
-  fullyShardSite_ = std::move(site);
+  fullyShardSite_ = site;
+  checkFsdpUnits(axis, options, site);
   zeroStage_ = options.stage;
   reshardAfterForward_ = options.reshard_after_forward;
   reduceScatter_ = options.reduce_scatter;
+  fsdpUnitGlobs_ = options.unit.globs;
+  fsdpMinUnitParams_ = options.min_unit_params.value_or(0);
+  fsdpPrefetch_ = options.prefetch;
   return *this;
 }
 
@@ -364,9 +368,10 @@ void Plan::check_batch(int64_t globalBatch) const {
 std::string Plan::describe() const {
   std::string s = axesString(mesh_);
   if (!fullyShardAxis_.empty())
-    s += fmt::format(" fully_shard={} zero_stage={}{}{}", fullyShardAxis_, zeroStage_,
+    s += fmt::format(" fully_shard={} zero_stage={}{}{}{}", fullyShardAxis_, zeroStage_,
                      reshardAfterForward_ ? "" : " reshard_after_forward=off",
-                     reduceScatter_ == FsdpReduceScatter::EveryMicrostep ? "" : " reduce_scatter=last-microstep");
+                     reduceScatter_ == FsdpReduceScatter::EveryMicrostep ? "" : " reduce_scatter=last-microstep",
+                     describeFsdpUnits());
   if (!tensorParallelAxis_.empty()) s += fmt::format(" tensor_parallel={}", tensorParallelAxis_);
   if (sequenceParallel_) s += " sequence_parallel=on";
   for (const ShardEntry& e : shards_) s += fmt::format(" shard({},{})", e.glob, dimsString(e.dims));

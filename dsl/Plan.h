@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <source_location>
 #include <string>
 #include <utility>
@@ -146,8 +147,19 @@ enum class FsdpReduceScatter {
 /// "every-microstep" or "last-microstep" (the --fsdp-reduce-scatter spelling).
 const char* fsdpReduceScatterName(FsdpReduceScatter mode);
 
+/// Globs over module paths (FullyShardConfig::unit): one glob converts implicitly, several
+/// are a braced list, e.g. .unit = "blocks.*" or .unit = {"blocks.*", "wte"}.
+struct UnitGlobs {
+  UnitGlobs() = default;
+  UnitGlobs(const char* glob) : globs{glob} {}                            // NOLINT: implicit on purpose
+  UnitGlobs(std::string glob) : globs{std::move(glob)} {}                 // NOLINT
+  UnitGlobs(std::initializer_list<std::string> list) : globs(list) {}     // NOLINT
+  std::vector<std::string> globs;
+};
+
 /// Plan::fully_shard's options (FSDP / ZeRO over one mesh axis). Fields in this order, so
-/// that designated initializers list them so: stage, reshard_after_forward, reduce_scatter.
+/// that designated initializers list them so: stage, unit, min_unit_params,
+/// reshard_after_forward, prefetch, reduce_scatter.
 struct FullyShardConfig {
   /// The ZeRO stage, per parameter along dimension 0 over the axis (names and
   /// --export-params unchanged):
@@ -160,10 +172,30 @@ struct FullyShardConfig {
   ///   rank slices its block of the gradient.
   /// Other values are a ModelError at the fully_shard call.
   int stage = 3;
+  /// The FSDP units, the all-gather granularity: globs over module paths (glob_matches),
+  /// each standing for the outermost modules it matches ("blocks.*": every block; a
+  /// parameter in nested units belongs to the innermost, compiler/FsdpUnits.h). A unit's
+  /// parameters are all-gathered together right before its first use in the forward pass
+  /// and freed together after its last; again before its first use in the backward pass.
+  /// Parameters in no unit (the embeddings, the final norm) form the root unit, gathered
+  /// once per step and kept until the backward pass is done with them (FSDP2 does not
+  /// reshard its root after forward). A parameter (a tied one too) is in exactly one unit.
+  /// Empty, without min_unit_params: every parameter is its own unit, gathered right
+  /// before its own use (and again before its own backward use when that reads it).
+  UnitGlobs unit;
+  /// Size-based units instead of globs (the size-based auto-wrap policy): visiting modules
+  /// innermost first, each module whose parameters not already in a unit inside it number
+  /// at least this many elements becomes a unit. Must be >= 1; not with `unit`.
+  std::optional<int64_t> min_unit_params;
   /// Free each gathered parameter after the forward pass and gather it again in the
   /// backward pass (FSDP2's default, for memory); false keeps the forward pass's copy until
   /// the backward pass has read it (one all-gather per parameter per step instead of two).
   bool reshard_after_forward = true;
+  /// With units: the next `prefetch` units' all-gathers start while a unit computes, in
+  /// the forward and the backward pass, and are waited for right before the unit's use;
+  /// at most prefetch + 1 units' gathers are in flight (FSDP2's implicit prefetch with
+  /// limit_all_gathers). 0: each gather is synchronous at its unit's first use. >= 0.
+  int prefetch = 1;
   /// With grad_accumulation at stage 2 or 3: reduce-scatter every microstep (the default) or
   /// once after the last (FsdpReduceScatter). Both compute the same step.
   FsdpReduceScatter reduce_scatter = FsdpReduceScatter::EveryMicrostep;
@@ -228,9 +260,16 @@ class Plan {
   /// it: FullyShardConfig). Throws ModelError here if the mesh has no such axis, if fully_shard
   /// was already called with another axis (with a note there), or for a stage other than 1,
   /// 2 or 3 ("ZeRO stage 4 does not exist"); at this line when the world or
-  /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis and
-  /// for fully_shard with tensor_parallel or shard() (not supported yet). A first dimension
-  /// the axis does not divide is an error when the model compiles, at the parameter's line.
+  /// the model is checked, for `axis` also being the shard_batch or tensor_parallel axis.
+  /// With tensor_parallel or shard(), a dimension 0 already split is stored split over both
+  /// axes (tp major, fsdp minor). A first dimension the axis does not divide is padded at
+  /// stage 3 (its shards hold ceil(rows / N) rows) and an error when the model compiles at
+  /// stages 1 and 2, and under tensor parallelism, at the parameter's line.
+  /// Units (FullyShardConfig): an empty glob, both `unit` and `min_unit_params`,
+  /// min_unit_params < 1, a negative prefetch and units or prefetch at a stage other than 3
+  /// are errors here; a unit glob that matches
+  /// no module holding parameters (or names a parameter), and a min_unit_params that no
+  /// module reaches, when the model compiles (resolve_fsdp_units), at this line.
   Plan& fully_shard(const std::string& axis, FullyShardConfig options = {},
                     std::source_location loc = std::source_location::current());
   /// The same for a plan from the command line: `site` names the flag.
@@ -262,6 +301,11 @@ class Plan {
   int zero_stage() const { return zeroStage_; }
   bool reshard_after_forward() const { return reshardAfterForward_; }
   FsdpReduceScatter fsdp_reduce_scatter() const { return reduceScatter_; }
+  /// The fully_shard units as given: the globs (empty without), the size threshold (0
+  /// without) and the prefetch depth.
+  const std::vector<std::string>& fsdp_unit_globs() const { return fsdpUnitGlobs_; }
+  int64_t fsdp_min_unit_params() const { return fsdpMinUnitParams_; }
+  int fsdp_prefetch() const { return fsdpPrefetch_; }
   /// The axis of tensor_parallel ("" without it), where it was called, and its size (1
   /// without it).
   const std::string& tensor_parallel_axis() const { return tensorParallelAxis_; }
@@ -308,6 +352,16 @@ class Plan {
   /// the module paths.
   void resolve_checkpoints(const std::vector<std::string>& modules,
                            const std::vector<std::string>& parameters) const;
+  /// The FSDP units of the model as module paths (compiler/FsdpUnits.h: each a glob that
+  /// matches only itself), from the fully_shard `unit` globs (the outermost modules each
+  /// matches, among the modules that hold parameters) or `min_unit_params`; empty when
+  /// fully_shard gives neither. `modules`: every Module's path(); `parameters`: (name,
+  /// element count), in declaration order. Throws ModelError at the fully_shard line for a
+  /// glob that matches no module holding a parameter (naming the parameter when it matches
+  /// one: "names parameter 'blocks.0.mlp.fc.weight', not a module") and for a
+  /// min_unit_params that no module reaches (giving the model's total).
+  std::vector<std::string> resolve_fsdp_units(const std::vector<std::string>& modules,
+                                              const std::vector<std::pair<std::string, int64_t>>& parameters) const;
   /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" / "dp=2,tp=2 tensor_parallel=tp
   /// sequence_parallel=on shard(blocks.*.mlp.fc.weight,[[tp],[]]) bucket_mb=25 overlap=on"
   /// (for logs and --explain).
@@ -317,6 +371,10 @@ class Plan {
   friend Plan parsePlan(const std::string& text, int64_t microsteps);
   /// The checks that need neither the world nor the parameters (see check_world_size).
   void checkCombination() const;
+  /// fully_shard's unit options against the rules of FullyShardConfig (dsl/PlanUnits.cpp).
+  static void checkFsdpUnits(const std::string& axis, const FullyShardConfig& options, const PlanSite& site);
+  /// " unit=blocks.* prefetch=1" (describe; "" without units).
+  std::string describeFsdpUnits() const;
   Mesh mesh_;
   PlanSite site_, batchSite_, accumulationSite_, tensorParallelSite_, sequenceParallelSite_;
   std::string batchAxis_, tensorParallelAxis_, fullyShardAxis_;
@@ -324,6 +382,9 @@ class Plan {
   int zeroStage_ = 3;
   bool reshardAfterForward_ = true;
   FsdpReduceScatter reduceScatter_ = FsdpReduceScatter::EveryMicrostep;
+  std::vector<std::string> fsdpUnitGlobs_;
+  int64_t fsdpMinUnitParams_ = 0;
+  int fsdpPrefetch_ = 1;
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
   std::vector<CheckpointEntry> checkpoints_;

@@ -25,11 +25,18 @@
 //      transposes that gather into a reduce-scatter (padding the gradient with zeros): the
 //      per-rank gradients of the split batch are summed into each rank's shard (ZeRO-3's
 //      gradient reduce-scatter; tessel-gradient-all-reduce turns the sum into the mean).
+//   3. Units (`units` globs, compiler/FsdpUnits.h): each sharded parameter is tagged with
+//      its unit, and the gathers of a unit move together, in parameter order, right
+//      before the earliest of them (the unit's first use), so the unit is gathered as one
+//      group; a parameter op below that point moves up with its gather.
 //   The optimizer lays its state out like the parameter, so each rank updates its shard.
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/FsdpUnits.h"
+#include "compiler/Glob.h"
+#include "compiler/PlanSite.h"
 #include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
 
@@ -74,6 +81,48 @@ mlir::FailureOr<TensorSharding> storageLayout(ParamOp p, const TensorSharding& c
   dim0.axes.push_back(fsdp);  // innermost: tp major, fsdp minor (see the top of the file)
   dim0.padding = 0;           // tessel-partition derives it from the global size
   return storage;
+/// Checks that every unit glob matches a module (a proper dotted prefix of a parameter
+/// name), then tags each gathered parameter with its unit and moves the gathers of each
+/// unit together right before the earliest of them. `gathers`: (parameter, its gather) in
+/// parameter order. Errors at `site`.
+mlir::LogicalResult groupGathersByUnit(llvm::ArrayRef<std::pair<ParamOp, ReshardOp>> gathers,
+                                       llvm::ArrayRef<ParamOp> params, const std::vector<std::string>& globs,
+                                       mlir::Location site) {
+  for (const std::string& glob : globs) {
+    bool matched = false;
+    for (ParamOp p : params) {
+      llvm::StringRef name = p.getName();
+      for (size_t dot = name.find('.'); !matched && dot != llvm::StringRef::npos; dot = name.find('.', dot + 1))
+        matched = globMatches(glob, std::string_view(name.data(), dot));
+    }
+    if (!matched)
+      return mlir::emitError(site) << DEBUG_TYPE << ": the unit glob '" << glob
+                                   << "' matches no module that holds a parameter";
+  }
+  llvm::StringMap<mlir::Operation*> first;  // unit -> its earliest gather
+  std::vector<std::string> unitOf;
+  for (auto [p, gather] : gathers) {
+    llvm::StringRef name = p.getName();
+    unitOf.push_back(fsdpUnitOf(std::string_view(name.data(), name.size()), globs));
+    p->setAttr(kFsdpUnitAttr, mlir::StringAttr::get(p.getContext(), unitOf.back()));
+    if (!gather) continue;
+    auto [it, fresh] = first.try_emplace(unitOf.back(), gather);
+    if (!fresh && gather->isBeforeInBlock(it->second)) it->second = gather;
+  }
+  // In parameter order, each gather goes right after the previous one of its unit; the
+  // earliest stays, and the unit's later gathers follow it.
+  for (auto [i, pg] : llvm::enumerate(gathers)) {
+    auto [p, gather] = pg;
+    if (!gather) continue;
+    mlir::Operation*& at = first[unitOf[i]];
+    if (at == gather.getOperation()) {
+      at = gather->getNextNode();
+      continue;
+    }
+    gather->moveBefore(at);
+    if (gather->isBeforeInBlock(p)) p->moveBefore(gather);
+  }
+  return mlir::success();
 }
 
 struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
@@ -91,6 +140,8 @@ struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
       module.emitError() << DEBUG_TYPE << ": axis '" << axis << "' is not an axis of @mesh";
       return signalPassFailure();
     }
+    llvm::SmallVector<std::pair<ParamOp, ReshardOp>> gathers;  // 3. every sharded parameter's
+    llvm::SmallVector<ParamOp> params(target->function.getBody().getOps<ParamOp>());
     for (auto p : llvm::make_early_inc_range(target->function.getBody().getOps<ParamOp>())) {
       auto type = mlir::cast<mlir::RankedTensorType>(p.getType());
       if (type.getRank() == 0) continue;  // a scalar stays replicated; its gradient is averaged
@@ -103,14 +154,23 @@ struct FullyShardPass : impl::FullyShardBase<FullyShardPass> {
       for (mlir::Operation* user : p->getUsers())
         if (!first || user->isBeforeInBlock(first)) first = user;
       setShardings(p, {storage}, grid.ref);
-      if (!first) continue;  // an unused parameter: stored sharded, never gathered
+      if (!first) {  // an unused parameter: stored sharded, never gathered
+        gathers.push_back({p, ReshardOp()});
+        continue;
+      }
       mlir::OpBuilder b(first);
       auto gather = ReshardOp::create(b, p.getLoc(), type, p.getResult(),
                                       storage.toAttr(&getContext(), grid.ref),
                                       compute.toAttr(&getContext(), grid.ref));
       setShardings(gather, {compute}, grid.ref);
       p.getResult().replaceAllUsesExcept(gather.getResult(), gather);
+      gathers.push_back({p, gather});
     }
+    if (units.empty()) return;
+    std::vector<std::string> globs(units.begin(), units.end());
+    if (mlir::failed(groupGathersByUnit(gathers, params, globs,
+                                        planSiteLocation(&getContext(), planSite, module.getLoc()))))
+      signalPassFailure();
   }
 };
 

@@ -655,11 +655,29 @@ def FullyShard : Pass<"tessel-fully-shard", "mlir::ModuleOp"> {
         to #tessel.sharding<@mesh, [[], []]> -> tensor<16x64xf32>
     ```
 
+    Units (`units`, globs over module paths, compiler/FsdpUnits.h): every sharded
+    parameter is tagged `tessel.fsdp_unit = "<module path>"` (`""`: the root unit, the
+    parameters in no unit), and the gathers of one unit are placed together, in parameter
+    order, right before the first forward use of any of them, so a unit is all-gathered
+    as one group. Without `units` each parameter is its own unit (no tag), gathered right
+    before its own first use. A glob that matches no module (a dotted prefix of a
+    parameter name) is an error at `plan-site`.
+
+    ```mlir
+    %w = tessel.param "fc.weight" {tessel.fsdp_unit = "fc", tessel.shardings = [...]} : tensor<16x64xf32>
+    %g = tessel.reshard %w : tensor<16x64xf32> from #tessel.sharding<@mesh, [[0], []]>
+        to #tessel.sharding<@mesh, [[], []]> -> tensor<16x64xf32>
+    ```
+
     Stage: after tessel-insert-reshards (shardings on ops), before tessel-partition; once.
   }];
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
     Option<"axis", "axis", "std::string", "\"fsdp\"", "the mesh axis parameters are sharded over">,
+    ListOption<"units", "units", "std::string",
+               "globs over module paths: the FSDP units (e.g. blocks.*); none: one unit per parameter">,
+    Option<"planSite", "plan-site", "std::string", "\"\"",
+           "where the plan calls fully_shard, file:line:col (errors point there)">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
@@ -675,9 +693,54 @@ def ReshardAfterForward : Pass<"tessel-reshard-after-forward", "mlir::ModuleOp">
     held from forward to backward (FSDP's reshard_after_forward), and each parameter is
     all-gathered twice per step, once in each pass.
 
+    With FSDP units (parameters tagged `tessel.fsdp_unit` by tessel-fully-shard), a unit
+    is gathered again as a whole: the gathers of every parameter of the unit, whether or
+    not the backward pass reads its value (a bias), are cloned together right before the
+    first backward reader of any of them (FSDP2 gathers a module's parameters as one).
+    The root unit (`tessel.fsdp_unit = ""`) is not gathered again: its forward gathers are
+    kept for the backward pass (FSDP2 does not reshard the root module after forward).
+
     Stage: after tessel-autodiff, partitioned, and after the last CSE (which would merge
     the clone back into the forward gather).
   }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
+def FsdpPrefetch : Pass<"tessel-fsdp-prefetch", "mlir::ModuleOp"> {
+  let summary = "FSDP prefetch: start each unit's all-gathers units ahead, wait right before use";
+  let description = [{
+    In every function with a loss, over the FSDP units' gathers (the `tessel.all_gather`s
+    of parameters tagged `tessel.fsdp_unit`, grouped by tessel-fully-shard and
+    tessel-reshard-after-forward):
+
+    1. The gather groups, in block order (forward then backward), are the runs of
+       consecutive gathers of one unit; group k stands at its first gather.
+    2. Each gather becomes `tessel.all_gather_start` + `tessel.all_gather_wait`: the wait
+       where the gather was (right before the unit's first use), the start at the place of
+       group k - `prefetch` (with the starts of that group, in order), so the gathers of
+       the next `prefetch` units are in flight while a unit computes, and at most
+       `prefetch` + 1 units' gathers are in flight at once (FSDP2's implicit prefetch with
+       limit_all_gathers). The first `prefetch` groups start at the first group's place.
+       A start never moves above its input (a parameter, or its bf16 cast, which moves
+       with it).
+
+    ```mlir
+    %g1 = tessel.all_gather %w1 ... {tessel.fsdp_unit = "blocks.1"}  // before blocks.1
+    ```
+    becomes, with prefetch = 1,
+    ```mlir
+    %f1 = tessel.all_gather_start %w1 ...   // where blocks.0's gathers start
+    ...                                     // blocks.0 computes
+    %g1 = tessel.all_gather_wait %f1 : tensor<8x16xf32>
+    ```
+
+    `prefetch = 0` changes nothing (every gather stays synchronous where it is); a
+    negative value is an error. Stage: after tessel-reshard-after-forward, before
+    tessel-fuse.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", "1", "units whose gathers start ahead (0: off)">,
+  ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 

@@ -68,8 +68,11 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
       line = fmt::format("copy {} = {}", nameOf(p, c->dst), nameOf(p, c->src));
     } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
       // "all_gather dim 1 over tp (2 ranks): %3 = %1 via %2" (via: the staging buffer)
-      line = fmt::format("{}{} dim {}{} over {} ({} ranks): {} = {} via {} [{}]",
+      line = fmt::format("{}{}{} dim {}{} over {} ({} ranks): {} = {} via {} [{}]",
                          rt::collectiveKindName(rt::collectiveKindIndex(*c)),
+                         c->phase == rt::CollectiveStep::Phase::Whole ? ""
+                         : c->phase == rt::CollectiveStep::Phase::Start ? fmt::format("_start {}", c->bucket)
+                                                                        : fmt::format("_wait {}", c->bucket),
                          c->kind == rt::CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", c->dim,
                          c->kind == rt::CollectiveStep::Kind::AllToAll ? fmt::format(" concat dim {}", c->concatDim)
                                                                        : std::string(),

@@ -6,6 +6,7 @@
 #include "runtime/cuda/Driver.h"
 #include "runtime/train/LastValueWins.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 
@@ -58,6 +59,19 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_flag("--reshard-after-forward,!--no-reshard-after-forward", f.reshardAfterForward,
                "with an fsdp axis: gather each parameter again in the backward pass (default on); off keeps the "
                "forward pass's gathered copy until backward (less communication, more memory)");
+  app.add_option("--fsdp-unit", f.fsdpUnit,
+                 "with an fsdp axis: the FSDP units, comma-separated globs over module paths (each unit's "
+                 "parameters are all-gathered together; the rest form the root unit, gathered once per step); "
+                 "default blocks.* for transformers")
+      ->type_name("GLOB[,GLOB...]");
+  app.add_option("--fsdp-min-unit-params", f.fsdpMinUnitParams,
+                 "with an fsdp axis: size-based FSDP units instead of --fsdp-unit: each smallest module holding "
+                 "at least N parameter elements not already in a unit")
+      ->type_name("N");
+  app.add_option("--fsdp-prefetch", f.fsdpPrefetch,
+                 "with an fsdp axis: start the all-gathers of the next N units while a unit computes, in forward "
+                 "and backward (at most N + 1 units' gathers in flight; 0: off)")
+      ->capture_default_str();
   app.add_flag("--sequence-parallel", f.sequenceParallel,
                "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
@@ -75,6 +89,33 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                "print the plan: buckets (parameters, bytes), where each collective starts and waits, and the "
                "bytes each rank sends per step");
   addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);
+}
+
+/// The FSDP unit flags into `plan`'s fully_shard (see planFromFlags).
+static void fsdpUnitsFromFlags(const Flags& f, Plan& plan) {
+  const bool minGiven = f.fsdpMinUnitParams != Flags::kNotGiven;
+  const bool given = !f.fsdpUnit.empty() || minGiven || f.fsdpPrefetch != 1;
+  if (!given && (!f.transformer || plan.fully_shard_axis().empty() || plan.zero_stage() != 3)) return;
+  PlanSite site = !f.fsdpUnit.empty() ? PlanSite{"--fsdp-unit", 1, 1}
+                  : minGiven          ? PlanSite{"--fsdp-min-unit-params", 1, 1}
+                  : f.fsdpPrefetch != 1 ? PlanSite{"--fsdp-prefetch", 1, 1}
+                                        : plan.fully_shard_site();
+  if (plan.fully_shard_axis().empty())
+    throw ModelError(Diagnostic{site.file, site.line, site.column, "",
+                                fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file)});
+  FullyShardConfig config{.stage = plan.zero_stage(),
+                          .reshard_after_forward = plan.reshard_after_forward(),
+                          .prefetch = static_cast<int>(std::clamp<int64_t>(f.fsdpPrefetch, -1, 1 << 20)),
+                          .reduce_scatter = plan.fsdp_reduce_scatter()};
+  if (minGiven) config.min_unit_params = f.fsdpMinUnitParams;
+  for (size_t at = 0; at < f.fsdpUnit.size();) {
+    size_t comma = std::min(f.fsdpUnit.find(',', at), f.fsdpUnit.size());
+    config.unit.globs.push_back(f.fsdpUnit.substr(at, comma - at));
+    at = comma + 1;
+    if (comma + 1 == f.fsdpUnit.size()) config.unit.globs.push_back("");  // a trailing comma: an empty glob
+  }
+  if (config.unit.globs.empty() && !minGiven && f.transformer) config.unit = "blocks.*";
+  plan.fully_shard(plan.fully_shard_axis(), config, site);
 }
 
 Plan planFromFlags(const Flags& f) {
@@ -97,6 +138,7 @@ Plan planFromFlags(const Flags& f) {
                                                                                 : FsdpReduceScatter::EveryMicrostep},
                      site);
   }
+  fsdpUnitsFromFlags(f, plan);
   if (f.sequenceParallel) plan.sequence_parallel(true, PlanSite{"--sequence-parallel", 1, 1});
   if (!f.activationCheckpointing.empty())
     plan.checkpoint("blocks.*", f.activationCheckpointing == "full" ? CheckpointMode::Full : CheckpointMode::Selective,
@@ -105,6 +147,7 @@ Plan planFromFlags(const Flags& f) {
 }
 
 void addTransformerFlags(CLI::App& app, Flags& f) {
+  f.transformer = true;
   sizeFlag(app, "--layers", f.layers, "transformer blocks L", 4096);
   sizeFlag(app, "--channels", f.channels, "channels C", int64_t{1} << 16);
   sizeFlag(app, "--heads", f.heads, "attention heads NH (C must be divisible by NH)", 4096);

@@ -34,6 +34,10 @@ struct Flags {
   int64_t zeroStage = 0;        // --zero-stage 1|2|3: the fsdp axis's ZeRO stage (0: not given, 3)
   bool reshardAfterForward = true;  // --no-reshard-after-forward: keep gathered parameters for backward
   std::string fsdpReduceScatter;  // --fsdp-reduce-scatter every-microstep|last-microstep ("": not given)
+  std::string fsdpUnit;         // --fsdp-unit GLOB[,GLOB...]: FSDP units ("": the default, see planFromFlags)
+  int64_t fsdpMinUnitParams = kNotGiven;  // --fsdp-min-unit-params N: size-based FSDP units
+  int64_t fsdpPrefetch = 1;     // --fsdp-prefetch N: units whose all-gathers start ahead (0: off)
+  bool transformer = false;     // set by addTransformerFlags: the model's blocks are "blocks.<i>"
   double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
   std::string activationCheckpointing;  // --activation-checkpointing full|selective ("": off)
   bool overlap = true;          // --no-overlap turns it off
@@ -42,13 +46,19 @@ struct Flags {
   bool checkReplicas = false;   // --check-replicas: compare the ranks' parameters every step
   double commTimeout = 300.0;   // --comm-timeout: seconds before a collective fails
 
+  /// The value of a size flag that was not given.
+  static constexpr int64_t kNotGiven = INT64_MIN;
+
   /// --precision as the DSL's compile option.
   DType precisionType() const { return precision == "bf16" ? DType::BF16 : DType::F32; }
 };
 
 /// The Plan of --plan, --zero-stage (needs an fsdp axis, else an error at "--zero-stage:1:1"),
 /// --no-reshard-after-forward and --fsdp-reduce-scatter (each needs an fsdp axis),
-/// --sequence-parallel, --grad-accumulation, --bucket-mb, --no-overlap
+/// --fsdp-unit, --fsdp-min-unit-params and --fsdp-prefetch (need an fsdp axis; the units of
+/// fully_shard, errors at the flag, e.g. "--fsdp-unit:1:1"; without either unit flag a
+/// transformer's fsdp plan has one unit per block, "blocks.*", and other models one per
+/// parameter), --sequence-parallel, --grad-accumulation, --bucket-mb, --no-overlap
 /// and --activation-checkpointing (checkpoint("blocks.*", mode): every transformer block,
 /// errors at "--activation-checkpointing:1:1"). Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
 /// --sequence-parallel without a tp axis is refused ("--sequence-parallel:1:1: error: ...")

@@ -120,7 +120,9 @@ struct CudaExecutor::State {
   void collective(Fn& f, const Step& s) {
     const CollectiveStep& c = *s.collective;
     if (c.movesShards()) {
-      shardMove(s);
+      // A split all-gather (FSDP prefetch) runs whole at its Start here; its Wait has nothing
+      // left to do (the output stays live from the Start to the Wait).
+      if (c.phase != CollectiveStep::Phase::Wait) shardMove(s);
       return;
     }
     std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.bucket)];

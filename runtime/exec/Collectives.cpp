@@ -42,7 +42,7 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
   if (!f) return out;
   for (const Step& s : f->steps) {
     const CollectiveStep* c = asCollective(s);
-    if (!c || c->kind == CollectiveStep::Kind::AllReduceWait) continue;
+    if (!c || c->kind == CollectiveStep::Kind::AllReduceWait || c->phase == CollectiveStep::Phase::Wait) continue;
     const int64_t bytes = payloadOf(program, *c);
     ++(c->synchronous ? out.synchronous : out.buckets);
     out.payloadBytes += bytes;
@@ -68,19 +68,26 @@ std::string explainCollectives(const Program& program, const std::string& functi
     group = std::max(group, c->group);
     const int64_t bytes = payloadOf(program, *c);
     const std::string axes = fmt::format("{}", fmt::join(c->axes, ","));
+    if (c->movesShards() && c->phase == CollectiveStep::Phase::Wait) {
+      out += fmt::format("  waits at step {}/{}: all_gather [{}]{}\n", i, f->steps.size(),
+                         c->names.empty() ? "?" : c->names[0], c->unit.empty() ? "" : " unit " + c->unit);
+      continue;
+    }
     if (c->movesShards()) {
       const Buffer& in = program.buffers.at(static_cast<size_t>(c->tensors.at(0)));
       const Buffer& res = program.buffers.at(static_cast<size_t>(c->tensors.at(1)));
-      out += fmt::format("forward/backward collective: {}{} over {} ({} ranks) {} [{}] -> [{}], {} bytes ({}), step "
-                         "{}/{}, {}{}\n",
+      out += fmt::format("forward/backward collective: {}{}{} over {} ({} ranks) {} [{}] -> [{}], {} bytes ({}), "
+                         "step {}/{}, {}{}{}\n",
                          collectiveKindName(collectiveKindIndex(*c)),
+                         c->phase == CollectiveStep::Phase::Start ? " start" : "",
                          c->kind == CollectiveStep::Kind::ReduceScatter ? " " + c->reduce : "", axes, c->group,
                          c->kind == CollectiveStep::Kind::AllToAll
                              ? fmt::format("split dim {} concat dim {}", c->dim, c->concatDim)
                              : fmt::format("dim {}", c->dim),
                          fmt::join(in.shape, "x"), fmt::join(res.shape, "x"), bytes, mib(bytes), i, f->steps.size(),
                          c->location.empty() ? "?" : c->location,
-                         c->names.empty() || c->names[0].empty() ? "" : " [" + c->names[0] + "]");
+                         c->names.empty() || c->names[0].empty() ? "" : " [" + c->names[0] + "]",
+                         c->unit.empty() ? "" : " unit " + c->unit);
       continue;
     }
     if (c->synchronous) {
@@ -128,6 +135,7 @@ uint64_t collectiveScheduleHash(const Program& program) {
       const CollectiveStep* c = asCollective(s);
       if (!c) continue;
       mixInt(static_cast<int64_t>(c->kind));
+      if (c->phase != CollectiveStep::Phase::Whole) mixInt(100 + static_cast<int64_t>(c->phase));
       mixInt(c->bucket);
       mix(c->reduce.data(), c->reduce.size());
       for (const std::string& a : c->axes) {

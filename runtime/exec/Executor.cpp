@@ -431,10 +431,13 @@ void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
     case Prepared::Copy: trace_->complete("copy", "copy", start, end, fmt::format("{} bytes", p.bytes)); return;
     case Prepared::Collective: {
       const CollectiveStep& c = *p.collective;
-      const char* category = c.movesShards() ? "collective"
+      const char* category = c.movesShards() && c.phase == CollectiveStep::Phase::Whole ? "collective"
+                             : c.movesShards() ? (c.phase == CollectiveStep::Phase::Start ? "collective_start"
+                                                                                          : "collective_wait")
                              : c.kind == CollectiveStep::Kind::AllReduceStart ? "collective_start"
                                                                               : "collective_wait";
-      trace_->complete(p.name, category, start, end, fmt::format("{} bytes", p.bytes));
+      trace_->complete(p.name, category, start, end,
+                       fmt::format("{} bytes{}", p.bytes, c.unit.empty() ? "" : ", unit " + c.unit));
       return;
     }
   }
@@ -442,11 +445,15 @@ void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
-  if (c.movesShards()) {
+  if (c.movesShards() && c.phase == CollectiveStep::Phase::Whole) {
     shardMove(p);
     return;
   }
   std::unique_ptr<Work>& work = pf.inFlight[static_cast<size_t>(c.bucket)];
+  if (c.movesShards()) {
+    asyncAllGather(p, work);
+    return;
+  }
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
     auto* at = reinterpret_cast<std::byte*>(p.bucket);
@@ -501,6 +508,33 @@ void Executor::shardMove(const Prepared& p) {
     countCollective(counters_, c, m.payloadBytes);
     work->wait();
     copyStrided(m.unpack, staging, output, p.elementBytes);
+  }
+  counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void Executor::asyncAllGather(const Prepared& p, std::unique_ptr<Work>& work) {
+  // Start: the communicator gathers the input into staging in the background (its time is
+  // a start's); Wait: blocks until it is done (exposed) and unpacks staging into the output.
+  const CollectiveStep& c = *p.collective;
+  auto t0 = std::chrono::steady_clock::now();
+  void* input = p.tensors[0].first;
+  void* output = p.tensors[1].first;
+  if (c.phase == CollectiveStep::Phase::Start) {
+    if (c.group == 1) {
+      std::memcpy(output, input, p.tensors[0].second);  // one rank: the identity
+    } else {
+      Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
+      const DType dtype = program_.buffers[static_cast<size_t>(c.buffer)].dtype;
+      work = comm.allGather(input, p.bucket, p.move.count, dtype, p.name);
+      countCollective(counters_, c, p.move.payloadBytes);
+    }
+    counters_.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
+  if (work) {
+    work->wait();
+    work.reset();
+    copyStrided(p.move.unpack, p.bucket, output, p.elementBytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -146,6 +146,9 @@ class Executor final : public ProgramExecutor {
   void collective(const PreparedFunction& pf, const Prepared& p);
   /// An AllGather, ReduceScatter or AllToAll step (Program.h; runtime/exec/BlockLayout.h).
   void shardMove(const Prepared& p);
+  /// The Start or the Wait of an asynchronous AllGather (Program.h's phase); `work` is its
+  /// in-flight slot.
+  void asyncAllGather(const Prepared& p, std::unique_ptr<Work>& work);
   /// Records step `index` of `f`, which ran from `start` until now, on trace_.
   void traceStep(const Function& f, size_t index, const Prepared& p, std::chrono::steady_clock::time_point start) const;
   TraceRecorder* trace_ = nullptr;

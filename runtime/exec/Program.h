@@ -164,9 +164,22 @@ struct CopyStep {
 /// Payload (Communicator.h's rule): AllGather and ReduceScatter P x the shard's bytes
 /// (padding included; the output's, resp. input's bytes when P divides), AllToAll the
 /// input's.
+///
+/// An AllGather may also be split in two steps (FSDP prefetch, tessel.all_gather_start /
+/// wait): `phase` Start issues it (the communicator reads the input and fills the staging
+/// buffer in the background) and Wait completes it and unpacks the output. Both steps carry
+/// the same tensors, buffer, dim, axes and group, and `bucket` numbers the in-flight slot
+/// (after the function's all-reduce buckets); input, staging and output stay live from the
+/// Start to the Wait. Only the Start counts towards the payload.
 struct CollectiveStep {
   enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
+  /// Whole: the one-step shard move; Start / Wait: the two halves of an asynchronous one.
+  enum class Phase { Whole, Start, Wait };
   Kind kind = Kind::AllReduceStart;
+  Phase phase = Phase::Whole;
+  /// The FSDP unit of a parameter gather: its module path, "(root)" for the root unit, ""
+  /// for a collective that gathers no unit (compiler/FsdpUnits.h).
+  std::string unit;
   int bucket = 0;            // the bucket's number in [0, buckets of the function), in issue order
   int buffer = -1;           // the bucket's flat f32 buffer (a Temp of sum-of-tensors elements)
   std::vector<int> tensors;  // start: the inputs packed; wait: the outputs unpacked
@@ -248,7 +261,8 @@ inline constexpr int kProgramFormatVersionCpu = 5;
 /// unique names, 64-byte aligned Temp offsets inside the arena of every function using them,
 /// no two simultaneously live Temps sharing bytes, every kernel step's arguments against the
 /// kernel's signature, GEMM extents and aliasing, copy sizes, bucket numbers and sizes, the
-/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, and
+/// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, the
+/// pairing of a split all_gather's start and wait (one wait per start, same buffers), and
 /// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
 /// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
 /// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a

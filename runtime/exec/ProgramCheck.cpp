@@ -149,6 +149,7 @@ class Checker {
       fail(field + ".batch_shards", fmt::format("{} is not in 0 to 2^40", fn.batchShards));
     std::vector<std::pair<int, std::string>> used;  // (buffer, field), for the arena check
     std::map<int, const CollectiveStep*> open;       // started, not yet waited buckets
+    std::map<int, const CollectiveStep*> openGathers;  // started, not yet waited all_gathers (slots)
     int buckets = 0;                                 // starts seen
     std::unordered_set<int> seen;
     for (size_t i = 0; i < fn.inputs.size(); ++i) {
@@ -178,9 +179,10 @@ class Checker {
         used.emplace_back(c->dst, f + ".dst");
       } else {
         const auto& col = std::get<CollectiveStep>(fn.steps[s]);
-        if (col.movesShards())
+        if (col.movesShards()) {
           checkShardMove(col, f);
-        else
+          checkAsyncGather(col, f, openGathers);
+        } else
           checkCollective(col, f, open);
         const auto* next = s + 1 < fn.steps.size() ? std::get_if<CollectiveStep>(&fn.steps[s + 1]) : nullptr;
         if (col.synchronous && col.kind == CollectiveStep::Kind::AllReduceStart &&
@@ -195,6 +197,9 @@ class Checker {
     }
     if (!open.empty())
       fail(field + ".steps", fmt::format("bucket {} is started but never waited for", open.begin()->first));
+    if (!openGathers.empty())
+      fail(field + ".steps", fmt::format("the all_gather of slot {} is started but never waited for",
+                                         openGathers.begin()->first));
     // Numbers 0 .. n-1: starts are unique and all waited, so a number >= n leaves a gap.
     for (size_t s = 0; s < fn.steps.size(); ++s)
       if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]); c && !c->movesShards() && c->bucket >= buckets)
@@ -407,6 +412,29 @@ class Checker {
         start.axes != c.axes || start.synchronous != c.synchronous)
       fail(field, fmt::format("the wait for bucket {} does not match its start (buffer, tensor sizes, "
                               "reduce, axes, group or synchronous)", c.bucket));
+    open.erase(it);
+  }
+
+  /// The phases of an asynchronous all_gather (Program.h): only an all_gather has them; a
+  /// start opens its slot once, and its wait closes it with the same buffers.
+  void checkAsyncGather(const CollectiveStep& c, const std::string& field,
+                        std::map<int, const CollectiveStep*>& open) const {
+    if (c.phase == CollectiveStep::Phase::Whole) return;
+    if (c.kind != CollectiveStep::Kind::AllGather)
+      fail(field + ".phase", "only an all_gather is split in a start and a wait");
+    if (c.phase == CollectiveStep::Phase::Start) {
+      if (!open.emplace(c.bucket, &c).second)
+        fail(field + ".bucket", fmt::format("the all_gather of slot {} is started twice", c.bucket));
+      return;
+    }
+    auto it = open.find(c.bucket);
+    if (it == open.end())
+      fail(field + ".bucket", fmt::format("wait for the all_gather of slot {}, which is not started", c.bucket));
+    const CollectiveStep& start = *it->second;
+    if (start.tensors != c.tensors || start.buffer != c.buffer || start.dim != c.dim || start.axes != c.axes ||
+        start.group != c.group)
+      fail(field, fmt::format("the wait for the all_gather of slot {} does not match its start (tensors, buffer, "
+                              "dim, axes or group)", c.bucket));
     open.erase(it);
   }
 

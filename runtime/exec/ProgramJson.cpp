@@ -96,6 +96,11 @@ ordered_json toJson(const Step& step) {
       j["axes"] = col.axes;
       j["group"] = col.group;
       j["location"] = col.location;
+      if (col.phase != CollectiveStep::Phase::Whole) {
+        j["phase"] = col.phase == CollectiveStep::Phase::Start ? "start" : "wait";
+        j["bucket"] = col.bucket;
+      }
+      if (!col.unit.empty()) j["unit"] = col.unit;
       return j;
     }
     j["op"] = col.kind == CollectiveStep::Kind::AllReduceStart ? "all_reduce_start" : "all_reduce_wait";
@@ -447,8 +452,9 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
       r.object(j, field, {"op", "buffer", "tensors", "dim", "concat_dim", "names", "axes", "group", "location"});
     else if (rs)
       r.object(j, field, {"op", "buffer", "tensors", "dim", "reduce", "names", "axes", "group", "location"});
-    else
-      r.object(j, field, {"op", "buffer", "tensors", "dim", "names", "axes", "group", "location"});
+    else  // an all_gather may be split in a start and a wait (FSDP prefetch) and name its unit
+      r.object(j, field,
+               {"op", "buffer", "tensors", "dim", "names", "axes", "group", "location", "phase", "bucket", "unit"});
     CollectiveStep c;
     c.kind = a2a ? CollectiveStep::Kind::AllToAll
                  : rs ? CollectiveStep::Kind::ReduceScatter : CollectiveStep::Kind::AllGather;
@@ -465,6 +471,15 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     c.group = r.integer(j, "group", field);
     c.synchronous = true;
     c.location = r.string(j, "location", field, "");
+    if (!a2a && !rs) {
+      const std::string phase = r.string(j, "phase", field, "whole");
+      if (phase != "whole" && phase != "start" && phase != "wait")
+        r.fail(field + ".phase", fmt::format("'{}' (expected start or wait)", phase));
+      c.phase = phase == "start" ? CollectiveStep::Phase::Start
+                : phase == "wait" ? CollectiveStep::Phase::Wait : CollectiveStep::Phase::Whole;
+      if (c.phase != CollectiveStep::Phase::Whole) c.bucket = static_cast<int>(r.integer(j, "bucket", field));
+      c.unit = r.string(j, "unit", field, "");
+    }
     return c;
   }
   r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start, "

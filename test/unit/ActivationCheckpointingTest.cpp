@@ -5,6 +5,7 @@
 // at the checkpoint() line.
 #include "dsl/tessel.h"
 #include "examples/gpt/model.h"
+#include "test/unit/GptPlanErrors.h"
 #include "codegen/MemoryPlan.h"
 #include "runtime/exec/Program.h"
 
@@ -173,16 +174,7 @@ TEST(ActivationCheckpointing, LivePeakMatchesTheClosedForm) {
 
 /// Compiles the GPT under `plan`, expecting a ModelError at this file's `line` with `text`.
 void expectPlanError(const Plan& plan, int line, const std::string& text) {
-  gpt::GPT model(gpt::Config{1, 16, 2, 8, 256});
-  gpt::build(model, 2);
-  try {
-    model.compile({.plan = plan});
-    ADD_FAILURE() << "expected a ModelError";
-  } catch (const ModelError& e) {
-    EXPECT_EQ(e.diagnostic().file, kThisFile) << e.what();
-    EXPECT_EQ(e.diagnostic().line, line) << e.what();
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
+  tessel::testing::expectGptPlanError(plan, kThisFile, line, text);
 }
 
 TEST(ActivationCheckpointingErrors, AtTheCheckpointLine) {
