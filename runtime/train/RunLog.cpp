@@ -1,39 +1,51 @@
 // The log's memory and communication fields; see RunLog.h.
 #include "runtime/train/RunLog.h"
 
+#include "runtime/exec/AllocationCounter.h"
+#include "runtime/exec/MemoryBreakdown.h"
+
 #include <cstring>
 #include <vector>
 
 namespace tessel::trainer {
 
-RankMemory rankMemory(const rt::Program& program) {
+RankMemory rankMemory(const rt::Program& program, int64_t measuredPeak) {
   RankMemory m;
   for (const rt::Buffer& b : program.buffers) {
-    if (b.kind == rt::BufferKind::Parameter) m.parameters += b.bytes();
-    if (b.kind == rt::BufferKind::State) m.optimizerState += b.bytes();
-    if (b.kind == rt::BufferKind::Input) m.inputs += b.bytes();
+    if (b.kind == rt::BufferKind::Temp) continue;
+    switch (rt::persistentRole(b)) {
+      case rt::MemoryRole::Parameters: m.parameters += b.bytes(); break;
+      case rt::MemoryRole::Gradients: m.gradients += b.bytes(); break;
+      case rt::MemoryRole::OptimizerState: m.optimizerState += b.bytes(); break;
+      default: if (b.kind == rt::BufferKind::Input) m.inputs += b.bytes(); break;
+    }
   }
   m.activationArena = program.arenaBytes();
+  m.predicted = rt::memoryBreakdown(program).total();
+  m.measuredPeak = measuredPeak;
   return m;
 }
 
-nlohmann::json memoryByRank(const rt::Program& program, rt::Communicator* comm) {
-  const RankMemory mine = rankMemory(program);
-  const int64_t fields[4] = {mine.parameters, mine.optimizerState, mine.inputs, mine.activationArena};
+nlohmann::json memoryByRank(const rt::Program& program, int64_t measuredPeak, rt::Communicator* comm) {
+  const RankMemory mine = rankMemory(program, measuredPeak);
+  constexpr size_t kFields = 7;
+  const int64_t fields[kFields] = {mine.parameters, mine.gradients, mine.optimizerState, mine.inputs,
+                                   mine.activationArena, mine.predicted, mine.measuredPeak};
   const int world = comm ? comm->worldSize() : 1;
-  std::vector<int64_t> all(4 * static_cast<size_t>(world));
+  std::vector<int64_t> all(kFields * static_cast<size_t>(world));
   if (world > 1) {
     // The communicators move f32, i32 and bf16; the int64 fields travel as pairs of i32 words.
-    constexpr int64_t words = 4 * sizeof(int64_t) / sizeof(int32_t);
+    constexpr int64_t words = kFields * sizeof(int64_t) / sizeof(int32_t);
     comm->allGather(fields, all.data(), words * world, rt::DType::I32, "memory by rank")->wait();
   } else {
     std::memcpy(all.data(), fields, sizeof fields);
   }
   nlohmann::json out = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
-    const int64_t* f = &all[4 * static_cast<size_t>(r)];
-    out.push_back({{"rank", r}, {"parameters", f[0]}, {"optimizer_state", f[1]}, {"inputs", f[2]},
-                   {"activation_arena", f[3]}});
+    const int64_t* f = &all[kFields * static_cast<size_t>(r)];
+    out.push_back({{"rank", r}, {"parameters", f[0]}, {"gradients", f[1]}, {"optimizer_state", f[2]},
+                   {"inputs", f[3]}, {"activation_arena", f[4]}, {"predicted_bytes", f[5]},
+                   {"measured_peak_bytes", f[6]}});
   }
   return out;
 }

@@ -8,10 +8,16 @@
 //   comm_bytes {kind: payload bytes this rank issued in the step} (kinds that ran),
 //   comm_exposed_s (seconds blocked in collective waits in the step), when the executor's
 //   collective counters are known;
-//   peak_memory_bytes: parameters + optimizer state + inputs + the arena's high-water mark so
-//   far, on rank 0;
+//   peak_memory_bytes: on rank 0, the most bytes its executor had allocated at once so far, as
+//   its AllocationCounter measured them (runtime/exec/AllocationCounter.h; the CPU executor),
+//   else parameters + optimizer state + inputs + the arena's high-water mark so far;
+//   arena_high_water_bytes: the highest arena byte a step touched so far (Executor.h);
 //   run (step 1 only): {model, describe, plan, device, world_size, steps, unit, config {...},
-//   memory [{rank, parameters, optimizer_state, inputs, activation_arena} bytes per rank]}.
+//   memory [{rank, parameters, gradients, optimizer_state, inputs, activation_arena,
+//   predicted_bytes, measured_peak_bytes} per rank]}: the buffers' bytes by role (gradients:
+//   persistent gradient state such as accumulators), what the executor allocates by
+//   runtime/exec/MemoryBreakdown.h (64-byte aligned, with the bf16 GEMM scratch), and what its
+//   counter measured at the end of construction (-1 without a counter).
 #pragma once
 
 #include "runtime/comm/Communicator.h"
@@ -24,19 +30,22 @@
 
 namespace tessel::trainer {
 
-/// Bytes of one rank's program by role.
+/// Bytes of one rank's program by role, and what its executor allocates.
 struct RankMemory {
-  int64_t parameters = 0, optimizerState = 0, inputs = 0, activationArena = 0;
-  int64_t total() const { return parameters + optimizerState + inputs + activationArena; }
+  int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0, activationArena = 0;
+  int64_t predicted = 0;      // rt::memoryBreakdown(program).total()
+  int64_t measuredPeak = -1;  // the executor's AllocationCounter peak; -1 without one
+  int64_t total() const { return parameters + gradients + optimizerState + inputs + activationArena; }
 };
 
-/// This rank's RankMemory: the Parameter, State and Input buffers of `program` (this rank's
-/// shards) and its arena (Program::arenaBytes, every temporary of a step).
-RankMemory rankMemory(const rt::Program& program);
+/// This rank's RankMemory: the Parameter, State (gradient state apart: rt::persistentRole)
+/// and Input buffers of `program` (this rank's shards), its arena (Program::arenaBytes, every
+/// temporary of a step), the predicted allocation, and `measuredPeak`.
+RankMemory rankMemory(const rt::Program& program, int64_t measuredPeak = -1);
 
 /// Every rank's rankMemory as the log's "memory" array, in rank order. Collective over `comm`
 /// (every rank calls it; null: this rank alone).
-nlohmann::json memoryByRank(const rt::Program& program, rt::Communicator* comm);
+nlohmann::json memoryByRank(const rt::Program& program, int64_t measuredPeak, rt::Communicator* comm);
 
 /// Adds comm_bytes and comm_exposed_s of one step to `record`: the difference between the
 /// executor's counters after and before it.
