@@ -1,6 +1,6 @@
 // The CPU executor; see Executor.h.
 //
-// Construction allocates every block through the AllocationCounter (one per role), then
+// Construction allocates every block through the AllocationCounter, then
 // turns every step into a Prepared record holding raw pointers (resolved kernel address,
 // argument pointer array, GEMM operand bases, copy size) and the step's Temp
 // high-water mark (max offset + bytes of the Temps it touches), so run() is a loop with no
@@ -119,9 +119,8 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
     openblas_set_num_threads(options.threads);
   }
 
-  // Memory: one block per role (MemoryBreakdown.h), each persistent buffer at a 64-byte
-  // aligned offset in its role's block, Temps at their planned offsets in the arena; all of it
-  // through counter_, so its peak measures what was really allocated.
+  // Memory: a block per persistent buffer, Temps at their planned offsets in the arena; all of
+  // it through counter_, so its peak measures what was really allocated.
   const MemoryBreakdown planned = memoryBreakdown(program_);
   const GemmScratch scratch = gemmScratchOf(program_);
   gemmScratchA_ = scratch.a;
@@ -137,24 +136,16 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         "planned arena) but this machine has {:.2f} GiB of memory; reduce the model or the batch",
         total / (1 << 30), (total - static_cast<double>(program_.arenaBytes())) / (1 << 30),
         static_cast<double>(program_.arenaBytes()) / (1 << 30), physical / (1 << 30)));
-  std::array<std::byte*, kMemoryRoles> base{};
-  for (int r = 0; r < kMemoryRoles; ++r) {
-    const int64_t bytes = planned.bytes[static_cast<size_t>(r)];
-    if (bytes == 0) continue;  // no buffer has this role
-    blocks_.push_back(counter_.allocate(bytes, static_cast<MemoryRole>(r)));
-    base[static_cast<size_t>(r)] = blocks_.back().get();
-  }
-  scratch_ = reinterpret_cast<float*>(base[static_cast<size_t>(MemoryRole::GemmScratch)]);
-  std::array<size_t, kMemoryRoles> next{};
-  for (const Buffer& b : program_.buffers) {
-    if (b.kind == BufferKind::Temp) {
-      pointers_.push_back(base[static_cast<size_t>(MemoryRole::Arena)] + b.offset);
-    } else {
-      const auto r = static_cast<size_t>(persistentRole(b));
-      pointers_.push_back(base[r] + next[r]);
-      next[r] += static_cast<size_t>(alignedBytes(b.bytes()));
-    }
-  }
+  // Each persistent buffer is a block of its own, the GEMM scratch one, the arena one: the
+  // counter sees every allocation as made, whatever the breakdown predicted.
+  auto block = [&](int64_t bytes, MemoryRole role) {
+    blocks_.push_back(counter_.allocate(bytes, role));
+    return blocks_.back().get();
+  };
+  std::byte* arena = program_.arenaBytes() > 0 ? block(program_.arenaBytes(), MemoryRole::Arena) : nullptr;
+  if (gemmScratchBytes() > 0) scratch_ = reinterpret_cast<float*>(block(gemmScratchBytes(), MemoryRole::GemmScratch));
+  for (const Buffer& b : program_.buffers)
+    pointers_.push_back(b.kind == BufferKind::Temp ? arena + b.offset : block(b.bytes(), persistentRole(b)));
 
   auto tempEnd = [&](int id) {
     const Buffer& b = program_.buffers[static_cast<size_t>(id)];

@@ -1,11 +1,11 @@
 // The CPU executor: runs a Program's functions step by step. No MLIR, no compiler.
 //
 // Promise: memory is allocated once, at construction, through an AllocationCounter: one
-// 64-byte aligned block per persistent role (parameters, gradient state, optimizer state,
-// inputs; each buffer at a 64-byte aligned offset in its role's block), the bf16 GEMMs' f32
-// scratch, and ONE 64-byte aligned arena of Program::arenaBytes() (the max over functions)
-// holding every Temp at its planned offset: exactly memoryBreakdown(program).total() bytes
-// (runtime/exec/MemoryBreakdown.h). run() allocates nothing. Kernel symbols are resolved once, at construction, through the
+// 64-byte aligned block per persistent buffer (Parameter, State, Input, Coordinate), one for
+// the bf16 GEMMs' f32 scratch, and ONE 64-byte aligned arena of Program::arenaBytes() (the
+// max over functions) holding every Temp at its planned offset: memoryBreakdown(program)
+// (runtime/exec/MemoryBreakdown.h) predicts the total, and the counter measures it.
+// run() allocates nothing. Kernel symbols are resolved once, at construction, through the
 // caller's resolver, so the executor does not care how kernels were built; the usual one is
 //   tessel::KernelLibrary lib = tessel::buildKernelLibrary(program.kernelSource);
 //   Executor exec(program, [&](const std::string& s) { return lib.symbol(s); });
@@ -157,7 +157,7 @@ class Executor final : public ProgramExecutor {
 
   Program program_;
   AllocationCounter counter_;  // before the blocks: it outlives them
-  std::vector<AllocationCounter::Block> blocks_;  // one per role with bytes (MemoryRole order)
+  std::vector<AllocationCounter::Block> blocks_;  // the arena, the GEMM scratch, each persistent buffer
   std::vector<void*> pointers_;  // per buffer id
   std::vector<PreparedFunction> functions_;
   std::unordered_map<std::string, size_t> functionIndex_;

@@ -181,8 +181,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     run["training"] = {{"optimizer", o.optimizer}, {"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule},
                        {"weight_decay", o.weightDecay}, {"grad_clip", o.gradClip}, {"microsteps", o.microsteps},
                        {"eval_every", o.evalEvery}, {"eval_batches", o.evalBatches}};
-    const rt::AllocationCounter* counter = ex.allocationCounter();
-    run["memory"] = memoryByRank(ex.program(), counter ? counter->peak() : -1, o.comm);
+    run["memory"] = memoryByRank(ex.program(), ex.allocationCounter(), o.comm);
   }
   const RankMemory memory = rankMemory(ex.program());
   std::vector<nlohmann::json> records;  // for --report, on rank 0

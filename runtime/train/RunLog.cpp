@@ -1,7 +1,6 @@
 // The log's memory and communication fields; see RunLog.h.
 #include "runtime/train/RunLog.h"
 
-#include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/MemoryBreakdown.h"
 
 #include <cstring>
@@ -9,7 +8,7 @@
 
 namespace tessel::trainer {
 
-RankMemory rankMemory(const rt::Program& program, int64_t measuredPeak) {
+RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* counter) {
   RankMemory m;
   for (const rt::Buffer& b : program.buffers) {
     if (b.kind == rt::BufferKind::Temp) continue;
@@ -22,15 +21,18 @@ RankMemory rankMemory(const rt::Program& program, int64_t measuredPeak) {
   }
   m.activationArena = program.arenaBytes();
   m.predicted = rt::memoryBreakdown(program).total();
-  m.measuredPeak = measuredPeak;
+  if (counter) {
+    m.measuredPeak = counter->peak();
+    m.measuredArena = counter->peak(rt::MemoryRole::Arena);
+  }
   return m;
 }
 
-nlohmann::json memoryByRank(const rt::Program& program, int64_t measuredPeak, rt::Communicator* comm) {
-  const RankMemory mine = rankMemory(program, measuredPeak);
-  constexpr size_t kFields = 7;
-  const int64_t fields[kFields] = {mine.parameters, mine.gradients, mine.optimizerState, mine.inputs,
-                                   mine.activationArena, mine.predicted, mine.measuredPeak};
+nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCounter* counter, rt::Communicator* comm) {
+  const RankMemory mine = rankMemory(program, counter);
+  constexpr size_t kFields = 8;
+  const int64_t fields[kFields] = {mine.parameters,      mine.gradients, mine.optimizerState, mine.inputs,
+                                   mine.activationArena, mine.predicted, mine.measuredPeak,   mine.measuredArena};
   const int world = comm ? comm->worldSize() : 1;
   std::vector<int64_t> all(kFields * static_cast<size_t>(world));
   if (world > 1) {
@@ -45,7 +47,7 @@ nlohmann::json memoryByRank(const rt::Program& program, int64_t measuredPeak, rt
     const int64_t* f = &all[kFields * static_cast<size_t>(r)];
     out.push_back({{"rank", r}, {"parameters", f[0]}, {"gradients", f[1]}, {"optimizer_state", f[2]},
                    {"inputs", f[3]}, {"activation_arena", f[4]}, {"predicted_bytes", f[5]},
-                   {"measured_peak_bytes", f[6]}});
+                   {"measured_peak_bytes", f[6]}, {"measured_arena_bytes", f[7]}});
   }
   return out;
 }

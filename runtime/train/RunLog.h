@@ -14,13 +14,15 @@
 //   arena_high_water_bytes: the highest arena byte a step touched so far (Executor.h);
 //   run (step 1 only): {model, describe, plan, device, world_size, steps, unit, config {...},
 //   memory [{rank, parameters, gradients, optimizer_state, inputs, activation_arena,
-//   predicted_bytes, measured_peak_bytes} per rank]}: the buffers' bytes by role (gradients:
-//   persistent gradient state such as accumulators), what the executor allocates by
-//   runtime/exec/MemoryBreakdown.h (64-byte aligned, with the bf16 GEMM scratch), and what its
-//   counter measured at the end of construction (-1 without a counter).
+//   predicted_bytes, measured_peak_bytes, measured_arena_bytes} per rank]}: the buffers' bytes
+//   by role (gradients: persistent gradient state such as accumulators), what the executor
+//   allocates by runtime/exec/MemoryBreakdown.h (64-byte aligned, with the bf16 GEMM scratch),
+//   and what its AllocationCounter measured before the first step, in all and for the arena
+//   (-1 without a counter).
 #pragma once
 
 #include "runtime/comm/Communicator.h"
+#include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/Executor.h"  // CollectiveCounters
 #include "runtime/exec/Program.h"
 
@@ -34,18 +36,19 @@ namespace tessel::trainer {
 struct RankMemory {
   int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0, activationArena = 0;
   int64_t predicted = 0;      // rt::memoryBreakdown(program).total()
-  int64_t measuredPeak = -1;  // the executor's AllocationCounter peak; -1 without one
+  int64_t measuredPeak = -1;   // the executor's AllocationCounter peak; -1 without one
+  int64_t measuredArena = -1;  // its peak of arena bytes; -1 without one
   int64_t total() const { return parameters + gradients + optimizerState + inputs + activationArena; }
 };
 
 /// This rank's RankMemory: the Parameter, State (gradient state apart: rt::persistentRole)
 /// and Input buffers of `program` (this rank's shards), its arena (Program::arenaBytes, every
-/// temporary of a step), the predicted allocation, and `measuredPeak`.
-RankMemory rankMemory(const rt::Program& program, int64_t measuredPeak = -1);
+/// temporary of a step), the predicted allocation, and what `counter` measured (null: -1).
+RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* counter = nullptr);
 
 /// Every rank's rankMemory as the log's "memory" array, in rank order. Collective over `comm`
 /// (every rank calls it; null: this rank alone).
-nlohmann::json memoryByRank(const rt::Program& program, int64_t measuredPeak, rt::Communicator* comm);
+nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCounter* counter, rt::Communicator* comm);
 
 /// Adds comm_bytes and comm_exposed_s of one step to `record`: the difference between the
 /// executor's counters after and before it.
