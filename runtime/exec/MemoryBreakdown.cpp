@@ -233,6 +233,7 @@ nlohmann::json memoryJson(const MemoryBreakdown& m) {
                      {"gradients", m.peak.gradients},
                      {"activations", m.peak.activations},
                      {"fragmentation", m.get(MemoryRole::Arena) - m.peak.total()}};
+  j["largest"] = memoryRoleName(m.largest());
   j["gradient_temporaries"] = m.gradientTemporaries;
   j["parameter_elements"] = m.parameterElements;
   return j;
@@ -241,21 +242,20 @@ nlohmann::json memoryJson(const MemoryBreakdown& m) {
 std::string deviceMemoryRefusal(const MemoryBreakdown& m, int64_t budget, int rank) {
   if (m.total() <= budget) return "";
   const MemoryRole big = m.largest();
-  return fmt::format("rank {} needs {} = {} bytes, more than the {} = {} bytes of --device-memory ({} short); its "
-                     "largest part is the {}, {} = {} bytes",
-                     rank, formatBytes(static_cast<double>(m.total())), m.total(),
-                     formatBytes(static_cast<double>(budget)), budget,
-                     formatBytes(static_cast<double>(m.total() - budget)), memoryRoleName(big),
-                     formatBytes(static_cast<double>(m.get(big))), m.get(big));
+  auto bytes = [](int64_t n) { return fmt::format("{} bytes ({})", n, formatBytes(static_cast<double>(n))); };
+  return fmt::format("rank {} needs {}, more than the {} of --device-memory, {} short; its largest part is the {}, {}",
+                     rank, bytes(m.total()), bytes(budget), bytes(m.total() - budget), memoryRoleName(big),
+                     bytes(m.get(big)));
 }
 
 std::string formatBytes(double bytes) {
-  return fmt::format("{:.2f} GiB ({:.2f} GB)", bytes / 0x1p30, bytes / 1e9);
+  if (bytes >= 0x1p30) return fmt::format("{:.2f} GiB, {:.2f} GB", bytes / 0x1p30, bytes / 1e9);
+  return fmt::format("{:.2f} MiB, {:.2f} MB", bytes / 0x1p20, bytes / 1e6);
 }
 
 std::string explainMemory(const Program& program, const MemoryBreakdown& m) {
   auto mib = [](int64_t b) { return fmt::format("{} bytes ({:.3f} MiB)", b, static_cast<double>(b) / 0x1p20); };
-  std::string out = fmt::format("memory per rank (every byte the executor allocates): {} = {}\n", m.total(),
+  std::string out = fmt::format("memory per rank (every byte the executor allocates): {} bytes ({})\n", m.total(),
                                 formatBytes(static_cast<double>(m.total())));
   for (int r = 0; r < kMemoryRoles; ++r)
     out += fmt::format("  {:<16} {}\n", memoryRoleName(static_cast<MemoryRole>(r)), mib(m.bytes[static_cast<size_t>(r)]));

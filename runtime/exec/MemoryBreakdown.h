@@ -101,7 +101,8 @@ int64_t paddingBytes(const Program& program, int rank);
 
 /// The breakdown as JSON: {"total", one field per role, "arena_peak": {"function", "step",
 /// "gathered_parameters", "communication", "gradients", "activations", "fragmentation"},
-/// "gradient_temporaries", "parameter_elements"}; bytes as integers.
+/// "largest" (the largest role's name), "gradient_temporaries", "parameter_elements"}; bytes
+/// as integers.
 nlohmann::json memoryJson(const MemoryBreakdown& m);
 
 /// The --explain report, a few lines: per role bytes and MiB, the arena's contents at its
@@ -110,12 +111,13 @@ std::string explainMemory(const Program& program, const MemoryBreakdown& m);
 
 /// Why a rank cannot run the program within `budget` bytes of device memory: "" when
 /// m.total() <= budget, else one line naming `rank`, the predicted bytes, the budget and the
-/// largest part ("rank 3 needs 10.00 GiB (10.74 GB) = 10737418240 bytes, more than the
-/// 8.00 GiB (8.59 GB) = 8589934592 bytes of --device-memory; its largest part is the arena,
-/// ...").
+/// largest part ("rank 3 needs 10737418240 bytes (10.00 GiB, 10.74 GB), more than the
+/// 8589934592 bytes (8.00 GiB, 8.59 GB) of --device-memory, 2147483648 bytes (...) short; its
+/// largest part is the arena, ... bytes (...)").
 std::string deviceMemoryRefusal(const MemoryBreakdown& m, int64_t budget, int rank);
 
-/// "12.34 GiB (13.25 GB)": bytes in binary and decimal units, two decimals.
+/// "12.34 GiB, 13.25 GB" (from 2^30 bytes up) or "0.61 MiB, 0.64 MB": bytes in binary and
+/// decimal units, two decimals.
 std::string formatBytes(double bytes);
 
 }  // namespace tessel::rt

@@ -151,7 +151,7 @@ int runModel(const MemoryFlags& f) {
   const nlohmann::json compiled = compiledMemory(modelBinary(f.model), args);
   const nlohmann::json& rank = compiled.at("per_rank");
   const int64_t world = compiled.at("world").get<int64_t>();
-  const double need = rank.at("total").get<double>();
+  const int64_t need = rank.at("total").get<int64_t>();
   const double params = compiled.at("parameters").get<double>();
   // The formula's N: the ranks that shard the model states (the fsdp axis), else every rank
   // (plain data parallelism, where only the baseline row describes the plan).
@@ -167,8 +167,8 @@ int runModel(const MemoryFlags& f) {
     j["formula"] = formulaJson(rows, params, n, stage);
     if (device > 0) {
       j["device_memory_bytes"] = device;
-      j["fits"] = need <= static_cast<double>(device);
-      j["margin_bytes"] = static_cast<double>(device) - need;
+      j["fits"] = need <= device;
+      j["margin_bytes"] = device - need;  // exact: the compiled bytes are whole
     }
     fmt::print("{}\n", j.dump(2));
     return 0;
@@ -182,7 +182,7 @@ int runModel(const MemoryFlags& f) {
     const double bytes = rank.at(rt::memoryRoleName(static_cast<rt::MemoryRole>(r))).get<double>();
     table.add({rt::memoryRoleName(static_cast<rt::MemoryRole>(r)), fmt::format("{:.0f}", bytes), gb(bytes), gib(bytes)});
   }
-  table.add({"total", fmt::format("{:.0f}", need), gb(need), gib(need)});
+  table.add({"total", std::to_string(need), gb(static_cast<double>(need)), gib(static_cast<double>(need))});
   fmt::print("{}", table.render());
   const nlohmann::json& peak = rank.at("arena_peak");
   fmt::print("  arena at its peak (@{} step {}): gathered parameters {}, communication buffers {}, gradients {}, "
@@ -194,7 +194,7 @@ int runModel(const MemoryFlags& f) {
   if (std::any_of(padding.begin(), padding.end(), [](const nlohmann::json& p) { return p.get<int64_t>() > 0; }))
     fmt::print("  padding of uneven shards (bytes holding no global element) by rank: {}\n", padding.dump());
   printFormula(rows, fmt::format("{} parameters (the compiled model's)", compiled.at("parameters").dump()), n, stage);
-  if (device > 0) printFit("the compiled plan", need, device);
+  if (device > 0) printFit("the compiled plan", static_cast<double>(need), device);
   return 0;
 }
 
