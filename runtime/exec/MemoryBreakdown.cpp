@@ -11,17 +11,6 @@
 namespace tessel::rt {
 namespace {
 
-/// Every buffer a step names (as ProgramCheck's liveness reads them).
-std::vector<int> stepBuffers(const Step& step) {
-  if (auto* k = std::get_if<KernelStep>(&step)) return k->args;
-  if (auto* g = std::get_if<GemmStep>(&step)) return {g->a, g->b, g->c};
-  if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
-  const auto& col = std::get<CollectiveStep>(step);
-  std::vector<int> ids = col.tensors;
-  ids.push_back(col.buffer);
-  return ids;
-}
-
 enum class TempRole { Activation, Gathered, Communication, Gradient };
 
 /// The role of every Temp (by buffer id; others Activation, unused).
