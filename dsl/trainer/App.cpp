@@ -165,7 +165,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                        {"the CUDA kernel cache", cubinCacheDir({})}};
   requireLogIsNotRead(train_.logJson, reads);
   requireLogIsNotRead(reportPagePath(train_.reportDir), reads, "--report");
-  // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
+  // Compiling only (a bundle, --memory-json, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
   const bool compileOnly = emitting || flags_.memoryJson ||
                            (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
@@ -180,10 +180,6 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                              : gpuRanks  ? std::string("cuda")
                                          : resolveDeviceFlag(flags_, name, /*cudaReady=*/true);
   std::unique_ptr<rt::NcclCommunicator> nccl;  // declared before the executor, which holds its work
-  if (device == "cuda" && world > 1)
-    nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,
-                                                                         .hostWait = false});
-
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
@@ -202,6 +198,11 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                            "fsdp degree), checkpoint activations or lower the batch",
                                            flags_.deviceMemory, plan.describe(), refusal));
   }
+  // NCCL's bootstrap allocates device memory, so it comes after the --device-memory check.
+  if (device == "cuda" && world > 1)
+    nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,
+                                                                         .hostWait = false});
+
   if (flags_.explain && rank == 0) {
     fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
                planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
