@@ -48,18 +48,29 @@ std::vector<TempRole> tempRoles(const Program& p) {
       }
       const auto* k = std::get_if<KernelStep>(&step);
       if (!k) continue;
-      // An update step reads optimizer state, or writes a parameter's new value.
+      // An update step reads optimizer state, or writes a parameter's new value. Its gradient
+      // operand has the size of the parameter or of its state (a ZeRO-1/2 block).
       bool update = false;
       std::vector<int64_t> parameterSizes;
       for (int id : k->args) {
         const Buffer& b = p.buffers[static_cast<size_t>(id)];
-        if (b.kind == BufferKind::State && persistentRole(b) == MemoryRole::OptimizerState) update = true;
-        if (b.kind == BufferKind::Parameter) parameterSizes.push_back(b.numel());
-        if (isTemp(id) && copiedInto.count(id)) update = true;
+        const bool state = b.kind == BufferKind::State && persistentRole(b) == MemoryRole::OptimizerState;
+        update = update || state || (isTemp(id) && copiedInto.count(id));
+        if (state || b.kind == BufferKind::Parameter) parameterSizes.push_back(b.numel());
       }
       if (!update) continue;
+      // A block sliced from a larger parameter (ZeRO-1/2's block of the parameter) is not a
+      // gradient, though it has the state's size.
+      auto slicedFromParameter = [&](int id) {
+        for (int in : stepBuffers(f.steps[producer.at(id)])) {
+          const Buffer& b = p.buffers[static_cast<size_t>(in)];
+          if (b.kind == BufferKind::Parameter && b.numel() > p.buffers[static_cast<size_t>(id)].numel()) return true;
+        }
+        return false;
+      };
       for (int id : k->args) {
-        if (!isTemp(id) || producer.at(id) == s || copiedInto.count(id)) continue;  // an output, not an operand
+        if (!isTemp(id) || producer.at(id) == s || copiedInto.count(id) || slicedFromParameter(id))
+          continue;  // an output, not an operand; or the parameter's own block
         const int64_t n = p.buffers[static_cast<size_t>(id)].numel();
         if (std::find(parameterSizes.begin(), parameterSizes.end(), n) != parameterSizes.end() &&
             role[static_cast<size_t>(id)] == TempRole::Activation)

@@ -102,6 +102,35 @@ TEST(MemoryBreakdown, RefusalNamesRankBytesBudgetAndLargestPart) {
   EXPECT_NE(why.find("largest part is the arena, 384 bytes"), std::string::npos) << why;
 }
 
+TEST(MemoryBreakdown, GradientBlocksOfZeroStageOneAndTwo) {
+  // ZeRO-1/2's update: w [4, 4] replicated, its state a [2, 4] block; the update reads the
+  // gradient's block %gb (from a reduce_scatter of %g) and the parameter's block %wb (sliced
+  // from w), writes %nb. Only %gb is a gradient: %wb has the block's size but is the
+  // parameter's own block.
+  Program p;
+  p.mesh = {{"fsdp", 2}};
+  Buffer m = buffer("w:exp_avg", {2, 4}, BufferKind::State);
+  m.globalShape = {4, 4};
+  m.sharding = {ShardDim{{"fsdp"}, 1}, ShardDim{}};
+  p.buffers = {buffer("w", {4, 4}, BufferKind::Parameter), m,
+               buffer("%g", {4, 4}, BufferKind::Temp, 0),   buffer("%s", {16}, BufferKind::Temp, 64),
+               buffer("%gb", {2, 4}, BufferKind::Temp, 128), buffer("%wb", {2, 4}, BufferKind::Temp, 192),
+               buffer("%nb", {2, 4}, BufferKind::Temp, 256)};
+  p.kernels["grad"] = {KernelArg{DType::F32, 16}, KernelArg{DType::F32, 16}};
+  p.kernels["slice"] = {KernelArg{DType::F32, 8}, KernelArg{DType::F32, 16}};
+  p.kernels["update"] = {KernelArg{DType::F32, 8}, KernelArg{DType::F32, 8}, KernelArg{DType::F32, 8},
+                         KernelArg{DType::F32, 8}};
+  Function f;
+  f.name = "step";
+  f.steps = {KernelStep{"grad", {2, 0}, "", std::nullopt},
+             tessel::test::shardMove(CollectiveStep::Kind::ReduceScatter, 2, 4, 3, 0, {"fsdp"}, 2),
+             KernelStep{"slice", {5, 0}, "", std::nullopt}, KernelStep{"update", {6, 4, 5, 1}, "", std::nullopt}};
+  f.arenaBytes = 320;
+  p.functions = {f};
+  validateProgram(p, "test");
+  EXPECT_EQ(memoryBreakdown(p).gradientTemporaries, 64);  // %gb: 32 bytes, aligned
+}
+
 void noKernel(void**) {}
 
 TEST(AllocationCounter, ExecutorAllocatesExactlyThePrediction) {
