@@ -134,11 +134,10 @@ std::string memorySection(const nlohmann::json& memory) {
     return "<p>The log records no memory breakdown (it was written by an older trainer).</p>\n";
   // Colours no curve uses (the rendering test counts the loss curves' colours).
   static const std::pair<const char*, const char*> kParts[] = {{"parameters", "#8c564b"},
-                                                              {"gradients", "#7f7f7f"},
                                                               {"optimizer_state", "#e377c2"},
                                                               {"inputs", "#bcbd22"},
                                                               {"activation_arena", "#17becf"}};
-  std::string table = "<table><tr><th>rank</th><th>parameters</th><th>gradients</th><th>optimizer state</th><th>inputs</th>"
+  std::string table = "<table><tr><th>rank</th><th>parameters</th><th>optimizer state</th><th>inputs</th>"
                       "<th>activation arena</th><th>total</th></tr>\n";
   double most = 1;
   for (const auto& r : memory) {
@@ -155,7 +154,7 @@ std::string memorySection(const nlohmann::json& memory) {
     bars += fmt::format("<rect x=\"{}\" y=\"6\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"15\" "
                         "class=\"tick\">{}</text>\n",
                         legendX, color, legendX + 14, part);
-    legendX += 125;
+    legendX += 150;
   }
   int row = 0;
   for (const auto& r : memory) {

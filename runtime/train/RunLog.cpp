@@ -11,13 +11,9 @@ namespace tessel::trainer {
 RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* counter) {
   RankMemory m;
   for (const rt::Buffer& b : program.buffers) {
-    if (b.kind == rt::BufferKind::Temp) continue;
-    switch (rt::persistentRole(b)) {
-      case rt::MemoryRole::Parameters: m.parameters += b.bytes(); break;
-      case rt::MemoryRole::Gradients: m.gradients += b.bytes(); break;
-      case rt::MemoryRole::OptimizerState: m.optimizerState += b.bytes(); break;
-      default: if (b.kind == rt::BufferKind::Input) m.inputs += b.bytes(); break;
-    }
+    if (b.kind == rt::BufferKind::Parameter) m.parameters += b.bytes();
+    if (b.kind == rt::BufferKind::State) m.optimizerState += b.bytes();
+    if (b.kind == rt::BufferKind::Input) m.inputs += b.bytes();
   }
   m.activationArena = program.arenaBytes();
   m.predicted = rt::memoryBreakdown(program).total();
@@ -30,9 +26,9 @@ RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* c
 
 nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCounter* counter, rt::Communicator* comm) {
   const RankMemory mine = rankMemory(program, counter);
-  constexpr size_t kFields = 8;
-  const int64_t fields[kFields] = {mine.parameters,      mine.gradients, mine.optimizerState, mine.inputs,
-                                   mine.activationArena, mine.predicted, mine.measuredPeak,   mine.measuredArena};
+  constexpr size_t kFields = 7;
+  const int64_t fields[kFields] = {mine.parameters, mine.optimizerState, mine.inputs,       mine.activationArena,
+                                   mine.predicted,  mine.measuredPeak,   mine.measuredArena};
   const int world = comm ? comm->worldSize() : 1;
   std::vector<int64_t> all(kFields * static_cast<size_t>(world));
   if (world > 1) {
@@ -45,9 +41,9 @@ nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCoun
   nlohmann::json out = nlohmann::json::array();
   for (int r = 0; r < world; ++r) {
     const int64_t* f = &all[kFields * static_cast<size_t>(r)];
-    out.push_back({{"rank", r}, {"parameters", f[0]}, {"gradients", f[1]}, {"optimizer_state", f[2]},
-                   {"inputs", f[3]}, {"activation_arena", f[4]}, {"predicted_bytes", f[5]},
-                   {"measured_peak_bytes", f[6]}, {"measured_arena_bytes", f[7]}});
+    out.push_back({{"rank", r}, {"parameters", f[0]}, {"optimizer_state", f[1]}, {"inputs", f[2]},
+                   {"activation_arena", f[3]}, {"predicted_bytes", f[4]}, {"measured_peak_bytes", f[5]},
+                   {"measured_arena_bytes", f[6]}});
   }
   return out;
 }

@@ -13,9 +13,9 @@
 //   else parameters + optimizer state + inputs + the arena's high-water mark so far;
 //   arena_high_water_bytes: the highest arena byte a step touched so far (Executor.h);
 //   run (step 1 only): {model, describe, plan, device, world_size, steps, unit, config {...},
-//   memory [{rank, parameters, gradients, optimizer_state, inputs, activation_arena,
-//   predicted_bytes, measured_peak_bytes, measured_arena_bytes} per rank]}: the buffers' bytes
-//   by role (gradients: persistent gradient state such as accumulators), what the executor
+//   memory [{rank, parameters, optimizer_state, inputs, activation_arena, predicted_bytes,
+//   measured_peak_bytes, measured_arena_bytes} per rank]}: the buffers' bytes by kind
+//   (optimizer_state: every State buffer, gradient accumulators included), what the executor
 //   allocates by runtime/exec/MemoryBreakdown.h (64-byte aligned, with the bf16 GEMM scratch),
 //   and what its AllocationCounter measured before the first step, in all and for the arena
 //   (-1 without a counter).
@@ -32,17 +32,17 @@
 
 namespace tessel::trainer {
 
-/// Bytes of one rank's program by role, and what its executor allocates.
+/// Bytes of one rank's program by buffer kind, and what its executor allocates.
 struct RankMemory {
-  int64_t parameters = 0, gradients = 0, optimizerState = 0, inputs = 0, activationArena = 0;
+  int64_t parameters = 0, optimizerState = 0, inputs = 0, activationArena = 0;
   int64_t predicted = 0;      // rt::memoryBreakdown(program).total()
   int64_t measuredPeak = -1;   // the executor's AllocationCounter peak; -1 without one
   int64_t measuredArena = -1;  // its peak of arena bytes; -1 without one
-  int64_t total() const { return parameters + gradients + optimizerState + inputs + activationArena; }
+  int64_t total() const { return parameters + optimizerState + inputs + activationArena; }
 };
 
-/// This rank's RankMemory: the Parameter, State (gradient state apart: rt::persistentRole)
-/// and Input buffers of `program` (this rank's shards), its arena (Program::arenaBytes, every
+/// This rank's RankMemory: the Parameter, State and Input buffers of `program` (this rank's
+/// shards), its arena (Program::arenaBytes, every
 /// temporary of a step), the predicted allocation, and what `counter` measured (null: -1).
 RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* counter = nullptr);
 
