@@ -14,6 +14,7 @@
 #include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
+#include "runtime/train/RunLog.h"  // requireDeviceMemory
 #include "runtime/train/Progress.h"  // stdoutIsTerminal
 
 #include <filesystem>
@@ -190,14 +191,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   }
   // Before any rank allocates: every rank runs the same program, so each finds the same answer
   // and every rank refuses (each naming itself) without waiting for the others.
-  if (!flags_.deviceMemory.empty()) {
-    const rt::MemoryBreakdown need = rt::memoryBreakdown(program.lower(false));
-    const std::string refusal = rt::deviceMemoryRefusal(need, parseMemorySize(flags_.deviceMemory), rank);
-    if (!refusal.empty())
-      throw std::runtime_error(fmt::format("--device-memory {}: the plan {} does not fit: {}; shard more (a larger "
-                                           "fsdp degree), checkpoint activations or lower the batch",
-                                           flags_.deviceMemory, plan.describe(), refusal));
-  }
+  if (!flags_.deviceMemory.empty()) requireDeviceMemory(program.lower(false), flags_.deviceMemory, rank, plan.describe());
   // NCCL's bootstrap allocates device memory, so it comes after the --device-memory check.
   if (device == "cuda" && world > 1)
     nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,

@@ -2,6 +2,11 @@
 #include "runtime/train/RunLog.h"
 
 #include "runtime/exec/MemoryBreakdown.h"
+#include "runtime/train/FlagChecks.h"  // parseMemorySize
+
+#include <fmt/format.h>
+
+#include <stdexcept>
 
 #include <cstring>
 #include <vector>
@@ -46,6 +51,17 @@ nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCoun
                    {"measured_arena_bytes", f[6]}});
   }
   return out;
+}
+
+void requireDeviceMemory(const rt::Program& program, const std::string& deviceMemory, int rank,
+                         const std::string& plan) {
+  if (deviceMemory.empty()) return;
+  const std::string refusal =
+      rt::deviceMemoryRefusal(rt::memoryBreakdown(program), parseMemorySize(deviceMemory), rank);
+  if (!refusal.empty())
+    throw std::runtime_error(fmt::format("--device-memory {}: the plan {} does not fit: {}; shard more (a larger fsdp "
+                                         "degree), checkpoint activations or lower the batch",
+                                         deviceMemory, plan, refusal));
 }
 
 void addStepCommunication(nlohmann::json& record, const rt::CollectiveCounters& before,

@@ -50,6 +50,14 @@ RankMemory rankMemory(const rt::Program& program, const rt::AllocationCounter* c
 /// (every rank calls it; null: this rank alone).
 nlohmann::json memoryByRank(const rt::Program& program, const rt::AllocationCounter* counter, rt::Communicator* comm);
 
+/// --device-memory: throws std::runtime_error, before anything is allocated, when `program`
+/// needs more than `deviceMemory` (a size FlagChecks.h's parseMemorySize reads) on this rank:
+/// "--device-memory 80GiB: the plan <plan> does not fit: rank 3 needs ... (rt::deviceMemoryRefusal);
+/// shard more ...". Every rank runs the same program, so every rank refuses alike, each naming
+/// itself, without waiting for the others. Nothing when `deviceMemory` is empty.
+void requireDeviceMemory(const rt::Program& program, const std::string& deviceMemory, int rank,
+                         const std::string& plan);
+
 /// Adds comm_bytes and comm_exposed_s of one step to `record`: the difference between the
 /// executor's counters after and before it.
 void addStepCommunication(nlohmann::json& record, const rt::CollectiveCounters& before,

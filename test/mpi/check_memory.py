@@ -25,7 +25,9 @@
    both ranks of `mpirun -np 2` refuse before allocating, each naming itself, the bytes, the
    budget and the largest part, with no step trained and no hang.
 
-Usage: check_memory.py MPIEXEC TESSEL_GPT DATA_FILE"""
+   tessel-run refuses a dp=2 bundle alike (one byte short) and runs it at the prediction.
+
+Usage: check_memory.py MPIEXEC TESSEL_GPT DATA_FILE TESSEL_RUN"""
 import json
 import subprocess
 import sys
@@ -75,7 +77,7 @@ def launch(mpiexec, ranks, cmd, timeout=300):
 
 
 def main():
-    mpiexec, exe, data = sys.argv[1:4]
+    mpiexec, exe, data, runner = sys.argv[1:5]
     failures = []
 
     # 1. Static bytes against the closed form.
@@ -127,28 +129,40 @@ def main():
                 failures.append(f"{label}: checkpointing's arena {arenas[(label, 'full')]} is not below "
                                 f"{arenas[(label, 'none')]}")
 
-    # 3. --device-memory at the boundary, on two ranks.
-    need = predicted(exe, ["--plan", "fsdp=2"])["total"]
-    base = [exe, "--data", data, *COMMON, "--plan", "fsdp=2", "--steps", "1"]
-    p = launch(mpiexec, 2, [*base, "--device-memory", f"{need}B"])
-    if p.returncode != 0:
-        failures.append(f"--device-memory {need}B (the prediction) was refused:\n{p.stdout}\n{p.stderr}")
-    try:
-        p = launch(mpiexec, 2, [*base, "--device-memory", f"{need - 1}B"], timeout=120)
-        out = p.stdout + p.stderr
-        if p.returncode == 0:
-            failures.append("--device-memory one byte short: the job exited 0")
-        for r in [0, 1]:
-            want = (f"--device-memory {need - 1}B: the plan fsdp=2 fully_shard=fsdp zero_stage=3 bucket_mb=25 "
-                    f"overlap=on does not fit: rank {r} needs")
-            lines = [line for line in out.splitlines() if want in line]
-            if not lines or f"needs {need} bytes" not in lines[0] or f"the {need - 1} bytes" not in lines[0] \
-                    or "largest part is the" not in lines[0]:
-                failures.append(f"rank {r} did not refuse with its bytes, the budget and the largest part:\n{out}")
-        if any(line.startswith("step ") for line in p.stdout.splitlines()):
-            failures.append(f"a rank trained despite the refusal:\n{p.stdout}")
-    except subprocess.TimeoutExpired:
-        failures.append("--device-memory one byte short: the job hung")
+    # 3. --device-memory at the boundary, on two ranks: the trainer (fsdp=2) and tessel-run (a
+    # dp=2 bundle, whose program is the one --memory-json lowers).
+    with tempfile.TemporaryDirectory() as tmp:
+        bundle = Path(tmp) / "bundle"
+        p = subprocess.run([exe, *SHAPE, "--plan", "dp=2", "--emit-bundle", str(bundle)], capture_output=True,
+                           text=True, timeout=300)
+        if p.returncode != 0:
+            sys.exit(f"FAIL: --emit-bundle exited {p.returncode}\n{p.stderr}")
+        cases = [("tessel-gpt", "fsdp=2", "fsdp=2 fully_shard=fsdp zero_stage=3 bucket_mb=25 overlap=on",
+                  [exe, "--data", data, *COMMON, "--plan", "fsdp=2", "--steps", "1"]),
+                 ("tessel-run", "dp=2", "dp=2",
+                  [runner, str(bundle), "--data", data, "--steps", "1", "--device", "cpu", "--threads", "1"])]
+        for name, plan, described, base in cases:
+            need = predicted(exe, ["--plan", plan])["total"]
+            p = launch(mpiexec, 2, [*base, "--device-memory", f"{need}B"])
+            if p.returncode != 0:
+                failures.append(f"{name}: --device-memory {need}B (the prediction) was refused:\n{p.stdout}\n{p.stderr}")
+            try:
+                p = launch(mpiexec, 2, [*base, "--device-memory", f"{need - 1}B"], timeout=120)
+            except subprocess.TimeoutExpired:
+                failures.append(f"{name}: --device-memory one byte short: the job hung")
+                continue
+            out = p.stdout + p.stderr
+            if p.returncode == 0:
+                failures.append(f"{name}: --device-memory one byte short: the job exited 0")
+            for r in [0, 1]:
+                want = f"--device-memory {need - 1}B: the plan {described} does not fit: rank {r} needs"
+                lines = [line for line in out.splitlines() if want in line]
+                if not lines or f"needs {need} bytes" not in lines[0] or f"the {need - 1} bytes" not in lines[0] \
+                        or "largest part is the" not in lines[0]:
+                    failures.append(f"{name}: rank {r} did not refuse with its bytes, the budget and the largest "
+                                    f"part:\n{out}")
+            if any(line.startswith("step ") for line in p.stdout.splitlines()):
+                failures.append(f"{name}: a rank trained despite the refusal:\n{p.stdout}")
 
     for f in failures:
         print("FAIL:", f)
