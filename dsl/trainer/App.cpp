@@ -9,9 +9,12 @@
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/ExportParams.h"
+#include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
+#include "runtime/train/RunLog.h"  // requireDeviceMemory
 #include "runtime/train/Progress.h"  // stdoutIsTerminal
 
 #include <filesystem>
@@ -70,6 +73,22 @@ void emitBundle(const Program& program, const ModelRecipe& recipe, const Flags& 
              cuda ? fmt::format(", CUDA kernels for {}", run.cudaArch) : std::string(),
              ranks * plan.microsteps() == 1 ? std::string() : ", plan " + plan.describe(),
              ranks == 1 ? std::string() : fmt::format("mpirun -np {} ", ranks), run.emitBundle);
+}
+
+/// --memory-json's object: the compiled program's memory per rank (rt::memoryJson; every rank
+/// runs this one program) with the padding each rank holds, for `tessel memory --model`.
+nlohmann::json memoryReport(const rt::Program& lowered, const Plan& plan, int64_t parameters) {
+  const int64_t world = plan.mesh().size();
+  nlohmann::json j;
+  j["format"] = "tessel-memory-compiled";
+  j["plan"] = plan.describe();
+  j["world"] = world;
+  j["parameters"] = parameters;
+  j["per_rank"] = rt::memoryJson(rt::memoryBreakdown(lowered));
+  nlohmann::json padding = nlohmann::json::array();
+  for (int r = 0; r < world; ++r) padding.push_back(rt::paddingBytes(lowered, r));
+  j["padding_by_rank"] = padding;
+  return j;
 }
 
 /// --dump-ir DIR: creates the folder (as the pipeline would) before anything is compiled, so
@@ -147,9 +166,10 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                        {"the CUDA kernel cache", cubinCacheDir({})}};
   requireLogIsNotRead(train_.logJson, reads);
   requireLogIsNotRead(reportPagePath(train_.reportDir), reads, "--report");
-  // Compiling only (a bundle, or --explain of a plan for other than one rank) happens in one
+  // Compiling only (a bundle, --memory-json, or --explain of a plan for other than one rank) happens in one
   // plain process, for any plan: no world to join.
-  const bool compileOnly = emitting || (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
+  const bool compileOnly = emitting || flags_.memoryJson ||
+                           (flags_.explain && !rt::detectWorld().launched() && planRanks != 1);
   join(argc, argv, plan, compileOnly);
   rt::Communicator* comm = world_ ? world_->comm.get() : nullptr;
   const int rank = world_ ? world_->info.rank : 0, world = comm ? comm->worldSize() : 1;
@@ -161,14 +181,22 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                              : gpuRanks  ? std::string("cuda")
                                          : resolveDeviceFlag(flags_, name, /*cudaReady=*/true);
   std::unique_ptr<rt::NcclCommunicator> nccl;  // declared before the executor, which holds its work
-  if (device == "cuda" && world > 1)
-    nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,
-                                                                         .hostWait = false});
-
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
                                     .plan = plan});
+  if (flags_.memoryJson) {
+    fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
+    return 0;
+  }
+  // Before any rank allocates: every rank runs the same program, so each finds the same answer
+  // and every rank refuses (each naming itself) without waiting for the others.
+  if (!flags_.deviceMemory.empty()) requireDeviceMemory(program.lower(false), flags_.deviceMemory, rank, plan.describe());
+  // NCCL's bootstrap allocates device memory, so it comes after the --device-memory check.
+  if (device == "cuda" && world > 1)
+    nccl = std::make_unique<rt::NcclCommunicator>(*comm, rt::NcclOptions{.timeoutSeconds = flags_.commTimeout,
+                                                                         .hostWait = false});
+
   if (flags_.explain && rank == 0) {
     fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
                planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
@@ -188,6 +216,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     // launch; activation checkpointing lowers it.
     fmt::print("memory: activation arena {} bytes ({:.3f} MiB) per rank\n", lowered.arenaBytes(),
                static_cast<double>(lowered.arenaBytes()) / (1 << 20));
+    fmt::print("{}", rt::explainMemory(lowered, rt::memoryBreakdown(lowered)));
     if (compileOnly && !emitting) return 0;
   }
   if (emitting) {
@@ -257,6 +286,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (run_.profile && cpu) printProfile(*cpu, "train_step", train_.steps);
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));
+  if (const rt::AllocationCounter* counter = ex.allocationCounter())
+    fmt::print("memory: allocated per rank: predicted {} bytes, measured peak {} bytes in {} blocks\n",
+               rt::memoryBreakdown(ex.program()).total(), counter->peak(), counter->allocations());
   if (recipe.report) recipe.report(Trained{ex, program, native, world, gathered ? &*gathered : nullptr});
   return 0;
 }

@@ -88,6 +88,15 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_flag("--explain", f.explain,
                "print the plan: buckets (parameters, bytes), where each collective starts and waits, and the "
                "bytes each rank sends per step");
+  app.add_option("--device-memory", f.deviceMemory,
+                 "memory of one device, e.g. 80GiB or 500MB (B, KB, MB, GB, TB: powers of 10^3; KiB, MiB, GiB, "
+                 "TiB: of 2^10): refuse, before any rank allocates, a plan whose compiled program needs more on "
+                 "some rank (every byte the executor allocates: runtime/exec/MemoryBreakdown.h)")
+      ->check(memorySize());
+  app.add_flag("--memory-json", f.memoryJson,
+               "only compile, in one plain process, for any --plan: print the compiled program's memory per rank "
+               "(parameters, gradients, optimizer state, inputs, arena and its contents at its peak) as one JSON "
+               "object, allocating no parameter; what `tessel memory --model` runs");
   addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);
 }
 

@@ -42,6 +42,8 @@ struct Flags {
   std::string activationCheckpointing;  // --activation-checkpointing full|selective ("": off)
   bool overlap = true;          // --no-overlap turns it off
   bool explain = false;         // --explain: print the plan's buckets and collectives
+  std::string deviceMemory;     // --device-memory SIZE: refuse a plan whose ranks need more ("": no limit)
+  bool memoryJson = false;      // --memory-json: only compile, print the memory per rank as JSON
   bool checkSchedule = false;   // --check-schedule: compare the ranks' collective schedules
   bool checkReplicas = false;   // --check-replicas: compare the ranks' parameters every step
   double commTimeout = 300.0;   // --comm-timeout: seconds before a collective fails
@@ -65,7 +67,8 @@ struct Flags {
 /// by Plan::check_world_size.
 Plan planFromFlags(const Flags& flags);
 
-/// Registers --data, --dump-ir, --seed, --steps, --device, --precision and --batch on `app`, with `defaultData`
+/// Registers --data, --dump-ir, --seed, --steps, --device, --precision, --batch and the plan's
+/// flags (--plan, ..., --explain, --device-memory, --memory-json) on `app`, with `defaultData`
 /// as the default of --data, `dataHelp` as its description, and `minSteps` the smallest
 /// --steps value (0 where the example gives 0 a meaning).
 void addCommonFlags(CLI::App& app, Flags& flags, const std::string& defaultData,

@@ -1,7 +1,8 @@
 // The CPU executor; see Executor.h.
 //
-// Construction turns every step into a Prepared record holding raw pointers (resolved kernel
-// address, argument pointer array, GEMM operand bases, copy size) and the step's Temp
+// Construction allocates every block through the AllocationCounter, then
+// turns every step into a Prepared record holding raw pointers (resolved kernel address,
+// argument pointer array, GEMM operand bases, copy size) and the step's Temp
 // high-water mark (max offset + bytes of the Temps it touches), so run() is a loop with no
 // lookups and no allocation.
 #include "runtime/exec/Executor.h"
@@ -22,26 +23,10 @@
 
 #include "runtime/Init.h"
 #include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
-namespace {
-
-constexpr size_t kAlign = 64;
-
-size_t roundUp(int64_t bytes) { return (static_cast<size_t>(bytes) + kAlign - 1) / kAlign * kAlign; }
-
-/// A zero-filled, 64-byte aligned block of at least `bytes` bytes (never null).
-std::unique_ptr<std::byte, void (*)(void*)> allocate(size_t bytes, const char* what) {
-  size_t size = std::max(roundUp(static_cast<int64_t>(bytes)), kAlign);
-  void* p = std::aligned_alloc(kAlign, size);
-  if (!p) throw std::runtime_error(fmt::format("Executor: cannot allocate {} bytes for the {}", size, what));
-  std::memset(p, 0, size);
-  return {static_cast<std::byte*>(p), std::free};
-}
-
-}  // namespace
-
 std::string collectiveName(const CollectiveStep& c, const std::string& function) {
   if (c.movesShards())
     return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
@@ -125,8 +110,6 @@ struct Executor::PreparedFunction {
 
 Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptions options)
     : program_(std::move(program)),
-      persistent_(nullptr, std::free),
-      arena_(nullptr, std::free),
       options_(options) {
   validateProgram(program_, "Executor");
   if (options.threads < 0)
@@ -136,43 +119,33 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
     openblas_set_num_threads(options.threads);
   }
 
-  // Memory: persistent buffers packed into one block at 64-byte aligned offsets; Temps at
-  // their planned offsets in the arena.
-  size_t persistentBytes = 0;
-  for (const Buffer& b : program_.buffers)
-    if (b.kind != BufferKind::Temp) persistentBytes += roundUp(b.bytes());
-  // bf16 GEMMs run through f32 copies of one batch item's operands (gemmThroughF32).
-  for (const Function& f : program_.functions)
-    for (const Step& step : f.steps)
-      if (auto* g = std::get_if<GemmStep>(&step); g && (isBF16(g->a) || isBF16(g->b) || isBF16(g->c))) {
-        gemmScratchA_ = std::max(gemmScratchA_, g->m * g->k);
-        gemmScratchB_ = std::max(gemmScratchB_, g->k * g->n);
-        gemmScratchC_ = std::max(gemmScratchC_, g->m * g->n);
-      }
-  persistentBytes += static_cast<size_t>(gemmScratchBytes());
+  // Memory: a block per persistent buffer, Temps at their planned offsets in the arena; all of
+  // it through counter_, so its peak measures what was really allocated.
+  const MemoryBreakdown planned = memoryBreakdown(program_);
+  const GemmScratch scratch = gemmScratchOf(program_);
+  gemmScratchA_ = scratch.a;
+  gemmScratchB_ = scratch.b;
+  gemmScratchC_ = scratch.c;
   // Check the total against the machine before touching any memory: a plan that cannot fit
   // is an error with numbers, not a kill by the OOM killer halfway through zero-filling.
-  const double total = static_cast<double>(persistentBytes) + static_cast<double>(program_.arenaBytes());
+  const double total = static_cast<double>(planned.total());
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
   if (physical > 0 && total > physical)
     throw std::runtime_error(fmt::format(
         "the program needs {:.2f} GiB ({:.2f} GiB of parameters, state, inputs and GEMM scratch, {:.2f} GiB of "
         "planned arena) but this machine has {:.2f} GiB of memory; reduce the model or the batch",
-        total / (1 << 30), static_cast<double>(persistentBytes) / (1 << 30),
+        total / (1 << 30), (total - static_cast<double>(program_.arenaBytes())) / (1 << 30),
         static_cast<double>(program_.arenaBytes()) / (1 << 30), physical / (1 << 30)));
-  persistent_ = allocate(persistentBytes, "parameters, state, inputs and GEMM scratch");
-  arena_ = allocate(static_cast<size_t>(program_.arenaBytes()), "arena");
-  size_t next = 0;
-  scratch_ = reinterpret_cast<float*>(persistent_.get());
-  next += static_cast<size_t>(gemmScratchBytes());
-  for (const Buffer& b : program_.buffers) {
-    if (b.kind == BufferKind::Temp) {
-      pointers_.push_back(arena_.get() + b.offset);
-    } else {
-      pointers_.push_back(persistent_.get() + next);
-      next += roundUp(b.bytes());
-    }
-  }
+  // Each persistent buffer is a block of its own, the GEMM scratch one, the arena one: the
+  // counter sees every allocation as made, whatever the breakdown predicted.
+  auto block = [&](int64_t bytes, MemoryRole role) {
+    blocks_.push_back(counter_.allocate(bytes, role));
+    return blocks_.back().get();
+  };
+  std::byte* arena = program_.arenaBytes() > 0 ? block(program_.arenaBytes(), MemoryRole::Arena) : nullptr;
+  if (gemmScratchBytes() > 0) scratch_ = reinterpret_cast<float*>(block(gemmScratchBytes(), MemoryRole::GemmScratch));
+  for (const Buffer& b : program_.buffers)
+    pointers_.push_back(b.kind == BufferKind::Temp ? arena + b.offset : block(b.bytes(), persistentRole(b)));
 
   auto tempEnd = [&](int id) {
     const Buffer& b = program_.buffers[static_cast<size_t>(id)];
@@ -254,8 +227,7 @@ bool Executor::isBF16(int buffer) const {
 }
 
 int64_t Executor::gemmScratchBytes() const {
-  return static_cast<int64_t>(roundUp(gemmScratchA_ * 4) + roundUp(gemmScratchB_ * 4) +
-                              roundUp(gemmScratchC_ * 4));
+  return GemmScratch{gemmScratchA_, gemmScratchB_, gemmScratchC_}.bytes();
 }
 
 void Executor::gemmThroughF32(const Prepared& p) {
@@ -266,8 +238,8 @@ void Executor::gemmThroughF32(const Prepared& p) {
   int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
   int lda = g.transA ? m : k, ldb = g.transB ? k : n;
   float* sa = scratch_;
-  float* sb = sa + static_cast<int64_t>(roundUp(gemmScratchA_ * 4) / 4);
-  float* sc = sb + static_cast<int64_t>(roundUp(gemmScratchB_ * 4) / 4);
+  float* sb = sa + alignedBytes(gemmScratchA_ * 4) / 4;
+  float* sc = sb + alignedBytes(gemmScratchB_ * 4) / 4;
   auto widen = [](const void* base, bool bf16, int64_t offset, int64_t count, float* into) {
     if (!bf16) return static_cast<const float*>(base) + offset;
     numeric::bf16ToFloat(static_cast<const uint16_t*>(base) + offset, into, count);

@@ -1,8 +1,10 @@
 // The CPU executor: runs a Program's functions step by step. No MLIR, no compiler.
 //
-// Promise: memory is allocated once, at construction: one 64-byte aligned block per
-// persistent buffer (Parameter, State, Input) and ONE 64-byte aligned arena of
-// Program::arenaBytes() (the max over functions) holding every Temp at its planned offset.
+// Promise: memory is allocated once, at construction, through an AllocationCounter: one
+// 64-byte aligned block per persistent buffer (Parameter, State, Input, Coordinate), one for
+// the bf16 GEMMs' f32 scratch, and ONE 64-byte aligned arena of Program::arenaBytes() (the
+// max over functions) holding every Temp at its planned offset: memoryBreakdown(program)
+// (runtime/exec/MemoryBreakdown.h) predicts the total, and the counter measures it.
 // run() allocates nothing. Kernel symbols are resolved once, at construction, through the
 // caller's resolver, so the executor does not care how kernels were built; the usual one is
 //   tessel::KernelLibrary lib = tessel::buildKernelLibrary(program.kernelSource);
@@ -26,6 +28,7 @@
 
 #include "runtime/comm/Communicator.h"
 #include "runtime/comm/DeviceMesh.h"
+#include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/Program.h"
 #include "runtime/exec/ProgramExecutor.h"
 #include "runtime/exec/Trace.h"
@@ -127,6 +130,8 @@ class Executor final : public ProgramExecutor {
   /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
   /// any run so far; 0 before the first run.
   int64_t highWaterBytes() const override { return highWater_; }
+  /// The counter every block of this executor was allocated through.
+  const AllocationCounter* allocationCounter() const override { return &counter_; }
   /// With ExecutorOptions::profile: seconds spent in each step of `function` over all runs so
   /// far (indexed like Function::steps); empty otherwise.
   std::vector<double> stepSeconds(const std::string& function) const;
@@ -154,14 +159,13 @@ class Executor final : public ProgramExecutor {
   TraceRecorder* trace_ = nullptr;
 
   Program program_;
-  std::unique_ptr<std::byte, void (*)(void*)> persistent_;
-  std::unique_ptr<std::byte, void (*)(void*)> arena_;
+  AllocationCounter counter_;  // before the blocks: it outlives them
+  std::vector<AllocationCounter::Block> blocks_;  // the arena, the GEMM scratch, each persistent buffer
   std::vector<void*> pointers_;  // per buffer id
   std::vector<PreparedFunction> functions_;
   std::unordered_map<std::string, size_t> functionIndex_;
   int64_t highWater_ = 0;
-  // f32 scratch of bf16 GEMMs (elements of one batch item's A, B and C), at the start of the
-  // persistent block.
+  // f32 scratch of bf16 GEMMs (elements of one batch item's A, B and C), its own block.
   int64_t gemmScratchA_ = 0, gemmScratchB_ = 0, gemmScratchC_ = 0;
   float* scratch_ = nullptr;
   bool isBF16(int buffer) const;

@@ -63,6 +63,16 @@ int collectiveKindIndex(const CollectiveStep& c) {
   }
 }
 
+std::vector<int> stepBuffers(const Step& step) {
+  if (auto* k = std::get_if<KernelStep>(&step)) return k->args;
+  if (auto* g = std::get_if<GemmStep>(&step)) return {g->a, g->b, g->c};
+  if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
+  const auto& col = std::get<CollectiveStep>(step);
+  std::vector<int> ids = col.tensors;
+  ids.push_back(col.buffer);
+  return ids;
+}
+
 const char* collectiveKindName(int index) {
   static constexpr const char* kNames[kCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
   return index >= 0 && index < kCollectiveKinds ? kNames[index] : "?";

@@ -209,6 +209,11 @@ const char* collectiveKindName(int index);
 
 using Step = std::variant<KernelStep, GemmStep, CopyStep, CollectiveStep>;
 
+/// Every buffer id a step names: a kernel's arguments, a GEMM's a, b and c, a copy's source and
+/// destination, a collective's tensors then its bucket or staging buffer. What a temporary's
+/// lifetime is read from (validateProgram's liveness check, runtime/exec/MemoryBreakdown.h).
+std::vector<int> stepBuffers(const Step& step);
+
 /// One callable function (forward, train_step).
 struct Function {
   std::string name;

@@ -214,17 +214,6 @@ class Checker {
     checkLiveTemps(fn);
   }
 
-  /// The buffers a step names (all ids already checked to be in range).
-  static std::vector<int> stepBuffers(const Step& step) {
-    if (auto* k = std::get_if<KernelStep>(&step)) return k->args;
-    if (auto* g = std::get_if<GemmStep>(&step)) return {g->a, g->b, g->c};
-    if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
-    const auto& col = std::get<CollectiveStep>(step);
-    std::vector<int> ids = col.tensors;
-    ids.push_back(col.buffer);
-    return ids;
-  }
-
   /// No two temps live at one step share arena bytes. A temp is live from the first step that
   /// names one to the last (a function output: to the end). Sweep over the temps by first
   /// step, keeping the live ones by offset: they are pairwise disjoint (each was checked when

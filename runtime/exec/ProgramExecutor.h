@@ -15,7 +15,8 @@
 
 namespace tessel::rt {
 
-class TraceRecorder;  // runtime/exec/Trace.h
+class TraceRecorder;      // runtime/exec/Trace.h
+class AllocationCounter;  // runtime/exec/AllocationCounter.h
 
 /// One output of a function after run(): a view of host memory, valid until the next run()
 /// or setInput() (the CPU executor's view points into its arena; the GPU executor's into a
@@ -58,6 +59,9 @@ class ProgramExecutor {
   /// The highest offset + bytes of any Temp touched by a step (or returned as an output) of
   /// any run so far; 0 before the first run.
   virtual int64_t highWaterBytes() const = 0;
+  /// The counter of the executor's own allocations (runtime/exec/AllocationCounter.h), whose
+  /// peak is the measured high-water mark of its memory; null for an executor without one.
+  virtual const AllocationCounter* allocationCounter() const { return nullptr; }
   /// "cpu", or the GPU, e.g. "cuda:0 (NVIDIA H200, sm_90)".
   virtual std::string deviceName() const = 0;
   /// Records each executed step on `trace` while it is active (runtime/exec/Trace.h; not

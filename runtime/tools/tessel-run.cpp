@@ -31,6 +31,7 @@
 #include "runtime/train/RankData.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
+#include "runtime/train/RunLog.h"  // requireDeviceMemory
 #include "runtime/train/TextBatches.h"
 
 #include <CLI/CLI.hpp>
@@ -57,6 +58,7 @@ struct RunFlags {
   std::string device = "auto";
   bool graphs = false;
   int index = -1;  // --cuda-device
+  std::string deviceMemory;  // --device-memory SIZE ("": no limit)
   bool checkSchedule = false, checkReplicas = false;
   double commTimeout = 300.0;
 };
@@ -133,6 +135,8 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   const auto [batchRank, batchRanks] = tessel::trainer::batchShard(bundle.info.plan.mesh, bundle.info.plan.batchAxis, rank);
   loadData(data, bundle.info, f, batchRank, batchRanks);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
+  // Before anything is allocated for the program (NCCL's bootstrap allocates device memory).
+  tessel::trainer::requireDeviceMemory(bundle.program, f.deviceMemory, rank, plan.meshText());
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work
   if (device == "cuda" && world > 1)
     nccl = std::make_unique<tessel::rt::NcclCommunicator>(
@@ -238,6 +242,10 @@ int main(int argc, char** argv) {
                  "kernels and a GPU is usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   app.add_flag("--cuda-graphs", f.graphs, "capture a training step into a CUDA graph and replay it");
+  app.add_option("--device-memory", f.deviceMemory,
+                 "memory of one device, e.g. 80GiB or 500MB: refuse, before anything is allocated, a bundle whose "
+                 "program needs more on a rank (runtime/exec/MemoryBreakdown.h)")
+      ->check(tessel::trainer::memorySize());
   app.add_option("--cuda-device", f.index, "CUDA device index (default: the local rank, else 0)")
       ->check(tessel::trainer::integerIn(0, 1023));
   tessel::trainer::addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 namespace tessel::trainer {
@@ -111,6 +112,47 @@ CLI::Validator writableFile() {
         return "";
       },
       "");
+}
+
+int64_t parseMemorySize(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return std::invalid_argument(fmt::format("'{}' is not a memory size such as 80GiB ({})", text, why));
+  };
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  const double value = std::strtod(begin, &end);
+  if (end == begin || text.empty() || std::isspace(static_cast<unsigned char>(text[0])))
+    throw bad("a number, then a unit B, KB, KiB, MB, MiB, GB, GiB, TB or TiB");
+  std::string unit(end);
+  while (!unit.empty() && unit.front() == ' ') unit.erase(0, 1);
+  struct Unit {
+    const char* name;
+    double bytes;
+  };
+  static const Unit units[] = {{"B", 1},     {"KB", 1e3},         {"KiB", 0x1p10}, {"MB", 1e6},
+                               {"MiB", 0x1p20}, {"GB", 1e9},      {"GiB", 0x1p30}, {"TB", 1e12},
+                               {"TiB", 0x1p40}};
+  const Unit* found = nullptr;
+  for (const Unit& u : units)
+    if (unit == u.name) found = &u;
+  if (!found) throw bad(unit.empty() ? "the unit is missing: B, KB, KiB, MB, MiB, GB, GiB, TB or TiB"
+                                     : "unknown unit '" + unit + "': use B, KB, KiB, MB, MiB, GB, GiB, TB or TiB");
+  const double bytes = value * found->bytes;
+  if (!(bytes >= 1) || !(bytes <= 0x1p60)) throw bad("the size must be at least 1 byte and at most 2^60 bytes");
+  return static_cast<int64_t>(bytes);
+}
+
+CLI::Validator memorySize() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          parseMemorySize(text);
+          return "";
+        } catch (const std::invalid_argument& e) {
+          return e.what();
+        }
+      },
+      "SIZE");
 }
 
 }  // namespace tessel::trainer

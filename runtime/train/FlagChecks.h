@@ -42,4 +42,14 @@ CLI::Validator nonEmpty(const std::string& what);
 /// does not exist".
 CLI::Validator writableFile();
 
+/// A memory size with its unit: a positive number followed by B, KB, KiB, MB, MiB, GB, GiB,
+/// TB or TiB (decimal units are powers of 10^3, binary ones of 2^10; spaces between the
+/// number and the unit are allowed, the unit's case is not): "80GiB" -> 85899345920.
+/// Returns whole bytes (rounded down). Throws std::invalid_argument "'80XB' is not a memory
+/// size such as 80GiB (...)" for anything else, zero, or more than 2^60 bytes.
+int64_t parseMemorySize(const std::string& text);
+
+/// --device-memory's check: a memory size parseMemorySize reads, else its message.
+CLI::Validator memorySize();
+
 }  // namespace tessel::trainer

@@ -1,6 +1,7 @@
 // The training loop; see Loop.h.
 #include "runtime/train/Loop.h"
 
+#include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Trace.h"
@@ -180,7 +181,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     run["training"] = {{"optimizer", o.optimizer}, {"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule},
                        {"weight_decay", o.weightDecay}, {"grad_clip", o.gradClip}, {"microsteps", o.microsteps},
                        {"eval_every", o.evalEvery}, {"eval_batches", o.evalBatches}};
-    run["memory"] = memoryByRank(ex.program(), o.comm);
+    run["memory"] = memoryByRank(ex.program(), ex.allocationCounter(), o.comm);
   }
   const RankMemory memory = rankMemory(ex.program());
   std::vector<nlohmann::json> records;  // for --report, on rank 0
@@ -275,7 +276,9 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       if (evaluated) j["val_loss"] = s.valLoss;  // NaN is written as null
       if (!rankNorms.empty()) j["grad_norm_by_rank"] = rankNorms;
       if (o.counters) addStepCommunication(j, before, o.counters());
-      j["peak_memory_bytes"] = memory.total() - memory.activationArena + ex.highWaterBytes();
+      const rt::AllocationCounter* counter = ex.allocationCounter();
+      j["peak_memory_bytes"] = counter ? counter->peak() : memory.total() - memory.activationArena + ex.highWaterBytes();
+      j["arena_high_water_bytes"] = ex.highWaterBytes();
       if (step == 1) j["run"] = run;
       if (log.is_open()) {
         log << j.dump() << "\n" << std::flush;

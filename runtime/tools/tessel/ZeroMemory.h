@@ -1,6 +1,6 @@
 // The ZeRO paper's per-GPU memory of model states (Rajbhandari, Rasley, Ruwase, He, "ZeRO:
 // Memory Optimizations Toward Training Trillion Parameter Models", SC'20, Figure 1), for
-// `tessel memory`'s formula mode, and the byte sizes its --device-memory flag reads.
+// `tessel memory`'s formula mode.
 //
 // Promise: closed forms only, nothing compiled or allocated. Model states in mixed precision
 // with Adam(W): 2 bytes per parameter of bf16/fp16 parameters, 2 of bf16/fp16 gradients and
@@ -12,6 +12,8 @@
 //   stage 3 (+ parameters sharded)               (2 + 2 + K) Psi / N       = 16 Psi / N
 // Activations, temporary buffers, communication buffers and fragmentation are not included.
 #pragma once
+
+#include "runtime/train/FlagChecks.h"  // parseMemorySize
 
 #include <cstdint>
 #include <string>
@@ -37,11 +39,8 @@ double zeroBytesPerGpu(int stage, double params, int64_t gpus);
 /// The four rows, stage 0 to 3, for Ψ = `params` and N = `gpus` (checked as zeroBytesPerGpu).
 std::vector<ZeroStageMemory> zeroMemoryTable(double params, int64_t gpus);
 
-/// A memory size with its unit: a positive number followed by B, KB, KiB, MB, MiB, GB, GiB,
-/// TB or TiB (decimal units are powers of 10^3, binary ones of 2^10; spaces between the
-/// number and the unit are allowed, the unit's case is not): "80GiB" -> 85899345920.
-/// Returns whole bytes (rounded down). Throws std::invalid_argument "'80XB' is not a memory
-/// size such as 80GiB (...)" for anything else, zero, or more than 2^60 bytes.
-int64_t parseMemorySize(const std::string& text);
+/// A memory size with its unit ("80GiB"): runtime/train/FlagChecks.h, shared with the trainers'
+/// --device-memory.
+using trainer::parseMemorySize;
 
 }  // namespace tessel::cli

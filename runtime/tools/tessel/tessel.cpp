@@ -1,7 +1,8 @@
 // tessel: the command-line suite of measurements that need no compiler (runtime libraries
 // only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
-// GPU by the ZeRO formula, `tessel report` renders a training log as a page. Every subcommand
+// GPU by the ZeRO formula or, through the model's own binary, a compiled plan's exact bytes,
+// `tessel report` renders a training log as a page. Every subcommand
 // has complete --help, prints tables by default and one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
@@ -29,7 +30,8 @@ const Subcommand kSubcommands[] = {
                    "result verified (run under mpirun)",
      tessel::cli::setupBenchComm},
     {"memory", "memory per GPU before launch: the ZeRO paper's formula for model states at stages 0-3 "
-               "(--params-billions, --gpus), and whether it fits --device-memory",
+               "(--params-billions, --gpus), or a compiled plan's exact bytes per rank (--model gpt ... --plan), "
+               "and whether it fits --device-memory",
      tessel::cli::setupMemory},
     {"report", "build the run report page (loss, validation and throughput curves, memory per rank, "
                "communication, configuration) from a --log-json file: tessel report LOG.jsonl --out DIR",
