@@ -19,7 +19,9 @@
 #
 # Environment: TESSEL_GPU_CHECK_DATA (prepare) is the corpus to ship (default
 # ../shared/data/tinyshakespeare.txt next to the checkout, else the Debian fortunes file);
-# TESSEL_GPU_CHECK_BATCHES (prepare) the GPT-2 micro-batch sizes (default "4 8 16"), and
+# TESSEL_GPU_CHECK_BATCHES (prepare) the GPT-2 micro-batch sizes (default "8 16"; micro-batch 8
+# fits any GPU of 16 GB or more, and a third bundle, with the fsdp=2 one, would take the folder
+# past its 64 MiB), and
 # TESSEL_GPU_CHECK_FSDP_BATCH the micro-batch per rank of the fsdp=2 GPT-2 bundle (default 8).
 # TESSEL_BUILD_DIR (prepare) the build folder (default build/, as scripts/build.sh).
 # TESSEL_GPU_CHECK_DIR (both) the folder written and read (default .gpu-check).
@@ -81,7 +83,7 @@ prepare() {
   local model
   read -r -a model <<< "${TESSEL_GPU_CHECK_MODEL:---layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304}"
   local label="${TESSEL_GPU_CHECK_MODEL:-GPT-2 124M}"
-  for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
+  for mb in ${TESSEL_GPU_CHECK_BATCHES:-8 16}; do
     "$gpt" "${model[@]}" --batch "$mb" \
       --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
     echo "gpu-check: bundle gpt2-b$mb ($label, micro-batch $mb, $precision)"

@@ -120,6 +120,13 @@ def tessel_run(out, bundle, log, steps, extra=(), ranks=1):
     return r.returncode, r.stdout, time.time() - start
 
 
+def timed_steps(log):
+    """The steps of a benchmark run's log and its median step time over steps 3.. (1: capture or
+    warm-up, 2: settle), in seconds."""
+    steps = losses(log)
+    return steps, statistics.median(s["step_seconds"] for s in steps[2:])
+
+
 def free_device_bytes():
     """Free memory of GPU 0 from nvidia-smi, or None."""
     try:
@@ -218,8 +225,7 @@ def run(out):
             failures.append(f"{name}: tessel-run exited {rc}:\n{text[-3000:]}")
             rows.append((f"benchmark {name}", "FAIL", f"exit {rc}"))
             break
-        steps = losses(log)
-        seconds = statistics.median(s["step_seconds"] for s in steps[2:])
+        steps, seconds = timed_steps(log)
         tokens = batch * info["seq"]
         tps = tokens / seconds
         mfu = tps * info["flops_per_token"] / PEAK[info["precision"]]
@@ -251,8 +257,7 @@ def run(out):
             failures.append(f"{name}: mpirun -np {ranks} tessel-run exited {rc}:\n{text[-3000:]}")
             rows.append((f"benchmark {name} (fsdp={ranks})", "FAIL", f"exit {rc}"))
             continue
-        steps = losses(log)
-        seconds = statistics.median(s["step_seconds"] for s in steps[2:])
+        steps, seconds = timed_steps(log)
         tps = info["batch"] * info["seq"] / seconds  # the global batch: every GPU's rows
         mfu = tps * info["flops_per_token"] / (ranks * PEAK[info["precision"]])
         comm = next((l for l in text.splitlines() if l.startswith("communication:")), "communication: ?")

@@ -5,6 +5,7 @@
 #include "runtime/bundle/BundleFolder.h"
 #include "runtime/exec/KernelLibrary.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fcntl.h>
@@ -131,9 +132,10 @@ std::vector<std::string> BundlePlan::batchAxes() const {
 }
 
 int64_t BundlePlan::dp() const {
+  const std::vector<std::string> axes = batchAxes();
   int64_t n = 1;
   for (const auto& [axis, size] : mesh)
-    if (!axis.empty() && (axis == batchAxis || axis == fullyShardAxis)) n *= size;
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) n *= size;
   return n;
 }
 
