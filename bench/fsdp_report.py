@@ -47,7 +47,10 @@ def close(a, b, rtol):
 
 def main():
     tmp, steps, peer, cpu, nproc, prefetch_flag, results = sys.argv[1:8]
-    steps, nproc = int(steps), int(nproc)
+    steps, nproc, prefetch_flag = int(steps), int(nproc), prefetch_flag == "1"
+    # Without --fsdp-prefetch the trainer gathers each parameter right before its first use:
+    # its default run has no prefetch at all.
+    tessel_default = "tessel fsdp, prefetch 1" if prefetch_flag else "tessel fsdp (no prefetch flag)"
     t = {name: tessel(tmp, name, steps) for name in ("fsdp1", "fsdp2", "fsdp4", "dp2", "dp4",
                                                       "fsdp2-noprefetch", "fsdp4-noprefetch")}
     pt = {n: json.loads(open(os.path.join(tmp, f"torch{n}.json")).read().splitlines()[-1]) for n in (1, 2, 4)}
@@ -90,7 +93,7 @@ def main():
     rows = {}
     for n in (1, 2, 4):
         f = (n - 1) / n
-        for label, key in (("tessel fsdp, prefetch 1", f"fsdp{n}"), ("tessel fsdp, prefetch 0", f"fsdp{n}-noprefetch")):
+        for label, key in ((tessel_default, f"fsdp{n}"), ("tessel fsdp, prefetch 0", f"fsdp{n}-noprefetch")):
             r = t.get(key)
             if n == 1 and key.endswith("noprefetch"):
                 continue
@@ -135,19 +138,20 @@ def main():
     with open(results, "a") as out:
         for n in (2, 4):
             th = max(1, nproc // n)
-            tes = rows[("tessel fsdp, prefetch 1", n)]
+            tes = rows[(tessel_default, n)]
             off = rows.get(("tessel fsdp, prefetch 0", n))
             tor = rows[("pytorch FSDP2, default prefetch", n)]
             tor_none = rows[("pytorch FSDP2, no prefetch", n)]
             tor_one = rows[("pytorch FSDP2, explicit prefetch 1", n)]
-            static1 = rows[("tessel fsdp, prefetch 1", 1)][4]
+            static1 = rows[(tessel_default, 1)][4]
             torch_static1 = rows[("pytorch FSDP2, default prefetch", 1)][4]
             out.write(
                 f"| {d} | fsdp (GPT L4 C128 T64 B32, AdamW, fsdp={n}; payload/closed form 3P-R = {mib(closed):.3f} "
                 f"MiB; wire vs DDP, closed form 1.5) | {n} ranks x {th} thread{'s' * (th > 1)}, {cpu} | "
                 f"tessel {ms(tes[0]):.1f} ms/step, payload {mib(tes[1]):.3f} MiB ({tes[1] / closed:.2f} of closed), "
                 f"wire {mib(tes[2]):.3f} MiB = {tes[2] / tes[6]:.2f}x dp={n}'s; exposed comm {ms(tes[3]):.2f} ms "
-                f"prefetch 1, {f'{ms(off[3]):.2f} ms prefetch 0' if off else 'prefetch 0 not available'}; "
+                + (f"prefetch 1, {ms(off[3]):.2f} ms prefetch 0; " if off else
+                   "(no --fsdp-prefetch in this build: each gather right before its first use); ") +
                 f"static {mib(tes[4]):.3f} MiB/rank ({mib(static1):.3f} at N=1), peak {mib(tes[5]):.3f} MiB | "
                 f"pytorch FSDP2 gloo, {peer}: {ms(tor[0]):.1f} ms/step, payload {mib(tor[1]):.3f} MiB "
                 f"({tor[1] / closed:.2f} of closed), wire {tor[2] / tor[6]:.2f}x DDP's closed form; exposed comm "
