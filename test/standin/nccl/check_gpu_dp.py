@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """GPU data parallelism on the stand-in CUDA driver, cuBLASLt and NCCL (test/standin).
 
-match [bf16] [graphs] [tp-sp|fsdp]: `mpirun -np 2 tessel-gpt --device cuda --plan dp=2
+match [bf16] [graphs] [tp-sp|fsdp|hsdp]: `mpirun -np 2 tessel-gpt --device cuda --plan dp=2
        --check-replicas` trains the small GPT 5 AdamW steps through runtime/comm/NcclCommunicator
        on the stand-ins (in f32, or bf16 mixed precision; eagerly, or with --cuda-graphs; with
        tp-sp the plan is tp=2 --sequence-parallel instead of dp=2; with fsdp it is fsdp=2,
        parameters, gradients and optimizer state stored split, all-gathered before use and
-       reduce-scattered in backward on NCCL's stream), and every
+       reduce-scattered in backward on NCCL's stream; with hsdp it is dp=2,fsdp=2 on 4 ranks
+       and 4 stand-in devices, whose gradient shards are then all-reduced over dp on another
+       NCCL communicator), and every
        step's loss and gradient norm and the validation loss match `--device cpu --plan dp=2`
        (MPI) and the one-rank CPU run within the SIMT tolerance (below).
 fault KIND [fsdp]: the same GPU run (dp=2, or fsdp=2) with the stand-in NCCL's planted fault
@@ -25,7 +27,7 @@ bundle: `tessel-run BUNDLE --device cuda` runs CUDA bundles on the stand-ins (on
        --check-replicas) and matches `tessel-run BUNDLE --device cpu` of the same bundle
        within the same tolerance.
 
-Usage: check_gpu_dp.py match [bf16] [graphs] [tp-sp|fsdp]|fault KIND [fsdp]|peer-exits|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
+Usage: check_gpu_dp.py match [bf16] [graphs] [tp-sp|fsdp|hsdp]|fault KIND [fsdp]|peer-exits|bundle MPIEXEC TESSEL_GPT DATA STANDIN_LIB_DIR
 (TESSEL_RUN, for bundle, is tessel-run beside TESSEL_GPT.)
 """
 import json
@@ -46,7 +48,7 @@ import time
 # as the stand-in GPT test): where the two f32 values differ they may round to neighbouring
 # bf16 values, one bf16 ulp apart. Under fsdp=2 the stand-in NCCL's reduce-scatter (avg) of
 # two ranks is one addition times 1/2, exact like MPI's division by 2, and its all-gather
-# moves bits, so the same bound holds.
+# moves bits, so the same bound holds; so does HSDP's all-reduce of two dp ranks.
 TOLERANCE = 11 * 256 * 2.0 ** -24
 MODEL = ["--layers", "2", "--channels", "64", "--heads", "4", "--seq", "32", "--batch", "4", "--steps", "5",
          "--sample-bytes", "0", "--eval-batches", "1", "--seed", "5"]
@@ -165,9 +167,10 @@ def main():
     tmp = tempfile.mkdtemp(prefix="tessel-gpu-dp-")
     env = dict(os.environ, TESSEL_CACHE_DIR=os.path.join(tmp, "cache"))
     model = MODEL + ["--data", data]
-    mpi = [mpiexec, "--oversubscribe", "-np", "2"]
+    ranks = "4" if "hsdp" in options else "2"
+    mpi = [mpiexec, "--oversubscribe", "-np", ranks]
 
-    gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES="2")
+    gpu_env = dict(env, TESSEL_CUDA_LIBRARY_PATH=lib, TESSEL_STANDIN_DEVICES=ranks)
     if mode in ("bundle", "peer-exits"):
         failures = (check_bundles(mpi, gpt, model, env, gpu_env, tmp) if mode == "bundle"
                     else check_peer_exit(mpi, gpt, model, gpu_env, tmp))
@@ -179,7 +182,8 @@ def main():
     # tp-sp: tensor and sequence parallelism (NCCL all_gather and reduce_scatter) instead of dp.
     # fsdp: fully sharded data parallelism (NCCL all_gather and reduce_scatter over fsdp).
     plan = (["--plan", "tp=2", "--sequence-parallel"] if "tp-sp" in options
-            else ["--plan", "fsdp=2"] if "fsdp" in options else ["--plan", "dp=2"])
+            else ["--plan", "fsdp=2"] if "fsdp" in options
+            else ["--plan", "dp=2,fsdp=2"] if "hsdp" in options else ["--plan", "dp=2"])
     rc, gpu = run(mpi + [gpt, "--device", "cuda", "--check-replicas"] + plan + graphs + model, gpu_env,
                   os.path.join(tmp, "gpu.jsonl"))
     if fault and rc != 0:
