@@ -12,10 +12,17 @@
 #                                  (cuBLASLt) but no compiler: GPU losses against the stored CPU
 #                                  losses, then the GPT-2 benchmark (tokens/s, MFU, peak device
 #                                  memory), printed as one table; exits non-zero on any failure.
+#                                  With 2 GPUs, NCCL (libnccl.so.2) and mpirun, also fully
+#                                  sharded data parallelism (--plan fsdp=2): the small GPT's
+#                                  losses against 2 CPU ranks', and GPT-2 124M's step under
+#                                  fsdp=2; without them those rows say why they were skipped.
 #
 # Environment: TESSEL_GPU_CHECK_DATA (prepare) is the corpus to ship (default
 # ../shared/data/tinyshakespeare.txt next to the checkout, else the Debian fortunes file);
-# TESSEL_GPU_CHECK_BATCHES (prepare) the GPT-2 micro-batch sizes (default "4 8 16").
+# TESSEL_GPU_CHECK_BATCHES (prepare) the GPT-2 micro-batch sizes (default "8 16"; micro-batch 8
+# fits any GPU of 16 GB or more, and a third bundle, with the fsdp=2 one, would take the folder
+# past its 64 MiB), and
+# TESSEL_GPU_CHECK_FSDP_BATCH the micro-batch per rank of the fsdp=2 GPT-2 bundle (default 8).
 # TESSEL_BUILD_DIR (prepare) the build folder (default build/, as scripts/build.sh).
 # TESSEL_GPU_CHECK_DIR (both) the folder written and read (default .gpu-check).
 # For the tests that run both halves on the CPU stand-ins of the CUDA libraries (test/standin;
@@ -62,17 +69,29 @@ prepare() {
       --steps "${TESSEL_GPU_CHECK_STEPS:-10}" \
       --eval-batches 1 --log-json "$b.cpu.jsonl" > /dev/null
   done
+  # Fully sharded data parallelism over 2 GPUs: the same small GPT under --plan fsdp=2 (each
+  # parameter, its gradient and its AdamW state split in two; NCCL all-gathers before use and
+  # reduce-scatters of the gradients), with the losses of its 2 CPU ranks (MPI).
+  if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+  "$gpt" "${small[@]}" --device cuda --plan fsdp=2 --emit-bundle "$tmp/bundles/fsdp2-f32" --precision f32 > /dev/null
+  mpirun --oversubscribe -np 2 "$BUILD_DIR/bin/tessel-run" "$tmp/bundles/fsdp2-f32" --device cpu \
+    --data "$tmp/data/corpus.txt" --seed 5 --steps "${TESSEL_GPU_CHECK_STEPS:-10}" --eval-batches 1 \
+    --log-json "$tmp/bundles/fsdp2-f32.cpu.jsonl" > /dev/null
 
   # The benchmark: GPT-2 124M (L=12, C=768, NH=12, T=1024, V=50304: the 256 bytes padded to a
   # multiple of 128, as GPT-2 small's 50257 is padded to 50304), one bundle per micro-batch.
   local model
   read -r -a model <<< "${TESSEL_GPU_CHECK_MODEL:---layers 12 --channels 768 --heads 12 --seq 1024 --vocab 50304}"
   local label="${TESSEL_GPU_CHECK_MODEL:-GPT-2 124M}"
-  for mb in ${TESSEL_GPU_CHECK_BATCHES:-4 8 16}; do
+  for mb in ${TESSEL_GPU_CHECK_BATCHES:-8 16}; do
     "$gpt" "${model[@]}" --batch "$mb" \
       --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
     echo "gpu-check: bundle gpt2-b$mb ($label, micro-batch $mb, $precision)"
   done
+  local fsdp_mb="${TESSEL_GPU_CHECK_FSDP_BATCH:-8}"
+  "$gpt" "${model[@]}" --batch $((2 * fsdp_mb)) --plan fsdp=2 \
+    --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-fsdp2-b$fsdp_mb" > /dev/null
+  echo "gpu-check: bundle gpt2-fsdp2-b$fsdp_mb ($label, fsdp=2, micro-batch $fsdp_mb per GPU, $precision)"
 
   if [ -n "${TESSEL_GPU_CHECK_STANDIN:-}" ]; then ship_standin "$tmp"; fi
 
@@ -114,7 +133,12 @@ ship_standin() {
     cp -L "$dir/$lib" "$tmp/standin/lib/"
   done
   for b in "$tmp"/bundles/*/; do
+    # A bundle for several ranks (fsdp=2) runs under mpirun, one stand-in device per rank.
+    local ranks launch=()
+    ranks=$(python3 -c 'import json, math, sys; print(math.prod(a["size"] for a in json.load(open(sys.argv[1]))["plan"]["mesh"]))' "$b/bundle.json")
+    if [ "$ranks" -gt 1 ]; then launch=(mpirun --oversubscribe -np "$ranks"); fi
     TESSEL_CUDA_LIBRARY_PATH="$tmp/standin/lib" TESSEL_CACHE_DIR="$tmp/standin/cache" TESSEL_STANDIN_SOURCES="$b" \
+      TESSEL_STANDIN_DEVICES="$ranks" "${launch[@]}" \
       "$BUILD_DIR/bin/tessel-run" "$b" --device cuda --data "$tmp/data/corpus.txt" --steps 1 --eval-batches 1 > /dev/null
   done
   echo "gpu-check: stand-in libraries and host builds of the kernels for them"

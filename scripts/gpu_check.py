@@ -4,9 +4,15 @@
 manifest DIR PRECISION  (prepare) writes DIR/manifest.json: per bundle its model shape, the
                         device memory it needs and its model FLOPs per token.
 run DIR                 (on the GPU node) the correctness check and the benchmark; one table.
+                        Bundles for 2 ranks (fsdp2-f32, gpt2-fsdp2-b*: --plan fsdp=2) run under
+                        mpirun, one GPU per rank, where the node has 2 GPUs, NCCL and mpirun;
+                        otherwise their rows say which is missing (not a failure).
 """
+import ctypes
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,6 +70,7 @@ def describe(bundle):
     c = meta["config"]
     L, C, T = c["layers"], c["channels"], c["seq"]
     return {
+        "ranks": math.prod(a["size"] for a in meta["plan"]["mesh"]),
         "layers": L, "channels": C, "heads": c["heads"], "seq": T, "vocab": c.get("vocab", 256),
         "batch": meta["train_flags"]["batch"], "precision": dtype, "parameters": params,
         # Model FLOPs per token (PaLM appendix B, as nanoGPT's estimate_mfu): 6 N for the
@@ -89,17 +96,35 @@ def losses(path):
         return [json.loads(line) for line in f if line.strip()]
 
 
-def tessel_run(out, bundle, log, steps, extra=()):
+def tessel_run(out, bundle, log, steps, extra=(), ranks=1):
     cmd = [os.path.join(out, "bin", "tessel-run"), os.path.join(out, "bundles", bundle), "--device", "cuda",
            "--data", os.path.join(out, "data", "corpus.txt"), "--steps", str(steps), "--eval-batches", "1",
            "--log-json", log, *extra]
+    env = None
+    if ranks > 1:  # one process per GPU on this node; each picks the GPU of its local rank
+        cmd = [shutil.which("mpirun"), "--oversubscribe", "-np", str(ranks)] + cmd
+        env = dict(os.environ)
+        if os.geteuid() == 0:
+            env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        if not (shutil.which("ssh") or shutil.which("rsh")):
+            # OpenMPI refuses to start without a remote shell even when every rank is local;
+            # none is used here.
+            env.setdefault("OMPI_MCA_plm_rsh_agent", "/bin/false")
     start = time.time()
     try:
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=STEP_TIMEOUT)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=STEP_TIMEOUT,
+                           env=env)
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         return 124, out + f"\n(killed after {STEP_TIMEOUT} s)", time.time() - start
     return r.returncode, r.stdout, time.time() - start
+
+
+def timed_steps(log):
+    """The steps of a benchmark run's log and its median step time over steps 3.. (1: capture or
+    warm-up, 2: settle), in seconds."""
+    steps = losses(log)
+    return steps, statistics.median(s["step_seconds"] for s in steps[2:])
 
 
 def free_device_bytes():
@@ -113,6 +138,40 @@ def free_device_bytes():
         return None, "?"
 
 
+def cuda_library(name):
+    """The CUDA library `name` as tessel-run opens it (runtime/ToolkitLibrary.h): from
+    $TESSEL_CUDA_LIBRARY_PATH when set, else by the loader's search."""
+    folder = os.environ.get("TESSEL_CUDA_LIBRARY_PATH")
+    return os.path.join(folder, name) if folder else name
+
+
+def device_count():
+    """GPUs the driver sees (cuInit, cuDeviceGetCount), or 0."""
+    try:
+        cuda = ctypes.CDLL(cuda_library("libcuda.so.1"))
+        count = ctypes.c_int(0)
+        if cuda.cuInit(0) != 0 or cuda.cuDeviceGetCount(ctypes.byref(count)) != 0:
+            return 0
+        return count.value
+    except OSError:
+        return 0
+
+
+def multi_gpu_problem(ranks):
+    """Why a bundle for `ranks` GPUs cannot run on this node, or None."""
+    if ranks <= 1:
+        return None
+    if device_count() < ranks:
+        return f"needs {ranks} GPUs, this node has {device_count()}"
+    try:
+        ctypes.CDLL(cuda_library("libnccl.so.2"))
+    except OSError:
+        return "needs NCCL (libnccl.so.2 cannot be loaded)"
+    if shutil.which("mpirun") is None:
+        return "needs mpirun on PATH (one process per GPU)"
+    return None
+
+
 def run(out):
     with open(os.path.join(out, "manifest.json")) as f:
         man = json.load(f)
@@ -121,14 +180,22 @@ def run(out):
     start = time.time()
 
     # 1. Correctness: GPU losses against the CPU losses of the same bundle, eager and graphs.
+    # fsdp2-f32 (fully sharded over 2 GPUs) has the f32 tolerances: NCCL's reduce-scatter of 2
+    # ranks is one addition (and ncclAvg's factor 1/2 is exact), as MPI's on the CPU, and its
+    # all-gather moves bits, so the plan adds no rounding of its own. Its functions all-gather
+    # across ranks, so they always run eagerly: one row.
     for name, info in sorted(man["bundles"].items()):
-        if not name.startswith("small-"):
+        if not name.startswith(("small-", "fsdp2-")):
             continue
         cpu = [s["loss"] for s in losses(os.path.join(out, "bundles", name + ".cpu.jsonl"))]
         first_tol, tol = TOLERANCE[info["precision"]]
-        for mode, extra in (("eager", ()), ("graphs", ("--cuda-graphs",))):
+        ranks = info.get("ranks", 1)
+        if (why := multi_gpu_problem(ranks)) is not None:
+            rows.append((f"correctness {name} (fsdp={ranks}), {len(cpu)} steps", "skipped", why))
+            continue
+        for mode, extra in (("eager", ()), ("graphs", ("--cuda-graphs",))) if ranks == 1 else (("eager", ()),):
             log = os.path.join(out, f"{name}.{mode}.jsonl")
-            rc, text, _ = tessel_run(out, name, log, len(cpu), extra + ("--seed", "5"))
+            rc, text, _ = tessel_run(out, name, log, len(cpu), extra + ("--seed", "5"), ranks)
             if rc != 0:
                 failures.append(f"{name} {mode}: tessel-run exited {rc}:\n{text[-3000:]}")
                 rows.append((f"correctness {name} ({mode})", "FAIL", f"exit {rc}"))
@@ -144,8 +211,8 @@ def run(out):
                          f"max rel |gpu-cpu| {worst:.2e} (tol {first_tol:g} step 1, {tol:g} after)"))
 
     # 2. Benchmark: the largest GPT-2 micro-batch whose planned memory fits the free memory.
-    gpt2 = sorted(((info["batch"], name, info) for name, info in man["bundles"].items() if name.startswith("gpt2-")),
-                  reverse=True)
+    gpt2 = sorted(((info["batch"], name, info) for name, info in man["bundles"].items()
+                   if name.startswith("gpt2-b")), reverse=True)
     bench = None
     for batch, name, info in gpt2:
         if free is not None and info["device_bytes"] > 0.95 * free:
@@ -158,8 +225,7 @@ def run(out):
             failures.append(f"{name}: tessel-run exited {rc}:\n{text[-3000:]}")
             rows.append((f"benchmark {name}", "FAIL", f"exit {rc}"))
             break
-        steps = losses(log)
-        seconds = statistics.median(s["step_seconds"] for s in steps[2:])
+        steps, seconds = timed_steps(log)
         tokens = batch * info["seq"]
         tps = tokens / seconds
         mfu = tps * info["flops_per_token"] / PEAK[info["precision"]]
@@ -169,6 +235,39 @@ def run(out):
         break
     if bench is None and not any(r[1] == "FAIL" for r in rows if r[0].startswith("benchmark")):
         failures.append("no GPT-2 bundle fits this GPU")
+
+    # 3. The benchmark model fully sharded over 2 GPUs (--plan fsdp=2, a micro-batch per GPU):
+    # step time, tokens/s over both GPUs, MFU against both GPUs' peak, the collectives' payload
+    # per step on rank 0 (NCCL all-gathers and reduce-scatters) and rank 0's peak memory.
+    fsdp_rows = []
+    for name, info in sorted(man["bundles"].items()):
+        if not name.startswith("gpt2-fsdp"):
+            continue
+        ranks = info["ranks"]
+        if (why := multi_gpu_problem(ranks)) is not None:
+            rows.append((f"benchmark {name} (fsdp={ranks})", "skipped", why))
+            continue
+        if free is not None and info["device_bytes"] > 0.95 * free:
+            rows.append((f"benchmark {name} (fsdp={ranks})", "skipped",
+                         f"plans {info['device_bytes'] / 2**30:.2f} GiB per GPU, {free / 2**30:.2f} GiB free"))
+            continue
+        log = os.path.join(out, f"{name}.bench.jsonl")
+        rc, text, _ = tessel_run(out, name, log, BENCH_STEPS, (), ranks)
+        if rc != 0:
+            failures.append(f"{name}: mpirun -np {ranks} tessel-run exited {rc}:\n{text[-3000:]}")
+            rows.append((f"benchmark {name} (fsdp={ranks})", "FAIL", f"exit {rc}"))
+            continue
+        steps, seconds = timed_steps(log)
+        tps = info["batch"] * info["seq"] / seconds  # the global batch: every GPU's rows
+        mfu = tps * info["flops_per_token"] / (ranks * PEAK[info["precision"]])
+        comm = next((l for l in text.splitlines() if l.startswith("communication:")), "communication: ?")
+        payload = comm.split("payload ")[-1].split(" bytes/step")[0] if "payload " in comm else "?"
+        peak = next((l for l in text.splitlines() if l.startswith("device memory:")), "device memory: ?")
+        fsdp_rows.append(f"| {name} (L={info['layers']} C={info['channels']}, {info['parameters'] / 1e6:.1f}M params"
+                         f"), fsdp={ranks} | {info['precision']} | {ranks} x {info['batch'] // ranks} x {info['seq']} | "
+                         f"{seconds * 1e3:.1f} ms | {tps:,.0f} | {100 * mfu:.2f}% of {ranks} x "
+                         f"{PEAK[info['precision']] / 1e12:.1f} TFLOP/s | {payload} | "
+                         f"{peak.split('peak used on the device ')[-1]} |")
 
     print()
     print(f"GPU check on {gpu} ({time.time() - start:.0f} s)")
@@ -192,6 +291,14 @@ def run(out):
               f"{peak.split('peak used on the device ')[-1]} | {graphs} |")
         print(f"(median step of steps 3-{BENCH_STEPS}; planned device memory "
               f"{info['device_bytes'] / 2**30:.2f} GiB; last loss {loss:.4f})")
+    if fsdp_rows:
+        print()
+        print("| model, plan | precision | GPUs x micro-batch x T | step time | tokens/s | MFU | payload bytes/step "
+              "(rank 0) | peak (rank 0) |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in fsdp_rows:
+            print(r)
+        print(f"(median step of steps 3-{BENCH_STEPS}, eager launches: the steps all-gather across GPUs)")
     for f in failures:
         print("\nFAILURE: " + f, file=sys.stderr)
     return 1 if failures else 0

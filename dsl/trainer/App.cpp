@@ -44,6 +44,7 @@ rt::BundlePlan bundlePlan(const Plan& plan) {
   p.mesh = plan.mesh().axes();
   if (p.mesh.empty()) p.mesh = {{"dp", 1}};
   p.batchAxis = plan.batch_axis();
+  p.fullyShardAxis = plan.fully_shard_axis();
   if (p.batchAxis.empty() && p.mesh.size() == 1 && p.mesh[0].first == "dp") p.batchAxis = "dp";
   p.microsteps = plan.microsteps();
   p.bucketMb = plan.bucket_mb();
@@ -136,11 +137,6 @@ void TrainerApp::join(int argc, char** argv, const Plan& plan, bool compileOnly)
                                            "process, for any plan; run it without a launcher",
                                            world_->comm->worldSize()));
   }
-  if (!run_.emitBundle.empty() && !plan.fully_shard_axis().empty())
-    throw std::runtime_error(fmt::format("--emit-bundle: bundles of fully sharded plans ({}) are not supported yet "
-                                         "(a bundle records one batch axis and data-parallel gradient all-reduces); "
-                                         "train them with the example binary itself",
-                                         plan.describe()));
   if (compileOnly) {
     plan.check_world_size(planRanks);  // only the axes: the plan is for any world
     return;

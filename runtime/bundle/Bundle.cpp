@@ -5,6 +5,7 @@
 #include "runtime/bundle/BundleFolder.h"
 #include "runtime/exec/KernelLibrary.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fcntl.h>
@@ -75,7 +76,8 @@ std::string programChecksum(const std::string& programJson, const std::string& k
 json planJson(const BundlePlan& p) {
   json mesh = json::array();
   for (const auto& [axis, size] : p.mesh) mesh.push_back({{"axis", axis}, {"size", size}});
-  return {{"mesh", mesh}, {"batch_axis", p.batchAxis}, {"microsteps", p.microsteps},
+  return {{"mesh", mesh}, {"batch_axis", p.batchAxis}, {"fully_shard_axis", p.fullyShardAxis},
+          {"microsteps", p.microsteps},
           {"bucket_mb", p.bucketMb}, {"overlap", p.overlap}};
 }
 
@@ -90,6 +92,7 @@ BundlePlan readPlan(const json& j, const std::string& file) {
                           integerIn(a.at("size"), fmt::format("plan.mesh[{}].size", i), 1, 1 << 20, file));
     }
     p.batchAxis = j.at("batch_axis").get<std::string>();
+    p.fullyShardAxis = j.at("fully_shard_axis").get<std::string>();
     p.microsteps = integerIn(j.at("microsteps"), "plan.microsteps", 1, 1 << 20, file);
     p.bucketMb = j.at("bucket_mb").get<double>();
     p.overlap = j.at("overlap").get<bool>();
@@ -107,6 +110,8 @@ BundlePlan readPlan(const json& j, const std::string& file) {
   // An empty batch axis: the plan does not split the batch (tensor parallelism alone).
   if (!p.batchAxis.empty() && !seen.count(p.batchAxis))
     throw bad(fmt::format("batch_axis '{}' is not an axis of the mesh", p.batchAxis));
+  if (!p.fullyShardAxis.empty() && !seen.count(p.fullyShardAxis))
+    throw bad(fmt::format("fully_shard_axis '{}' is not an axis of the mesh", p.fullyShardAxis));
   if (!(p.bucketMb > 0) || !std::isfinite(p.bucketMb)) throw bad(fmt::format("bucket_mb {} is not positive", p.bucketMb));
   return p;
 }
@@ -119,10 +124,19 @@ int64_t BundlePlan::ranks() const {
   return n;
 }
 
+std::vector<std::string> BundlePlan::batchAxes() const {
+  std::vector<std::string> axes;
+  for (const auto& axis : mesh)
+    if (!axis.first.empty() && (axis.first == batchAxis || axis.first == fullyShardAxis)) axes.push_back(axis.first);
+  return axes;
+}
+
 int64_t BundlePlan::dp() const {
+  const std::vector<std::string> axes = batchAxes();
+  int64_t n = 1;
   for (const auto& [axis, size] : mesh)
-    if (axis == batchAxis) return size;
-  return 1;
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) n *= size;
+  return n;
 }
 
 std::string BundlePlan::meshText() const {

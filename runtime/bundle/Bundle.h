@@ -37,22 +37,32 @@ namespace tessel::rt {
 /// and 4), and "plan" in bundle.json (the mesh, microsteps, bucket size and overlap).
 /// Version 4: the program checksum also covers bundle.json's model, config, train_flags,
 /// optimizer and plan (canonical JSON), so an edit of what tessel-run believes is damage.
-inline constexpr int kBundleFormatVersion = 4;
+/// Version 5: "plan" also records the fully sharded axis (FSDP / ZeRO, with HSDP the batch is
+/// split over it and the batch axis), which a version-4 reader would not split the batch over.
+inline constexpr int kBundleFormatVersion = 5;
 /// The Tessel version recorded in (and required of) bundle.json.
 inline constexpr const char* kTesselVersion = "0.1.0";
 
 /// The parallelism plan a bundle was compiled for (dsl/Plan.h, flattened): bundle.json's
 /// "plan". Its mesh is the program's (Program::mesh) when the program has one; otherwise every
-/// axis other than the batch axis has size 1 (runtime/bundle/BundleConfig.h).
+/// axis other than the batch axes has size 1 (runtime/bundle/BundleConfig.h).
 struct BundlePlan {
   std::vector<std::pair<std::string, int64_t>> mesh{{"dp", 1}};  // axes in mesh order
-  std::string batchAxis = "dp";  // the axis the global batch is sharded over ("": none)
+  /// The axis the global batch is sharded over ("": none): Plan::batch_axis, the shard_batch
+  /// axis, or without one the fully sharded axis.
+  std::string batchAxis = "dp";
+  /// The fully sharded (FSDP / ZeRO) axis, Plan::fully_shard_axis ("": none). It splits the
+  /// batch too: with a shard_batch axis (HSDP, e.g. dp=2,fsdp=2) the batch is split over both.
+  std::string fullyShardAxis;
   int64_t microsteps = 1;        // gradient accumulation: microsteps per optimizer step
   double bucketMb = 25.0;        // gradient all-reduce bucket capacity, MiB
   bool overlap = true;           // all-reduces start during the backward pass
   /// Ranks the plan runs on: the product of the mesh's axis sizes.
   int64_t ranks() const;
-  /// Ranks the batch is split over (the batch axis's size; 1 without one).
+  /// Every axis the batch is split over, in mesh order: batchAxis and fullyShardAxis (each
+  /// once; axes the mesh lacks are left out).
+  std::vector<std::string> batchAxes() const;
+  /// Ranks the batch is split over: the product of the batchAxes() sizes (1 without any).
   int64_t dp() const;
   /// The mesh in --plan syntax, e.g. "dp=2".
   std::string meshText() const;

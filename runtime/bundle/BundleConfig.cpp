@@ -64,7 +64,7 @@ void checkPlanMesh(const BundlePlan& plan, const Program& program, const std::st
   }
   if (mesh.empty())
     for (const auto& [axis, size] : plan.mesh)
-      if (axis != plan.batchAxis && size != 1)
+      if (axis != plan.batchAxis && axis != plan.fullyShardAxis && size != 1)
         throw mismatch(file, fmt::format("plan axis {}={} does not match program.json, which has no mesh (it runs "
                                          "one rank or data parallelism only)", axis, size));
 }
@@ -74,12 +74,21 @@ void checkPlanMesh(const BundlePlan& plan, const Program& program, const std::st
 void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const std::string& file) {
   const BundlePlan& plan = info.plan;
   checkPlanMesh(plan, program, file);
-  int gradientReductions = 0;  // gradient buckets reduced over the batch axis
+  const std::vector<std::string> batchAxes = plan.batchAxes();
+  auto overBatch = [&](const CollectiveStep& c) {
+    return std::any_of(c.axes.begin(), c.axes.end(),
+                       [&](const std::string& a) { return std::find(batchAxes.begin(), batchAxes.end(), a) != batchAxes.end(); });
+  };
+  int gradientReductions = 0;  // gradient buckets and reduce-scatters over the batch axes
+  bool movesOverFullyShardAxis = false;  // an all_gather or reduce_scatter over the fully sharded axis
   for (const Function& f : program.functions)
     for (const Step& step : f.steps) {
       const auto* c = std::get_if<CollectiveStep>(&step);
-      if (!c || c->kind != CollectiveStep::Kind::AllReduceStart) continue;
-      const std::string where = fmt::format("the all-reduce of bucket {} in @{}", c->bucket, f.name);
+      if (!c || c->kind == CollectiveStep::Kind::AllReduceWait) continue;
+      const std::string where =
+          c->movesShards() ? fmt::format("the {} at {} in @{}", collectiveKindName(collectiveKindIndex(*c)),
+                                         c->location.empty() ? "?" : c->location, f.name)
+                           : fmt::format("the all-reduce of bucket {} in @{}", c->bucket, f.name);
       // Every collective's group is the plan's ranks along its axes.
       int64_t group = 1;
       for (const std::string& axis : c->axes) {
@@ -93,13 +102,21 @@ void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const
         throw mismatch(file, fmt::format("plan {} does not match program.json: {} is over axes [{}] of {} ranks "
                                          "but over a group of {}",
                                          plan.meshText(), where, fmt::join(c->axes, ", "), group, c->group));
+      if (c->movesShards()) {
+        // Under a fully sharded plan, gradients are reduce-scattered into the shards over the
+        // fully sharded axis (ZeRO-2 and -3); the all-gathers bring parameters back.
+        const bool overShardAxis = !plan.fullyShardAxis.empty() &&
+                                   std::find(c->axes.begin(), c->axes.end(), plan.fullyShardAxis) != c->axes.end();
+        movesOverFullyShardAxis = movesOverFullyShardAxis || overShardAxis;
+        gradientReductions += overShardAxis && c->kind == CollectiveStep::Kind::ReduceScatter;
+        continue;
+      }
       if (c->synchronous) continue;  // a forward/backward all-reduce of the partitioned model
-      const bool overBatch = std::find(c->axes.begin(), c->axes.end(), plan.batchAxis) != c->axes.end();
-      if (plan.dp() > 1 && !overBatch)
+      if (plan.dp() > 1 && !overBatch(*c))
         throw mismatch(file, fmt::format("plan.batch_axis '{}' does not match program.json: {} is over axes [{}]",
                                          plan.batchAxis, where, fmt::join(c->axes, ", ")));
-      gradientReductions += overBatch;
-      if (c->axes == std::vector<std::string>{plan.batchAxis} && c->reduce != "avg")
+      gradientReductions += overBatch(*c);
+      if (c->axes.size() == 1 && overBatch(*c) && c->reduce != "avg")
         throw mismatch(file, fmt::format("plan {} does not match program.json: {} reduces by '{}', but data "
                                          "parallelism averages the gradients (avg)",
                                          plan.meshText(), where, c->reduce));
@@ -111,6 +128,12 @@ void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const
   if (plan.dp() == 1 && gradientReductions > 0)
     throw mismatch(file, fmt::format("plan {} (one rank) does not match program.json, which has {} all-reduce "
                                      "step(s)", plan.meshText(), gradientReductions));
+  const auto shardAxis = std::find_if(plan.mesh.begin(), plan.mesh.end(),
+                                      [&](const auto& a) { return a.first == plan.fullyShardAxis; });
+  if (shardAxis != plan.mesh.end() && shardAxis->second > 1 && !movesOverFullyShardAxis)
+    throw mismatch(file, fmt::format("plan.fully_shard_axis '{}' does not match program.json, which neither "
+                                     "all-gathers nor reduce-scatters over it",
+                                     plan.fullyShardAxis));
   const bool accumulates = program.function("accumulate_step") != nullptr;
   if ((plan.microsteps > 1) != accumulates)
     throw mismatch(file, fmt::format("plan.microsteps {} does not match program.json, which has {}@accumulate_step",

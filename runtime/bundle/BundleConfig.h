@@ -14,10 +14,13 @@
 // too (a float such as 1.5, or 2**70). Models without a table (user models) are checked on
 // the batch alone.
 // What the program itself shows is checked for every model: the program's mesh (if it has
-// one) is the plan's, else the plan's axes besides the batch axis have size 1; every
-// all-reduce's group is the plan's ranks along its axes (each an axis of the plan); each
-// gradient all-reduce names the batch axis when dp > 1, and one over the batch axis alone
-// averages (reduce avg); dp > 1 exactly when the program has gradient all-reduces over it; every function runs on one of dp x microsteps batch shards
+// one) is the plan's, else the plan's axes besides the batch axes have size 1; every
+// collective's group is the plan's ranks along its axes (each an axis of the plan); each
+// gradient all-reduce names a batch axis when dp > 1, and one over a batch axis alone
+// averages (reduce avg); dp > 1 exactly when the program reduces gradients over the batch
+// axes (all-reduces, or under a fully sharded plan reduce-scatters over its axis); a fully
+// sharded axis of more than one rank is one the program all-gathers or reduce-scatters over
+// (every ZeRO stage does); every function runs on one of dp x microsteps batch shards
 // (program.json's batch_shards, recorded by the compiler); plan.microsteps > 1 exactly when it has @accumulate_step; and
 // the optimizer's state buffers are the recorded optimizer's (adamw: <param>:exp_avg and
 // <param>:exp_avg_sq; sgd: <param>:momentum_buffer).

@@ -10,6 +10,7 @@
 #include "runtime/exec/Sharding.h"
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
+#include "runtime/cuda/CudaOverlap.h"
 #include "runtime/cuda/CudaPlan.h"
 #include "runtime/cuda/CudaExecutorState.h"
 #include "runtime/numeric/BFloat16.h"
@@ -176,6 +177,8 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
           st.move = shardMovePlan(program_, *col);
           st.dtype = program_.buffers[static_cast<size_t>(col->buffer)].dtype;
           st.elementBytes = static_cast<size_t>(dtypeBytes(st.dtype));
+          // With a wait after every step, the deferred wait would hide a fault's step.
+          st.direct = !s.syncEachStep && directShardMove(program_, *col);
         }
         if (col->group > 1) fn.capturable = false;
         if (fn.inFlight.size() <= static_cast<size_t>(col->bucket)) fn.inFlight.resize(static_cast<size_t>(col->bucket) + 1);
@@ -190,6 +193,8 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
       }
       fn.steps.push_back(std::move(st));
     }
+    fn.waitsBefore = shardMoveWaits(program_, f);
+    fn.deferred.resize(f.steps.size());
     // kernelParams point into each step's own args, which no longer move.
     for (State::Step& st : fn.steps)
       for (CUdeviceptr& a : st.args) st.params.push_back(&a);

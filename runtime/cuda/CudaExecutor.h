@@ -29,6 +29,12 @@
 //   reused as soon as it returns: the driver stages pageable memory).
 // - initParameters(): the CPU executor's values (runtime/Init.h), computed on the host and
 //   uploaded (bf16 buffers rounded to nearest even); optimizer state zero.
+// - Shard moves (all_gather, reduce_scatter, all_to_all steps; fully sharded and tensor
+//   parallelism): issued through the communicator on its stream; one along a leading
+//   dimension runs straight between its tensors, and this stream waits for it only before the
+//   first later step touching its memory or at the end of the function
+//   (runtime/cuda/CudaOverlap.h); any other packs into its staging buffer, and this stream
+//   waits right after the issue, then unpacks.
 // - Collective steps (data parallelism): a start packs the bucket's gradients into the flat
 //   bucket buffer with device-to-device copies on the stream, then issues the all-reduce
 //   through the communicator (setCommunicator: a StreamCommunicator such as NCCL, whose

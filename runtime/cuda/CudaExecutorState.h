@@ -12,6 +12,7 @@
 #include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf, countCollective
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
+#include "runtime/cuda/CudaOverlap.h"
 #include "runtime/cuda/CudaPlan.h"
 
 #include <fmt/format.h>
@@ -62,6 +63,8 @@ struct CudaExecutor::State {
     ShardMovePlan move;
     DType dtype = DType::F32;
     size_t elementBytes = 0;
+    // A direct shard move (CudaOverlap.h): between its tensors, waited for where waitsBefore says.
+    bool direct = false;
   };
   struct Fn {
     const Function* function = nullptr;
@@ -71,6 +74,11 @@ struct CudaExecutor::State {
     double milliseconds = 0;
     bool capturable = true;  // no collective of group > 1
     std::vector<std::unique_ptr<Work>> inFlight;  // per bucket index, start to wait
+    // Direct shard moves: before step i (i = steps.size(): at the end) the compute stream
+    // waits for the moves issued at steps waitsBefore[i] (CudaOverlap.h shardMoveWaits),
+    // whose Work is held in `deferred`, by step index, from issue to wait.
+    std::vector<std::vector<size_t>> waitsBefore;
+    std::vector<std::unique_ptr<Work>> deferred;
   };
   std::vector<Fn> functions;
   std::unordered_map<std::string, size_t> index;
@@ -117,12 +125,13 @@ struct CudaExecutor::State {
 
   /// A collective step (see the header): device copies into or out of the bucket on the
   /// stream, and the communicator's all-reduce between them.
-  void collective(Fn& f, const Step& s) {
+  void collective(Fn& f, const Step& s, size_t index) {
     const CollectiveStep& c = *s.collective;
     if (c.movesShards()) {
       // A split all-gather (FSDP prefetch) runs whole at its Start here; its Wait has nothing
-      // left to do (the output stays live from the Start to the Wait).
-      if (c.phase != CollectiveStep::Phase::Wait) shardMove(s);
+      // left to do: it touches the same tensors, so the compute stream waits for the
+      // gather's event there at the latest (CudaOverlap).
+      if (c.phase != CollectiveStep::Phase::Wait) shardMove(f, s, index);
       return;
     }
     std::unique_ptr<Work>& work = f.inFlight[static_cast<size_t>(c.bucket)];
@@ -165,12 +174,24 @@ struct CudaExecutor::State {
   /// An all_gather, reduce_scatter or all_to_all step (Program.h): the packing copies on the
   /// compute stream, the communicator's collective (NCCL orders it after them by an event on
   /// its own stream), its wait (the compute stream waits for its event), the unpacking copies.
-  void shardMove(const Step& s) {
+  /// A direct move (CudaOverlap.h) has no copies, and its wait is deferred (waitFor).
+  void shardMove(Fn& f, const Step& s, size_t index) {
     const CollectiveStep& c = *s.collective;
     auto t0 = std::chrono::steady_clock::now();
     const CUdeviceptr input = s.tensors[0].first, output = s.tensors[1].first, staging = s.src;
+    auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
     if (c.group == 1) {
       ck(api->cuMemcpyDtoDAsync(output, input, s.tensors[0].second, stream), "cuMemcpyDtoDAsync of " + s.what);
+    } else if (s.direct) {
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      const ShardMovePlan& m = s.move;
+      f.deferred[index] = c.kind == CollectiveStep::Kind::AllGather
+                              ? group.allGather(ptr(input), ptr(output), m.count, s.dtype, s.name)
+                              : group.reduceScatter(ptr(input), ptr(output), m.count, s.dtype,
+                                                    reduceOpOf(c.reduce), s.name);
+      countCollective(counters, c, m.payloadBytes);
+      counters.startSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return;
     } else {
       Communicator& group = communicatorOf(c, s.name, mesh, comm);
       const DType dtype = s.dtype;
@@ -179,7 +200,6 @@ struct CudaExecutor::State {
         ck(api->cuMemsetD8Async(staging, 0, static_cast<size_t>(m.count) * s.elementBytes, stream),
            "cuMemsetD8Async of " + s.what);
       enqueueCopies(s, m.pack, input, staging);
-      auto ptr = [](CUdeviceptr p) { return reinterpret_cast<void*>(p); };
       std::unique_ptr<Work> work;
       if (c.kind == CollectiveStep::Kind::AllGather)
         work = group.allGather(ptr(input), ptr(staging), m.count, dtype, s.name);
@@ -195,8 +215,22 @@ struct CudaExecutor::State {
     counters.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
+  /// Makes the compute stream wait for the direct shard moves due before step `index` (the
+  /// end of the function when index == steps).
+  void waitFor(Fn& f, size_t index) {
+    for (size_t issued : f.waitsBefore[index])
+      if (std::unique_ptr<Work>& work = f.deferred[issued]) {
+        auto t0 = std::chrono::steady_clock::now();
+        work->wait();  // the stream waits for the collective's event; CommError if it failed
+        work.reset();
+        counters.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      }
+  }
+
   void enqueue(Fn& f) {
-    for (const Step& s : f.steps) {
+    for (size_t index = 0; index < f.steps.size(); ++index) {
+      const Step& s = f.steps[index];
+      waitFor(f, index);
       switch (s.kind) {
         case Step::Kernel:
           ck(api->cuLaunchKernel(s.function, s.launch.grid[0], s.launch.grid[1], s.launch.grid[2], s.launch.block[0],
@@ -211,12 +245,13 @@ struct CudaExecutor::State {
           ck(api->cuMemcpyDtoDAsync(s.dst, s.src, s.bytes, stream), "cuMemcpyDtoDAsync of " + s.what);
           break;
         case Step::Collective:
-          collective(f, s);
+          collective(f, s, index);
           break;
       }
       if (syncEachStep)
         ck(api->cuStreamSynchronize(stream), fmt::format("@{} {}", f.function->name, s.what));
     }
+    waitFor(f, f.steps.size());
   }
 
   /// Captures `f` into a graph; on failure reports it once and turns graphs off.

@@ -131,8 +131,9 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
     device = "cpu";
   }
   BundleData data;
-  // The batch is split over the plan's batch axis only; tensor-parallel peers feed the same rows.
-  const auto [batchRank, batchRanks] = tessel::trainer::batchShard(bundle.info.plan.mesh, bundle.info.plan.batchAxis, rank);
+  // The batch is split over the plan's batch axes only (with HSDP the replicated and the fully
+  // sharded axis); tensor-parallel peers feed the same rows.
+  const auto [batchRank, batchRanks] = tessel::trainer::batchShard(plan.mesh, plan.batchAxes(), rank);
   loadData(data, bundle.info, f, batchRank, batchRanks);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   // Before anything is allocated for the program (NCCL's bootstrap allocates device memory).

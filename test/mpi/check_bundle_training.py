@@ -12,6 +12,14 @@ same for an MLP bundle against `mpirun -np 2 tessel-mlp --plan dp=2`. No toleran
 difference is a different program, batch or reduction. Both also print the same
 communication summary (collectives and bytes per step).
 
+Mode "fsdp": the same for fully sharded plans, whose parameters, gradients and optimizer state
+are stored split over the fsdp axis (all-gathers before use, reduce-scatters of the
+gradients): bundles of --plan fsdp=2 (also with 2 microsteps) and of HSDP --plan dp=2,fsdp=2
+(4 ranks: the batch split over both axes) trained by `mpirun -np N tessel-run BUNDLE` give
+the JIT run's losses, norms and validation losses bit for bit, the same communication
+summary, and the same trained parameters (--export-params, gathered from the shards: the
+files' tensors byte for byte).
+
 Mode "mlp": tessel-mlp under `mpirun -np 2 --plan dp=2` (and with 2 microsteps) matches the
 one-rank run on the same global batches, with --check-replicas and --check-schedule. The
 tolerance is the one of check_dp_training.py, for the same reason: the runs differ only in
@@ -20,7 +28,7 @@ an f32 loss by a few ulps (measured here: at most 2.4e-7, one ulp at a loss of 2
 1.1e-7 relative on the norm); the bound is 5e-6 on the loss and 1e-5 relative on the
 gradient norm.
 
-Usage: check_bundle_training.py MODE MPIEXEC TESSEL_GPT TESSEL_MLP TESSEL_RUN DATA_FILE"""
+Usage: check_bundle_training.py bundle|fsdp|mlp MPIEXEC TESSEL_GPT TESSEL_MLP TESSEL_RUN DATA_FILE"""
 import json
 import subprocess
 import sys
@@ -108,6 +116,41 @@ def bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp):
     return bad
 
 
+def safetensors_tensors(path):
+    """{name: (dtype, shape, bytes)} of a safetensors file: its header's tensors and their data."""
+    raw = Path(path).read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8:8 + n])
+    data = raw[8 + n:]
+    return {k: (v["dtype"], v["shape"], data[v["data_offsets"][0]:v["data_offsets"][1]])
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def fsdp_mode(mpiexec, gpt, tessel_run, data, tmp):
+    bad = 0
+    for name, plan, ranks in [("gpt fsdp=2", ["--plan", "fsdp=2"], 2),
+                              ("gpt fsdp=2 x 2 microsteps", ["--plan", "fsdp=2", "--grad-accumulation", "2"], 2),
+                              ("gpt dp=2,fsdp=2", ["--plan", "dp=2,fsdp=2"], 4)]:
+        b = tmp / name.replace(" ", "_").replace("=", "").replace(",", "_")
+        out = run([gpt, *GPT, *plan, "--seed", "11", "--emit-bundle", b])
+        assert f"train it with: mpirun -np {ranks} tessel-run" in out, out
+        meta = json.loads((b / "bundle.json").read_text())["plan"]
+        assert meta["fully_shard_axis"] == "fsdp", meta
+        mpi = [mpiexec, "--oversubscribe", "-np", str(ranks)]
+        run_out = run([*mpi, tessel_run, b, "--data", data, *TRAIN, "--check-replicas", "--log-json",
+                       tmp / "run.json", "--export-params", tmp / "run.safetensors"])
+        jit_out = run([*mpi, gpt, *GPT, *plan, "--data", data, *TRAIN, "--sample-bytes", "0", "--device", "cpu",
+                       "--log-json", tmp / "jit.json", "--export-params", tmp / "jit.safetensors"])
+        bad += exact(name, read_log(tmp / "run.json"), read_log(tmp / "jit.json"))
+        bad += communication(name, run_out, jit_out)
+        got, want = safetensors_tensors(tmp / "run.safetensors"), safetensors_tensors(tmp / "jit.safetensors")
+        differ = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
+        print(f"{'FAIL' if differ or not want else 'ok  '} {name} parameters: {len(want)} exported, "
+              f"{len(differ)} differ {differ[:5]}")
+        bad += bool(differ) or not want
+    return bad
+
+
 def mlp_mode(mpiexec, mlp, tmp):
     one = run([mlp, *MLP, *TRAIN, "--log-json", tmp / "dp1.json"], tmp / "dp1.json")
     bad = 0
@@ -123,7 +166,12 @@ def main():
     mode, mpiexec, gpt, mlp, tessel_run, data = sys.argv[1:7]
     with tempfile.TemporaryDirectory() as t:
         tmp = Path(t)
-        bad = bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp) if mode == "bundle" else mlp_mode(mpiexec, mlp, tmp)
+        if mode == "bundle":
+            bad = bundle_mode(mpiexec, gpt, mlp, tessel_run, data, tmp)
+        elif mode == "fsdp":
+            bad = fsdp_mode(mpiexec, gpt, tessel_run, data, tmp)
+        else:
+            bad = mlp_mode(mpiexec, mlp, tmp)
     print("PASS" if bad == 0 else f"FAIL: {bad} mismatches")
     sys.exit(1 if bad else 0)
 

@@ -76,4 +76,26 @@ TEST(BundlePlan, RanksAndDataParallelDegreeComeFromTheMesh) {
   EXPECT_EQ(p.dp(), 1);
 }
 
+TEST(BundlePlan, TheBatchIsSplitOverTheFullyShardedAxisToo) {
+  tessel::rt::BundlePlan p;
+  // fsdp=4: the fully sharded axis is the batch axis (Plan::batch_axis without shard_batch).
+  p.mesh = {{"fsdp", 4}};
+  p.batchAxis = p.fullyShardAxis = "fsdp";
+  EXPECT_EQ(p.batchAxes(), std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(p.dp(), 4);
+  // HSDP dp=2,fsdp=3: replicated over dp, sharded over fsdp, the batch split over both, in
+  // mesh order whatever the fields' order.
+  p.mesh = {{"dp", 2}, {"fsdp", 3}};
+  p.batchAxis = "dp";
+  EXPECT_EQ(p.batchAxes(), (std::vector<std::string>{"dp", "fsdp"}));
+  EXPECT_EQ(p.dp(), 6);
+  p.mesh = {{"fsdp", 3}, {"dp", 2}};
+  EXPECT_EQ(p.batchAxes(), (std::vector<std::string>{"fsdp", "dp"}));
+  // With tensor parallelism the tp axis splits no batch.
+  p.mesh = {{"fsdp", 2}, {"tp", 2}};
+  p.batchAxis = "fsdp";
+  EXPECT_EQ(p.batchAxes(), std::vector<std::string>{"fsdp"});
+  EXPECT_EQ(p.dp(), 2);
+}
+
 }  // namespace
