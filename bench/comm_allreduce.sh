@@ -13,11 +13,8 @@
 # Usage: bench/comm_allreduce.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/build.sh tessel >/dev/null
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export GLOO_SOCKET_IFNAME=lo  # gloo hangs or aborts on these machines without it (shared/DESIGN.md)
+source bench/common.sh
+bench_setup tessel
 
 source bench/torch_peer.sh
 torch_peer comm_allreduce.sh  # sets $py and $peer

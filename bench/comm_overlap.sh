@@ -16,11 +16,8 @@ cd "$(dirname "$0")/.."
 N="${1:-2}"
 STEPS=30
 DATA="${TESSEL_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
-scripts/setup.sh
-scripts/build.sh tessel-gpt >/dev/null
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
+source bench/common.sh
+bench_setup tessel-gpt
 threads=$(( $(nproc) / N )); [ "$threads" -ge 1 ] || threads=1
 
 tessel_run() {  # $1: --overlap or --no-overlap; prints "<median step s> <exposed ms/step>"

@@ -12,10 +12,8 @@ cd "$(dirname "$0")/.."
 THREADS="${1:-$(nproc)}"
 STEPS=40
 DATA="${TESSEL_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
-scripts/setup.sh
-scripts/build.sh tessel-gpt >/dev/null
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
+source bench/common.sh
+bench_setup tessel-gpt
 
 tessel_step() {
   build/bin/tessel-gpt --data "$DATA" --layers 4 --channels 128 --heads 4 --seq 64 --batch 32 \

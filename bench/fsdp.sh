@@ -46,12 +46,8 @@ cd "$(dirname "$0")/.."
 STEPS=20
 MODEL=(--layers 4 --channels 128 --heads 4 --seq 64 --batch 32)
 DATA="${TESSEL_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
-scripts/setup.sh
-scripts/build.sh tessel-gpt >/dev/null
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-export GLOO_SOCKET_IFNAME=lo  # gloo hangs or aborts on these machines without it (shared/DESIGN.md)
+source bench/common.sh
+bench_setup tessel-gpt
 
 source bench/torch_peer.sh
 torch_peer fsdp.sh  # sets $py and $peer

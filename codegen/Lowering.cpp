@@ -240,11 +240,15 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   std::set<std::string> assigned;
   std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
   llvm::DenseMap<mlir::Value, rt::CollectiveStep> asyncGathers;       // in-flight value -> its Start
-  // Synchronous all-reduces are numbered after the gradient buckets the IR numbers.
-  int nextBucket = 0;
+  // Synchronous all-reduces are numbered after the gradient buckets the IR numbers, and the
+  // in-flight slots of asynchronous all-gathers after every all-reduce (the executors index
+  // one in-flight table by these numbers; all-reduce buckets must be 0 .. n-1).
+  int nextBucket = 0, nextGatherSlot = 0;
   for (mlir::Operation* op : ops)
     if (auto start = mlir::dyn_cast<AllReduceStartOp>(op))
       nextBucket = std::max(nextBucket, static_cast<int>(start.getBucket()) + 1);
+  nextGatherSlot = nextBucket;
+  for (mlir::Operation* op : ops) nextGatherSlot += mlir::isa<AllReduceOp>(op);
 
   for (size_t i = 0; i < ops.size(); ++i) {
     mlir::Operation* op = ops[i];
@@ -386,7 +390,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
         step = fn.steps.size();
         use(in, step);
       }
-      c.bucket = nextBucket++;
+      c.bucket = nextGatherSlot++;
       c.buffer = tempOf({move->stagingNumel}, program_.buffers[in].dtype, c.location, step);
       c.tensors = {in, buffer[gs.getInFlight()] = temp(gs.getInFlight(), step)};
       asyncGathers[gs.getInFlight()] = c;

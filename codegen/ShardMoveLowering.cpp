@@ -2,7 +2,7 @@
 #include "codegen/ShardMoveLowering.h"
 
 #include "codegen/MeshLowering.h"
-#include "compiler/FsdpUnits.h"
+#include "compiler/FunctionAttrs.h"
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 

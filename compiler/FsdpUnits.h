@@ -20,9 +20,9 @@
 
 namespace tessel {
 
-/// The discardable attribute that tags a sharded tessel.param (and the all-gathers of it)
-/// with its unit's path ("" for the root unit); absent: each parameter is its own unit.
-inline constexpr const char* kFsdpUnitAttr = "tessel.fsdp_unit";
+// The IR tags a sharded tessel.param (and the all-gathers of it) with its unit's path ("" for
+// the root unit) in `tessel.fsdp_unit` (compiler/FunctionAttrs.h kFsdpUnitAttr); absent: each
+// parameter is its own unit.
 
 /// The unit of parameter `name` under the unit globs `globs` (compiler/Glob.h's matching):
 /// each glob stands for the outermost modules it matches (the shortest proper dotted prefix

@@ -21,6 +21,8 @@ inline constexpr llvm::StringLiteral kBatchShardsAttr =
     TesselDialect::BatchShardsAttrHelper::getNameStr();
 inline constexpr llvm::StringLiteral kMixedPrecisionAttr =
     TesselDialect::MixedPrecisionAttrHelper::getNameStr();
+/// The FSDP unit of a stored parameter shard and of its all-gathers (compiler/FsdpUnits.h).
+inline constexpr llvm::StringLiteral kFsdpUnitAttr = TesselDialect::FsdpUnitAttrHelper::getNameStr();
 
 /// The model input that argument `i` of `f` is (`tessel.input`), or null.
 mlir::StringAttr inputName(mlir::func::FuncOp f, unsigned i);

@@ -2,8 +2,6 @@
 // discardable attributes (declared in TesselDialect.td).
 #include "compiler/TesselDialect.h"
 
-#include "compiler/FsdpUnits.h"
-
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardDialect.h"
@@ -92,7 +90,7 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::MixedPrecisionAttrHelper::getNameStr() << " and "
                          << D::PartitionedAttrHelper::getNameStr() << "; operations "
                          << D::ShardingsAttrHelper::getNameStr() << "; params and all-gathers "
-                         << kFsdpUnitAttr << "; shard.grid "
+                         << D::FsdpUnitAttrHelper::getNameStr() << "; shard.grid "
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 
@@ -118,7 +116,7 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
     if (auto grid = mlir::dyn_cast<mlir::shard::GridOp>(op)) return verifyAxisNames(grid, attr);
   }
   if (name == ShardingsAttrHelper::getNameStr() && !function) return verifyShardings(op, attr);
-  if (name == kFsdpUnitAttr && mlir::isa<ParamOp, AllGatherOp, AllGatherStartOp, AllGatherWaitOp>(op)) {
+  if (name == FsdpUnitAttrHelper::getNameStr() && mlir::isa<ParamOp, AllGatherOp, AllGatherStartOp, AllGatherWaitOp>(op)) {
     if (!mlir::isa<mlir::StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string (a module path, \"\" for the root unit), got "
                              << attr.getValue();

@@ -31,8 +31,9 @@ def Tessel_Dialect : Dialect {
     Functions carry the dialect's discardable attributes: `tessel.input` on arguments,
     `tessel.output` and `tessel.grad` on results, `tessel.batch_shards` and
     `tessel.mixed_precision` on the function (what the pipeline has done to it), and
-    `tessel.axis_names` on a `shard.grid` (the plan's mesh). Any other `tessel.*` attribute
-    name is an error.
+    `tessel.axis_names` on a `shard.grid` (the plan's mesh), `tessel.shardings` on
+    operations, and `tessel.fsdp_unit` on parameters and their all-gathers. Any other
+    `tessel.*` attribute name is an error.
   }];
   let useDefaultAttributePrinterParser = 1;
   let useDefaultTypePrinterParser = 0;
@@ -84,7 +85,13 @@ def Tessel_Dialect : Dialect {
     // plan (dsl/ and tessel-tensor-parallel), on every op of @forward by
     // tessel-propagate-sharding; read by tessel-insert-reshards, tessel-partition and
     // codegen/Lowering (a parameter's shard of the global tensor).
-    "::mlir::ArrayAttr":$shardings
+    "::mlir::ArrayAttr":$shardings,
+    // `tessel.fsdp_unit = "<module path>"` on a `tessel.param` (and on the all-gathers of
+    // it): the FSDP unit the stored shard belongs to ("" for the root unit;
+    // compiler/FsdpUnits.h). Set by tessel-fully-shard (and copied onto the gathers by
+    // tessel-reshard-after-forward and tessel-fsdp-prefetch); read by those passes to gather
+    // a unit as one group, and by codegen/ShardMoveLowering for --explain and the trace.
+    "::mlir::StringAttr":$fsdp_unit
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

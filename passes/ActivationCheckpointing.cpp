@@ -20,7 +20,8 @@
 //      the shortest dotted prefix of that path that a `modules` glob matches ("blocks.0"
 //      for "blocks.*").
 //   3. Regions to recompute, per unit: full mode, every forward op of the unit except
-//      tessel.param; selective mode (Megatron-LM's), the core attention of the unit: each
+//      tessel.param and the ops that read parameters only (a parameter's bf16 cast, the
+//      gather of a stored shard: kept, not recomputed); selective mode (Megatron-LM's), the core attention of the unit: each
 //      causal softmax (or fused kernel holding one) with the ops between it and the matmul
 //      on either side (q k^T, the scale, the softmax, the product with v).
 //   4. A region's internal values are results that no forward op outside it reads (the
@@ -151,8 +152,23 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
     llvm::SmallVector<Region> regions;
     llvm::StringMap<size_t> regionOfUnit;
     bool anyUnit = false;
+    // Ops that read parameters only (a parameter's bf16 cast, the gather of a stored shard)
+    // belong to no region: their values are the same in backward, so they are kept, not
+    // recomputed (FSDP's backward gathers read the cast, and a region reaching them would
+    // be recomputed before its forward gathers complete).
+    llvm::DenseSet<Operation*> fromParameters;
+    auto readsParametersOnly = [&](Operation& op) {
+      return op.getNumOperands() > 0 && llvm::all_of(op.getOperands(), [&](mlir::Value v) {
+               Operation* def = v.getDefiningOp();
+               return def && (mlir::isa<ParamOp>(def) || fromParameters.contains(def));
+             });
+    };
     for (Operation& op : body.without_terminator()) {
       if (!forward.contains(&op) || mlir::isa<ParamOp>(op)) continue;
+      if (readsParametersOnly(op)) {
+        fromParameters.insert(&op);
+        continue;
+      }
       std::string unit = unitOf(&op);
       if (unit.empty()) continue;
       anyUnit = true;

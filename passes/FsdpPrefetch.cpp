@@ -19,7 +19,6 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/FsdpUnits.h"
 #include "compiler/FunctionAttrs.h"
 #include "passes/PipelineStage.h"
 

@@ -35,6 +35,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/FsdpUnits.h"
+#include "compiler/FunctionAttrs.h"
 #include "compiler/Glob.h"
 #include "compiler/PlanSite.h"
 #include "compiler/ShardingRules.h"
@@ -81,6 +82,8 @@ mlir::FailureOr<TensorSharding> storageLayout(ParamOp p, const TensorSharding& c
   dim0.axes.push_back(fsdp);  // innermost: tp major, fsdp minor (see the top of the file)
   dim0.padding = 0;           // tessel-partition derives it from the global size
   return storage;
+}
+
 /// Checks that every unit glob matches a module (a proper dotted prefix of a parameter
 /// name), then tags each gathered parameter with its unit and moves the gathers of each
 /// unit together right before the earliest of them. `gathers`: (parameter, its gather) in

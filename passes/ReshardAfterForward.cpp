@@ -21,7 +21,6 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
-#include "compiler/FsdpUnits.h"
 #include "compiler/FunctionAttrs.h"
 #include "passes/PipelineStage.h"
 
@@ -100,7 +99,7 @@ struct ReshardAfterForwardPass : impl::ReshardAfterForwardBase<ReshardAfterForwa
         if (!forward.contains(user) && (!first || user->isBeforeInBlock(first))) first = user;
     if (!first) return;
     mlir::OpBuilder b(first);
-    for (const Gathered& g : gathers) {
+    for (Gathered g : gathers) {
       Operation* again = b.clone(*g.gather.getOperation());
       if (g.result != g.gather.getOperation()) {
         mlir::IRMapping map;

@@ -71,7 +71,7 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   app.add_option("--fsdp-prefetch", f.fsdpPrefetch,
                  "with an fsdp axis: start the all-gathers of the next N units while a unit computes, in forward "
                  "and backward (at most N + 1 units' gathers in flight; 0: off)")
-      ->capture_default_str();
+      ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_flag("--sequence-parallel", f.sequenceParallel,
                "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
@@ -114,7 +114,7 @@ static void fsdpUnitsFromFlags(const Flags& f, Plan& plan) {
                                 fmt::format("{} needs an fsdp axis in --plan (e.g. --plan fsdp=4)", site.file)});
   FullyShardConfig config{.stage = plan.zero_stage(),
                           .reshard_after_forward = plan.reshard_after_forward(),
-                          .prefetch = static_cast<int>(std::clamp<int64_t>(f.fsdpPrefetch, -1, 1 << 20)),
+                          .prefetch = static_cast<int>(f.fsdpPrefetch),  // in [0, 2^20]: the flag's check
                           .reduce_scatter = plan.fsdp_reduce_scatter()};
   if (minGiven) config.min_unit_params = f.fsdpMinUnitParams;
   for (size_t at = 0; at < f.fsdpUnit.size();) {

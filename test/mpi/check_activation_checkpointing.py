@@ -5,7 +5,9 @@ the same kernels on the same operands, so the loss and gradient norm of every st
 parameter after the last step (--export-params) must be bitwise equal (tolerance 0: any
 difference is a bug). The plans: one rank; one rank with gradient accumulation 2
 (@accumulate_step is recomputed too); one rank in bf16; dp=2, tp=2 and tp=2 with sequence
-parallelism on 2 MPI ranks. Recomputation never communicates (a collective's result is
+parallelism on 2 MPI ranks; fsdp=2 (units per block, prefetch 1), in f32, in bf16 (the
+backward gathers read the parameters' bf16 casts, which are kept, not recomputed) and in
+bf16 without prefetch. Recomputation never communicates (a collective's result is
 kept), so the runtime's count of collectives and bytes per kind must be the same too. Each
 run's planned activation arena must also be smaller with checkpointing than without (the
 exact value is test/unit/ActivationCheckpointingTest.cpp's).
@@ -51,7 +53,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         plans = [("one rank", 1, []), ("accumulation 2", 1, ["--grad-accumulation", "2"]),
                  ("bf16", 1, ["--precision", "bf16"]), ("dp=2", 2, ["--plan", "dp=2"]),
-                 ("tp=2", 2, ["--plan", "tp=2"]), ("tp=2 sp", 2, ["--plan", "tp=2", "--sequence-parallel"])]
+                 ("tp=2", 2, ["--plan", "tp=2"]), ("tp=2 sp", 2, ["--plan", "tp=2", "--sequence-parallel"]),
+                 ("fsdp=2", 2, ["--plan", "fsdp=2"]), ("fsdp=2 bf16", 2, ["--plan", "fsdp=2", "--precision", "bf16"]),
+                 ("fsdp=2 bf16 no prefetch", 2, ["--plan", "fsdp=2", "--precision", "bf16", "--fsdp-prefetch", "0"])]
         for label, ranks, plan in plans:
             base = run(mpiexec, exe, data, tmp, f"{label}-none", ranks, plan)
             if len(base["loss"]) != 5:

@@ -51,9 +51,10 @@ column-parallel qkv and fc weights and biases, the row-parallel projections' wei
 vocabulary-parallel embedding; n_p otherwise) whose first dimension d_p (d_p / tp for a
 dimension 0 split over tp) is stored as F shards of ceil(d_p / F) rows: the shard-moving
 collectives carry the padded part s_p = F ceil(d_p / F) c_p / d_p (s_p = c_p when F
-divides). With S = sum of s_p, S_bwd the same over the parameters the backward pass reads
-(all but the biases and wpe: check_fsdp_training.py's P_bwd) and w the bytes of a gathered
-element (4, or 2 in bf16):
+divides). With S = sum of s_p, S_bwd the same over the parameters gathered again in the
+backward pass (the trainer's default units, one per block: every parameter of a block; the
+root unit, wte, wpe and ln_f, is gathered once: check_fsdp_training.py's P - ROOT) and w the
+bytes of a gathered element (4, or 2 in bf16):
   all_gather      w S (forward) + w S_bwd (backward) + 4 (F + F tp) norms when tp > 1, 4 F
                   without (global-norm clipping's per-rank norms, gathered per group of
                   split axes: [fsdp] and [fsdp, tp]), and w S for the evaluation;
@@ -99,7 +100,7 @@ def shard_parts(shapes, fsdp, tp):
         d = shape[0] // (tp if split > 1 and DIM0_OVER_TP.search(name) else 1)
         part = fsdp * -(-d // fsdp) * (n // split) // d
         s += part
-        if not (name.endswith(".bias") or name == "wpe.weight"):
+        if name.startswith("blocks."):  # not in the root unit: gathered again in backward
             s_bwd += part
     return s, s_bwd
 

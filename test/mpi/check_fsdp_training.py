@@ -165,7 +165,7 @@ def main():
                         "--fsdp-unit:1:1: error: fully_shard(\"fsdp\"): the unit glob 'decoder.*' matches no "
                         "module of the model that holds parameters")
     failures += refused(mpiexec, exe, data, 2, ["--plan", "fsdp=2", "--fsdp-prefetch", "-1"],
-                        "--fsdp-prefetch:1:1: error: fully_shard(\"fsdp\"): prefetch=-1 must be at least 0")
+                        "--fsdp-prefetch: -1 is not an integer in [0, 2^20]")
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1

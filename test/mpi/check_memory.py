@@ -137,7 +137,8 @@ def main():
                            text=True, timeout=300)
         if p.returncode != 0:
             sys.exit(f"FAIL: --emit-bundle exited {p.returncode}\n{p.stderr}")
-        cases = [("tessel-gpt", "fsdp=2", "fsdp=2 fully_shard=fsdp zero_stage=3 bucket_mb=25 overlap=on",
+        cases = [("tessel-gpt", "fsdp=2",
+                  "fsdp=2 fully_shard=fsdp zero_stage=3 unit=blocks.* prefetch=1 bucket_mb=25 overlap=on",
                   [exe, "--data", data, *COMMON, "--plan", "fsdp=2", "--steps", "1"]),
                  ("tessel-run", "dp=2", "dp=2",
                   [runner, str(bundle), "--data", data, "--steps", "1", "--device", "cpu", "--threads", "1"])]

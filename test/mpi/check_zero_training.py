@@ -33,7 +33,9 @@ degree F, dp degree D, k microsteps, per training step:
            all_gather 4 P + 4 F (the updated blocks; clipping's per-rank norms of the gradient
            blocks, gathered over fsdp)
            all_reduce 4 P / F under HSDP (the blocks, averaged over dp), else 0
-  stage 3: check_fsdp_training.py's form: all_gather k (4 P + 4 P_bwd) + 4 F, reduce_scatter
+  stage 3: check_fsdp_training.py's form (the trainer's default units, one per block: every
+           parameter gathered in forward, and again in backward but for the root unit's R
+           elements, wte, wpe and ln_f): all_gather k (4 P + 4 (P - R)) + 4 F, reduce_scatter
            4 P k (every-microstep) or 4 P (last-microstep), all_reduce 4 P / F under HSDP;
 and the final evaluation's forward pass moves nothing at stages 1 and 2 (the parameters are
 replicated) and gathers every parameter k times at stage 3. The counts are per step over 5 steps
@@ -59,7 +61,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from check_fsdp_training import BACKWARD_PARAMS, C64, EVALS, PARAMS, STEPS, refused  # noqa: E402
+from check_fsdp_training import C64, EVALS, PARAMS, ROOT, STEPS, refused  # noqa: E402
 from check_tp_training import compare, run  # noqa: E402
 
 
@@ -75,7 +77,7 @@ def closed_form(stage, fsdp, dp, k, last):
         evaluation = {"all_reduce": 0, "all_gather": 0, "reduce_scatter": 0}
     else:
         train = {"all_reduce": 4 * PARAMS // fsdp if dp > 1 else 0,
-                 "all_gather": k * (4 * PARAMS + 4 * BACKWARD_PARAMS) + 4 * fsdp,
+                 "all_gather": k * (4 * PARAMS + 4 * (PARAMS - ROOT)) + 4 * fsdp,
                  "reduce_scatter": 4 * PARAMS * scatters}
         evaluation = {"all_reduce": 0, "all_gather": k * 4 * PARAMS, "reduce_scatter": 0}
     return {kind: (STEPS * train[kind] + EVALS * evaluation[kind]) // STEPS for kind in train}

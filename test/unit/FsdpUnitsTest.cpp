@@ -125,6 +125,10 @@ TEST(FsdpUnitsErrors, AtTheFullyShardLine) {
   expectCallError({.prefetch = -1}, __LINE__, "prefetch=-1 must be at least 0");
   expectCallError({.unit = ""}, __LINE__, "a unit glob must not be empty");
   expectCallError({.unit = "blocks.*", .min_unit_params = 100}, __LINE__, "not both");
+  // Units and prefetch group the gathers of stored shards: stage 3 only.
+  expectCallError({.stage = 1, .unit = "blocks.*"}, __LINE__, "units and prefetch apply to ZeRO stage 3");
+  expectCallError({.stage = 2, .min_unit_params = 100}, __LINE__, "stage 2 keeps them replicated");
+  expectCallError({.stage = 2, .prefetch = 2}, __LINE__, "units and prefetch apply to ZeRO stage 3");
 }
 
 /// The unit of every parameter all-gather of `f` in step order, with its phase

@@ -30,7 +30,7 @@ OUT_OF_RANGE = {
     "--steps": ["-1", "1099511627777", "2.5"],  # [0 or 1, 2^40]
     "--batch": ["0", "16777217"],
     "--grad-accumulation": ["0", "1048577"],
-    "--zero-stage": ["0", "4", "-1"],  # ZeRO stages 1, 2 and 3
+    "--fsdp-prefetch": ["-1", "1048577"],  # [0, 2^20]
     "--bucket-mb": ["0", "-1", "nan", "inf"],
     "--comm-timeout": ["0", "nan", "1000001", "1e10", "1e30"],  # (0, 1e6] s
     "--layers": ["0", "4097"],
@@ -60,7 +60,7 @@ OUT_OF_RANGE = {
     "--params-billions": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e5]
     "--gpus": ["0", "-1", "1048577"],  # [1, 2^20]
     "--world": ["0", "-1", "1048577"],  # [1, 2^20]
-    "--zero-stage": ["-1", "4"],  # 0-3
+    "--zero-stage": ["-1", "4"],  # trainers 1-3 (0: tessel-gpt-fsdp.test), tessel memory 0-3
 }
 HUGE = ["1e10", "1e30"]
 # Commands that have no numeric flag, and why (any other command without one means the --help
