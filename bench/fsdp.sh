@@ -53,7 +53,8 @@ source bench/torch_peer.sh
 torch_peer fsdp.sh  # sets $py and $peer
 
 prefetch_flag=1
-if ! build/bin/tessel-gpt --help | grep -q -- "--fsdp-prefetch"; then
+help=$(build/bin/tessel-gpt --help)  # captured: grep -q on a pipe would SIGPIPE the writer under pipefail
+if [[ "$help" != *--fsdp-prefetch* ]]; then
   prefetch_flag=0
   echo "fsdp.sh: tessel-gpt does not know --fsdp-prefetch yet; the Tessel rows without prefetch are skipped" >&2
 fi
