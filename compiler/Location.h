@@ -11,4 +11,8 @@ namespace tessel {
 /// `loc` printed by MLIR on a single line (any newline becomes a space).
 std::string locationString(mlir::Location loc);
 
+/// The module path a location carries (the name of its NameLoc, e.g. "blocks.0.attn.qkv",
+/// looking through fused and call-site locations), or "" for an op outside every module.
+llvm::StringRef modulePath(mlir::Location loc);
+
 }  // namespace tessel

@@ -94,6 +94,35 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 
+/// `tessel.pipeline`: a dictionary of i64 stage, stages, virtual_stages (and microbatches)
+/// with 0 <= stage < stages, the pipeline axis's name, and an optional string schedule.
+mlir::LogicalResult verifyPipelineAttr(mlir::Operation* op, mlir::NamedAttribute attr) {
+  auto d = mlir::dyn_cast<mlir::DictionaryAttr>(attr.getValue());
+  auto refuse = [&](const llvm::Twine& why) {
+    return op->emitError() << "'" << attr.getName().getValue() << "' " << why << ", got " << attr.getValue();
+  };
+  if (!d) return refuse("must be a dictionary");
+  auto i64 = [&](llvm::StringRef key) -> std::optional<int64_t> {
+    auto n = d.getAs<mlir::IntegerAttr>(key);
+    if (!n || !n.getType().isInteger(64)) return std::nullopt;
+    return n.getInt();
+  };
+  for (mlir::NamedAttribute e : d) {
+    llvm::StringRef k = e.getName().getValue();
+    if (k == "schedule" || k == "axis" ? !mlir::isa<mlir::StringAttr>(e.getValue())
+                        : (k != "stage" && k != "stages" && k != "virtual_stages" && k != "microbatches") || !i64(k))
+      return refuse("has a key '" + k + "' that is not one of stage, stages, virtual_stages, microbatches "
+                    "(i64), axis and schedule (strings), or of the wrong type");
+  }
+  auto stage = i64("stage"), stages = i64("stages"), virtualStages = i64("virtual_stages");
+  if (!d.getAs<mlir::StringAttr>("axis")) return refuse("needs the pipeline axis's name, axis");
+  if (!stage || !stages || !virtualStages || *stages < 1 || *virtualStages < 1 || *stage < 0 || *stage >= *stages)
+    return refuse("needs i64 stage, stages and virtual_stages with 0 <= stage < stages and virtual_stages >= 1");
+  if (auto m = i64("microbatches"); d.get("microbatches") && (!m || *m < 1))
+    return refuse("needs microbatches >= 1");
+  return mlir::success();
+}
+
 }  // namespace
 
 mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
@@ -119,6 +148,27 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
   if (name == FsdpUnitAttrHelper::getNameStr() && mlir::isa<ParamOp, AllGatherOp, AllGatherStartOp, AllGatherWaitOp>(op)) {
     if (!mlir::isa<mlir::StringAttr>(attr.getValue()))
       return op->emitError() << "'" << name << "' must be a string (a module path, \"\" for the root unit), got "
+                             << attr.getValue();
+    return mlir::success();
+  }
+  if (name == PipelineAttrHelper::getNameStr() && function) return verifyPipelineAttr(op, attr);
+  if ((name == PpChunkAttrHelper::getNameStr() || name == PpMicrobatchAttrHelper::getNameStr() ||
+       name == PpGroupAttrHelper::getNameStr()) && !function) {
+    auto n = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue());
+    if (!n || !n.getType().isInteger(64) || n.getInt() < 0)
+      return op->emitError() << "'" << name << "' must be an i64 >= 0, got " << attr.getValue();
+    return mlir::success();
+  }
+  if (name == PpActionAttrHelper::getNameStr() && !function) {
+    auto s = mlir::dyn_cast<mlir::StringAttr>(attr.getValue());
+    if (!s || (s.getValue() != "F" && s.getValue() != "B"))
+      return op->emitError() << "'" << name << "' must be \"F\" or \"B\", got " << attr.getValue();
+    return mlir::success();
+  }
+  if (name == PpStagesAttrHelper::getNameStr() && mlir::isa<ParamOp>(op)) {
+    auto a = mlir::dyn_cast<mlir::DenseI64ArrayAttr>(attr.getValue());
+    if (!a || a.size() < 2 || !llvm::is_sorted(a.asArrayRef()) || a.asArrayRef().front() < 0)
+      return op->emitError() << "'" << name << "' must list at least two stages >= 0, ascending, got "
                              << attr.getValue();
     return mlir::success();
   }

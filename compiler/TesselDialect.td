@@ -32,7 +32,10 @@ def Tessel_Dialect : Dialect {
     `tessel.output` and `tessel.grad` on results, `tessel.batch_shards` and
     `tessel.mixed_precision` on the function (what the pipeline has done to it), and
     `tessel.axis_names` on a `shard.grid` (the plan's mesh), `tessel.shardings` on
-    operations, and `tessel.fsdp_unit` on parameters and their all-gathers. Any other
+    operations, `tessel.fsdp_unit` on parameters and their all-gathers, and the pipeline
+    attributes (`tessel.pipeline` on a stage's functions, `tessel.pp_chunk`,
+    `tessel.pp_microbatch`, `tessel.pp_action`, `tessel.pp_group`, `tessel.pp_stages` on
+    operations). Any other
     `tessel.*` attribute name is an error.
   }];
   let useDefaultAttributePrinterParser = 1;
@@ -91,7 +94,33 @@ def Tessel_Dialect : Dialect {
     // compiler/FsdpUnits.h). Set by tessel-fully-shard (and copied onto the gathers by
     // tessel-reshard-after-forward and tessel-fsdp-prefetch); read by those passes to gather
     // a unit as one group, and by codegen/ShardMoveLowering for --explain and the trace.
-    "::mlir::StringAttr":$fsdp_unit
+    "::mlir::StringAttr":$fsdp_unit,
+    // `tessel.pipeline = {axis = "pp", stage = s, stages = p, virtual_stages = v,
+    // microbatches = m, schedule = "1f1b"}` on a function of one pipeline stage (every value
+    // i64 but `axis` and `schedule`; `microbatches` and `schedule` once tessel-microbatch and
+    // tessel-schedule-pipeline ran). Set by tessel-split-stages (copied onto @train_step by
+    // tessel-autodiff); read by the later pipeline passes and codegen/Lowering
+    // (rt::Program::pipeline).
+    "::mlir::DictionaryAttr":$pipeline,
+    // `tessel.pp_chunk = c` (i64) on an operation of a pipeline stage: the chunk (model
+    // stage, one of p x v) it computes. Set by tessel-split-stages on forward ops and by
+    // tessel-autodiff on the backward ops it builds from them; read by tessel-microbatch and
+    // tessel-schedule-pipeline.
+    "::mlir::IntegerAttr":$pp_chunk,
+    // `tessel.pp_microbatch = m` (i64): the microbatch an unrolled operation computes. Set
+    // by tessel-microbatch; read by tessel-schedule-pipeline.
+    "::mlir::IntegerAttr":$pp_microbatch,
+    // `tessel.pp_action = "F" | "B"` : whether an operation of a chunk belongs to its
+    // forward or backward action (tessel-autodiff marks "B"; tessel-split-stages "F").
+    "::mlir::StringAttr":$pp_action,
+    // `tessel.pp_group = g` (i64) on `tessel.send` / `tessel.recv`: transfers with one g
+    // progress together (one send_recv step). Set by tessel-schedule-pipeline.
+    "::mlir::IntegerAttr":$pp_group,
+    // `tessel.pp_stages = array<i64: 0, 3>` on a `tessel.param` held by several pipeline
+    // stages (a tied embedding): those stages, ascending. Set by tessel-split-stages; read by
+    // tessel-microbatch (the gradient is summed across them) and tessel-optimizer (the norm
+    // counts the parameter on the first stage only).
+    "::mlir::DenseI64ArrayAttr":$pp_stages
   );
   let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;

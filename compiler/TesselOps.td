@@ -407,5 +407,6 @@ include "compiler/TesselCommOps.td"
 include "compiler/TesselReshardOps.td"
 include "compiler/TesselVocabParallelOps.td"
 include "compiler/TesselSliceOps.td"
+include "compiler/TesselPipelineOps.td"
 
 #endif // TESSEL_OPS_TD

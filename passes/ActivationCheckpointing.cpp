@@ -48,6 +48,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/Location.h"
+
 #include "compiler/FunctionAttrs.h"
 #include "compiler/Glob.h"
 #include "compiler/PlanSite.h"
@@ -71,23 +73,12 @@ namespace {
 using mlir::Operation;
 using mlir::Value;
 
-/// The module path a location carries (the name of its NameLoc, looking through fused and
-/// call-site locations), or "" for an op outside every module.
-llvm::StringRef modulePath(mlir::Location loc) {
-  if (auto name = mlir::dyn_cast<mlir::NameLoc>(loc)) return name.getName().getValue();
-  if (auto fused = mlir::dyn_cast<mlir::FusedLoc>(loc))
-    for (mlir::Location l : fused.getLocations())
-      if (llvm::StringRef p = modulePath(l); !p.empty()) return p;
-  if (auto call = mlir::dyn_cast<mlir::CallSiteLoc>(loc)) return modulePath(call.getCallee());
-  return "";
-}
-
 /// Ops that move data between ranks: recomputing one would repeat the communication (and
 /// change every rank's collective schedule), so their results are kept instead.
 bool isCollective(Operation* op) {
   return mlir::isa<AllReduceOp, AllReduceStartOp, AllReduceWaitOp, AllGatherOp, AllGatherStartOp,
                    AllGatherWaitOp, ReduceScatterOp, ReduceScatterStartOp, ReduceScatterWaitOp,
-                   AllToAllOp, AllToAllStartOp, AllToAllWaitOp, ReshardOp>(op);
+                   AllToAllOp, AllToAllStartOp, AllToAllWaitOp, ReshardOp, SendOp, RecvOp>(op);
 }
 
 /// A causal softmax, or a fused kernel that computes one (tessel-fuse puts the scale before

@@ -8,11 +8,19 @@
 //      summing gradients that reach the same value.
 //   4. Return the loss and one gradient per trainable parameter, in parameter order;
 //      parameters the loss ignores get an explicit zero and a remark.
+// A pipeline stage (tessel-split-stages) also differentiates through its transfers: a
+// tessel.recv result is a root of the forward marks (it depends on another stage's
+// parameters) and a tessel.send operand one of the backward marks (another stage's loss
+// depends on it). In the reverse sweep a send becomes a recv of its operand's gradient from
+// the same peer, and a recv a send of its result's gradient (zeros if the loss ignores it),
+// always, so that both sides of every pair post the backward transfer. The backward ops built
+// from an op of a chunk get its tessel.pp_chunk and tessel.pp_action = "B".
 //
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
+#include "compiler/PipelineAttrs.h"
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
@@ -75,12 +83,16 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
         fromParams.insert(p.getResult());
         continue;
       }
+      if (auto recv = llvm::dyn_cast<RecvOp>(op)) {
+        fromParams.insert(recv.getResult());
+        continue;
+      }
       if (llvm::any_of(op.getOperands(), [&](Value v) { return fromParams.contains(v); }))
         for (Value r : op.getResults()) fromParams.insert(r);
     }
     toLoss.insert(loss);
     for (mlir::Operation& op : llvm::reverse(body.without_terminator()))
-      if (llvm::any_of(op.getResults(), [&](Value v) { return toLoss.contains(v); }))
+      if (llvm::isa<SendOp>(op) || llvm::any_of(op.getResults(), [&](Value v) { return toLoss.contains(v); }))
         for (Value o : op.getOperands()) toLoss.insert(o);
 
     // 3. Reverse sweep, appending backward ops before the return.
@@ -94,8 +106,36 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       grads[loss] = ConstantOp::create(b, ret.getLoc(), loss.getType(), b.getF64FloatAttr(1.0));
     llvm::SmallVector<mlir::Operation*> forwardOps;
     for (mlir::Operation& op : body.without_terminator()) forwardOps.push_back(&op);
+    // The ops built from `op` (since `last`) belong to its chunk's backward action.
+    auto tag = [&](mlir::Operation* op, mlir::Operation* last) {
+      std::optional<int64_t> chunk = pipelineTag(op, PipelineTag::Chunk);
+      if (!chunk) return;
+      for (mlir::Operation* o = last ? last->getNextNode() : &body.front(); o && o != ret.getOperation();
+           o = o->getNextNode()) {
+        setPipelineTag(o, PipelineTag::Chunk, *chunk);
+        setAction(o, /*backward=*/true);
+      }
+    };
     for (mlir::Operation* op : llvm::reverse(forwardOps)) {
       if (llvm::isa<ParamOp>(op)) continue;
+      mlir::Operation* last = ret->getPrevNode();
+      if (auto send = llvm::dyn_cast<SendOp>(op)) {
+        // The gradient of what this stage sent comes back from the same peer.
+        Value in = send.getInput();
+        auto g = RecvOp::create(b, op->getLoc(), in.getType(), send.getPeerAttr(), send.getGridAttr(),
+                                send.getGridAxesAttr());
+        if (fromParams.contains(in)) accumulate(in, g, op->getLoc());
+        tag(op, last);
+        continue;
+      }
+      if (auto recv = llvm::dyn_cast<RecvOp>(op)) {
+        Value r = recv.getResult();
+        Value g = toLoss.contains(r) ? grads.lookup(r) : Value();
+        if (!g) g = ConstantOp::create(b, op->getLoc(), r.getType(), b.getF64FloatAttr(0.0));
+        SendOp::create(b, op->getLoc(), g, recv.getPeerAttr(), recv.getGridAttr(), recv.getGridAxesAttr());
+        tag(op, last);
+        continue;
+      }
       llvm::SmallVector<Value> resultGrads;
       bool any = false;
       for (Value r : op->getResults()) {
@@ -113,6 +153,7 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       if (mlir::failed(vjp.buildVJP(b, resultGrads, operandGrads))) return mlir::failure();
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
         if (g && fromParams.contains(operand)) accumulate(operand, g, op->getLoc());
+      tag(op, last);
     }
 
     // 4. One gradient per trainable parameter, explicit zeros where the loss ignores it.

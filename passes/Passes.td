@@ -19,5 +19,6 @@ include "mlir/Pass/PassBase.td"
 include "PassesCore.td"
 include "PassesDataParallel.td"
 include "PassesSharding.td"
+include "PassesPipeline.td"
 
 #endif // TESSEL_PASSES_TD
