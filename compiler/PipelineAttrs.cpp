@@ -56,9 +56,19 @@ void setPipelineTag(mlir::Operation* op, PipelineTag tag, int64_t value) {
   op->setAttr(tagName(tag), mlir::Builder(op->getContext()).getI64IntegerAttr(value));
 }
 
-bool isBackwardAction(mlir::Operation* op) {
+llvm::StringRef actionLetter(mlir::Operation* op) {
   auto s = op->getAttrOfType<mlir::StringAttr>(TesselDialect::PpActionAttrHelper::getNameStr());
-  return s && s.getValue() == "B";
+  return s ? s.getValue() : llvm::StringRef();
+}
+
+bool isBackwardAction(mlir::Operation* op) {
+  llvm::StringRef a = actionLetter(op);
+  return a == "B" || a == "I" || a == "W";
+}
+
+void setBackwardPart(mlir::Operation* op, bool input) {
+  op->setAttr(TesselDialect::PpActionAttrHelper::getNameStr(),
+              mlir::Builder(op->getContext()).getStringAttr(input ? "I" : "W"));
 }
 
 void setAction(mlir::Operation* op, bool backward) {

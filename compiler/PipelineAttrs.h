@@ -32,10 +32,16 @@ void setPipelineInfo(mlir::func::FuncOp f, const PipelineInfo& info);
 enum class PipelineTag { Chunk, Microbatch, Group };
 std::optional<int64_t> pipelineTag(mlir::Operation* op, PipelineTag tag);
 void setPipelineTag(mlir::Operation* op, PipelineTag tag, int64_t value);
-/// Whether `op` belongs to its chunk's backward action (tessel.pp_action = "B").
+/// Whether `op` belongs to its chunk's backward action (tessel.pp_action "B", or its part
+/// "I" or "W").
 bool isBackwardAction(mlir::Operation* op);
+/// tessel.pp_action: "F", "B", "I" or "W"; "" when absent.
+llvm::StringRef actionLetter(mlir::Operation* op);
 /// Sets tessel.pp_action: "B" when `backward`, else "F".
 void setAction(mlir::Operation* op, bool backward);
+/// Sets tessel.pp_action of a backward op to its zero-bubble part: "I" (it computes the
+/// input gradient) or "W" (a weight gradient).
+void setBackwardPart(mlir::Operation* op, bool input);
 /// The stages holding a tied parameter (tessel.pp_stages), empty when one stage holds it.
 llvm::SmallVector<int64_t> tiedStages(ParamOp param);
 void setTiedStages(ParamOp param, llvm::ArrayRef<int64_t> stages);

@@ -161,8 +161,8 @@ mlir::LogicalResult TesselDialect::verifyOperationAttribute(mlir::Operation* op,
   }
   if (name == PpActionAttrHelper::getNameStr() && !function) {
     auto s = mlir::dyn_cast<mlir::StringAttr>(attr.getValue());
-    if (!s || (s.getValue() != "F" && s.getValue() != "B"))
-      return op->emitError() << "'" << name << "' must be \"F\" or \"B\", got " << attr.getValue();
+    if (!s || (s.getValue() != "F" && s.getValue() != "B" && s.getValue() != "I" && s.getValue() != "W"))
+      return op->emitError() << "'" << name << "' must be \"F\", \"B\", \"I\" or \"W\", got " << attr.getValue();
     return mlir::success();
   }
   if (name == PpStagesAttrHelper::getNameStr() && mlir::isa<ParamOp>(op)) {

@@ -110,8 +110,10 @@ def Tessel_Dialect : Dialect {
     // `tessel.pp_microbatch = m` (i64): the microbatch an unrolled operation computes. Set
     // by tessel-microbatch; read by tessel-schedule-pipeline.
     "::mlir::IntegerAttr":$pp_microbatch,
-    // `tessel.pp_action = "F" | "B"` : whether an operation of a chunk belongs to its
-    // forward or backward action (tessel-autodiff marks "B"; tessel-split-stages "F").
+    // `tessel.pp_action = "F" | "B" | "I" | "W"`: whether an operation of a chunk belongs
+    // to its forward or backward action (tessel-split-stages marks "F", tessel-autodiff
+    // "B"), or under a zero-bubble schedule to the backward's input-gradient ("I") or
+    // weight-gradient ("W") part (tessel-schedule-pipeline).
     "::mlir::StringAttr":$pp_action,
     // `tessel.pp_group = g` (i64) on `tessel.send` / `tessel.recv`: transfers with one g
     // progress together (one send_recv step). Set by tessel-schedule-pipeline.

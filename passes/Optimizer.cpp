@@ -19,6 +19,7 @@
 #include "passes/Passes.h"
 
 #include "compiler/FunctionAttrs.h"
+#include "compiler/PipelineAttrs.h"
 #include "compiler/ShardingRules.h"
 #include "passes/PipelineStage.h"
 #include "passes/ZeroBlocks.h"
@@ -190,9 +191,29 @@ struct OptimizerPass : impl::OptimizerBase<OptimizerPass> {
       normed.emplace_back(std::move(axes), g);
     }
 
-    // 2. Global-norm clipping.
+    // 2. Global-norm clipping. A pipeline stage norms its own gradients (a tied parameter's
+    // on the first stage holding it only, so it counts once) and all-gathers the stages'
+    // norms over the pipeline axis: one collective every stage issues alike.
+    std::optional<PipelineInfo> pipeline = pipelineInfo(f);
+    if (pipeline && pipeline->stages > 1)
+      llvm::erase_if(normed, [&](const auto& e) {
+        Value g = e.second;
+        auto it = llvm::find_if(grads, [&](const auto& pg) { return pg.second == g; });
+        llvm::SmallVector<int64_t> tied = it == grads.end() ? llvm::SmallVector<int64_t>{} : tiedStages(it->first);
+        return !tied.empty() && tied.front() != pipeline->stage;
+      });
     Value norm = globalNorm(b, loc, normed);
     if (!norm) return mlir::failure();
+    if (pipeline && pipeline->stages > 1) {
+      auto found = findGrid(f->getParentOfType<mlir::ModuleOp>(), DEBUG_TYPE);
+      if (mlir::failed(found)) return mlir::failure();
+      const int16_t axis = found->axis(pipeline->axis);
+      auto one = mlir::RankedTensorType::get({1}, b.getF32Type());
+      auto all = mlir::RankedTensorType::get({pipeline->stages}, b.getF32Type());
+      Value stages = AllGatherOp::create(b, loc, all, ReshapeOp::create(b, loc, one, norm), found->ref,
+                                         b.getDenseI16ArrayAttr({axis}), b.getI64IntegerAttr(0));
+      norm = GlobalNormOp::create(b, loc, scalar, mlir::ValueRange{stages});
+    }
     Value coef = ClipCoefficientOp::create(b, loc, scalar, norm, hyper["max_grad_norm"]);
 
     // 3. Updates.

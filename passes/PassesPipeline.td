@@ -86,4 +86,36 @@ def Microbatch : Pass<"tessel-microbatch", "mlir::ModuleOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def SchedulePipeline : Pass<"tessel-schedule-pipeline", "mlir::ModuleOp"> {
+  let summary = "order a pipeline stage's microbatches by the schedule's action list";
+  let description = [{
+    On `@train_step` as `tessel-microbatch` leaves it, takes this stage's action list of
+    `schedule` (`gpipe`, `1f1b`, `interleaved`, `zero-bubble`, built by
+    runtime/pipeline/Schedule.h for the p stages, v chunks per stage and M microbatches
+    of `tessel.pipeline`; or a `FILE.csv` of actions per rank in PyTorch's vocabulary,
+    read and verified) and moves the unrolled ops into its order: the ops of no
+    microbatch that come first (parameters, constants) stay first, then each action's
+    ops (F, B, or I and W, SEND_F, RECV_F, SEND_B, RECV_B of one microbatch and chunk, by
+    their `tessel.pp_*` tags) in their old relative order, then the step's end (sums, the
+    loss, tied gradients). When the list splits the backward pass (zero-bubble), a chunk's
+    backward ops that the gradient it sends back needs are its I, the rest its W
+    (`tessel.pp_action` becomes "I" or "W"). The transfers of consecutive comm actions get
+    one `tessel.pp_group` (one send_recv step: posted together, completed together).
+    A list missing an action the stage computes, a list placing an action before one whose
+    value it uses, or a schedule that cannot be built or read is an error at `plan-site`
+    naming the action(s). Sets `schedule` in `tessel.pipeline`.
+
+    Stage: once, after `tessel-microbatch`, before `tessel-gradient-all-reduce`,
+    `tessel-optimizer` and `tessel-fuse`.
+  }];
+  let options = [
+    Option<"scheduleName", "schedule", "std::string", "\"1f1b\"",
+           "gpipe, 1f1b, interleaved, zero-bubble, or a FILE.csv of action lists">,
+    Option<"trainStepName", "train-step", "std::string", "\"train_step\"", "the function to rewrite">,
+    Option<"planSite", "plan-site", "std::string", "\"\"",
+           "where the plan calls pipeline(), file:line:col, for diagnostics">,
+  ];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_PIPELINE_TD
