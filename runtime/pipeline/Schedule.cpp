@@ -8,12 +8,15 @@
 //   2. placeCommunication: before each step the recvs of its inputs, after it the sends of its
 //      outputs, so the sends of one step and the recvs of the next are adjacent: one group, as
 //      Megatron-LM's send_forward_recv_backward and send_backward_recv_forward.
+// Zero-bubble is built differently (zeroBubble below): its W's and its groups come from a
+// unit-cost lockstep simulation.
 #include "runtime/pipeline/Schedule.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 #include <stdexcept>
 
 namespace tessel::rt::pipeline {
@@ -77,28 +80,66 @@ RankSteps oneFOneB(int64_t s, int64_t p, int64_t m) {
   return steps;
 }
 
-/// ZB-H1 on stage s of p: 1F1B's order with B split into I and W; the first min(s, steady)
-/// steady iterations run no W (the deferred ones), every later steady iteration and every
-/// cooldown I is followed by the oldest pending W, and the remaining W's close the list. The
-/// deferred W's fill the cooldown's waits; stage s holds at most (p - s - 1) + 1 + s = p
-/// microbatches' activations (freed after W), 1F1B's peak on stage 0.
-RankSteps zeroBubble(int64_t s, int64_t p, int64_t m) {
-  const int64_t warmup = std::min(p - s - 1, m);
-  const int64_t deferred = std::min(s, m - warmup);
-  RankSteps steps;
-  int64_t nextW = 0;
-  for (int64_t i = 0; i < warmup; ++i) steps.push_back({act(ActionKind::F, i, s)});
-  for (int64_t j = 0; j < m - warmup; ++j) {
-    steps.push_back({act(ActionKind::F, warmup + j, s)});
-    steps.push_back({act(ActionKind::I, j, s)});
-    if (j >= deferred) steps.push_back({act(ActionKind::W, nextW++, s)});
+/// ZB-H1 (Qi et al. 2023, figure 3) for all p stages: each stage's main order is 1F1B's with I
+/// for B (warmup min(p - s - 1, M) forwards); W's are placed by a lockstep simulation with unit
+/// costs (F = I = W, the paper's assumption): at each tick a stage runs its next main action if
+/// its input has arrived and it would not hold more than min(p, M) microbatches' activations
+/// (freed after W; 1F1B's peak, on stage 0), else its oldest pending W, else waits. The comm
+/// actions follow the same ticks: after a tick's compute, its sends and the recvs of what other
+/// stages sent at that tick, one group. Megatron-LM has no zero-bubble schedule whose placement
+/// could be copied, and placing each recv just before its use would leave a blocking (rendezvous)
+/// send of the last stage waiting a whole W on every microbatch; tick-aligned groups never make a
+/// send wait (so the unit-cost step takes 3M + p - 1 ticks for M >= p), and no tick's groups wait
+/// on a later tick's, so they cannot deadlock.
+Schedule zeroBubble(int64_t p, int64_t m) {
+  std::vector<std::vector<Action>> main(p);
+  for (int64_t s = 0; s < p; ++s)
+    for (const Step& step : oneFOneB(s, p, m))
+      main[s].push_back(act(step[0].kind == ActionKind::B ? ActionKind::I : ActionKind::F, step[0].microbatch, s));
+  constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> forwardDone(p, std::vector<int64_t>(m, kNever)), inputGradDone = forwardDone;
+  std::vector<size_t> next(p, 0);
+  std::vector<int64_t> forwards(p, 0), inputGrads(p, 0), weightGrads(p, 0);
+  const int64_t cap = std::min(p, m);
+  Schedule out(p);
+  for (int64_t tick = 0;; ++tick) {
+    std::vector<std::vector<Action>> recvs(p);
+    bool unfinished = false, ran = false;
+    std::vector<Action> doing(p, act(ActionKind::RecvF, -1, -1));  // microbatch -1: nothing this tick
+    for (int64_t s = 0; s < p; ++s) {
+      if (next[s] == main[s].size() && weightGrads[s] == m) continue;
+      unfinished = true;
+      bool ready = false;
+      if (next[s] < main[s].size()) {
+        const Action& a = main[s][next[s]];
+        ready = a.kind == ActionKind::F
+                    ? (s == 0 || forwardDone[s - 1][a.microbatch] <= tick) && forwards[s] - weightGrads[s] < cap
+                    : (s == p - 1 ? forwardDone[s][a.microbatch] : inputGradDone[s + 1][a.microbatch]) <= tick;
+      }
+      if (ready) doing[s] = main[s][next[s]++];
+      else if (weightGrads[s] < inputGrads[s]) doing[s] = act(ActionKind::W, weightGrads[s]++, s);
+    }
+    if (!unfinished) break;
+    for (int64_t s = 0; s < p; ++s) {
+      const Action& a = doing[s];
+      if (a.microbatch < 0) continue;
+      ran = true;
+      out[s].push_back(a);
+      if (a.kind == ActionKind::F) forwardDone[s][a.microbatch] = tick + 1, ++forwards[s];
+      if (a.kind == ActionKind::I) inputGradDone[s][a.microbatch] = tick + 1, ++inputGrads[s];
+      appendSends(a, p, p, out[s]);
+      std::vector<Action> sent;
+      appendSends(a, p, p, sent);
+      for (const Action& x : sent) {
+        const bool forward = x.kind == ActionKind::SendF;
+        recvs[forward ? s + 1 : s - 1].push_back(
+            act(forward ? ActionKind::RecvF : ActionKind::RecvB, x.microbatch, forward ? s + 1 : s - 1));
+      }
+    }
+    if (!ran) throw std::logic_error("zero-bubble: no stage can run (a bug in the schedule's construction)");
+    for (int64_t s = 0; s < p; ++s) out[s].insert(out[s].end(), recvs[s].begin(), recvs[s].end());
   }
-  for (int64_t j = m - warmup; j < m; ++j) {
-    steps.push_back({act(ActionKind::I, j, s)});
-    steps.push_back({act(ActionKind::W, nextW++, s)});
-  }
-  while (nextW < m) steps.push_back({act(ActionKind::W, nextW++, s)});
-  return steps;
+  return out;
 }
 
 /// Megatron-LM's interleaved 1F1B (forward_backward_pipelining_with_interleaving) on rank r:
@@ -204,12 +245,13 @@ Schedule buildSchedule(const ScheduleSpec& spec) {
   } else if (v != 1) {
     throw std::invalid_argument(fmt::format("{}: {} virtual stages per rank; only interleaved has more than 1", name, v));
   }
+  if (spec.kind == ScheduleKind::ZeroBubble) return zeroBubble(p, m);
   std::vector<RankSteps> steps;
   for (int64_t r = 0; r < p; ++r) {
     switch (spec.kind) {
       case ScheduleKind::GPipe: steps.push_back(gpipe(r, m)); break;
       case ScheduleKind::OneFOneB: steps.push_back(oneFOneB(r, p, m)); break;
-      case ScheduleKind::ZeroBubble: steps.push_back(zeroBubble(r, p, m)); break;
+      case ScheduleKind::ZeroBubble: break;
       case ScheduleKind::Interleaved: steps.push_back(interleaved(r, p, m, v)); break;
     }
   }

@@ -7,7 +7,8 @@
 // (Verify.h): each rank's list holds its compute actions and the comm actions between them,
 // placed as Megatron-LM places its p2p calls (a send right after the action that produced the
 // value, a recv right before the action that needs it, so a send and the next recv are adjacent
-// and form one group), and the ranks' groups cannot deadlock under rendezvous semantics.
+// and form one group; zero-bubble, which Megatron-LM lacks, groups by ticks instead), and the
+// ranks' groups cannot deadlock under rendezvous semantics.
 #pragma once
 
 #include <cstdint>
@@ -50,10 +51,12 @@ Action parseAction(const std::string& text);
 ///     backward (steady), then runs the remaining backwards (cooldown).
 ///   Interleaved: Megatron-LM's interleaved 1F1B (Narayanan et al. 2021, "Efficient Large-Scale
 ///     Language Model Training on GPU Clusters Using Megatron-LM"), v chunks per rank.
-///   ZeroBubble: ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B with the
-///     backward split into I and W; stage s defers its first s weight gradients, which then fill
-///     the cooldown's bubbles, so every stage holds at most min(p, M) microbatches' activations,
-///     1F1B's peak (stage 0's).
+///   ZeroBubble: ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism"): 1F1B's order with
+///     the backward split into I (input gradient, on the critical path) and W (weight gradient),
+///     the W's placed where a stage would otherwise wait, and at most min(p, M) microbatches'
+///     activations alive on any stage (1F1B's peak, on stage 0). With F = I = W and M >= p its
+///     step takes 3M + p - 1 units, against 1F1B's 3(M + p - 1). Its comm groups follow the
+///     ticks of that unit-cost timeline (Schedule.cpp says why).
 enum class ScheduleKind { GPipe, OneFOneB, Interleaved, ZeroBubble };
 
 /// Parses "gpipe", "1f1b", "interleaved" or "zero-bubble". Throws std::invalid_argument naming

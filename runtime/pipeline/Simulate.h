@@ -59,7 +59,9 @@ Simulation simulate(const Schedule& schedule, const StageCosts& costs);
 ///   Interleaved: (p - 1) / (v m + p - 1) (Narayanan et al. 2021, section 2.2);
 ///   ZeroBubble (ZB-H1, with F = I = W as in Qi et al. 2023's analysis): the bubble is
 ///     (p - 1)(T_F + T_I - T_W) = (p - 1) T against m (T_F + T_I + T_W) = 3 m T of compute, so
-///     (p - 1) / (3 m + p - 1).
+///     (p - 1) / (3 m + p - 1), for m >= p (with fewer microbatches than stages no schedule can
+///     hide the (p - 1)-stage fill behind W's).
+/// GPipe and 1F1B's form holds for every m >= 1, interleaved's wherever buildSchedule defines it.
 /// Throws std::invalid_argument when p, m or v is below 1.
 double closedFormBubble(ScheduleKind kind, int64_t p, int64_t m, int64_t v);
 
