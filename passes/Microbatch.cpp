@@ -132,7 +132,8 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
       }
     }
 
-    // 3. Sums over the microbatches, in microbatch order, scaled by 1/M.
+    // 3. Sums over the microbatches, in microbatch order (each add with its microbatch),
+    // then every sum scaled by 1/M at the step's end.
     auto sum = [&](Value v) -> Value {
       Operation* def = v.getDefiningOp();
       if (!def || !perMicrobatch.contains(def)) return v;  // shared (an explicit zero)
@@ -143,12 +144,17 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
         copyPipelineTags(next.getDefiningOp(), add);
         acc = add;
       }
-      if (m > 1) acc = ScaleOp::create(b, v.getLoc(), acc, b.getF64FloatAttr(1.0 / static_cast<double>(m)));
       return acc;
     };
     llvm::SmallVector<Value> results;
     for (unsigned i = 0; i < ret.getNumOperands(); ++i)
       results.push_back(i == *lossIndex ? sum(loss) : sum(ret.getOperand(i)));
+    if (m > 1)
+      for (auto [i, r] : llvm::enumerate(results)) {
+        Value old = i == *lossIndex ? loss : ret.getOperand(static_cast<unsigned>(i));
+        if (r != old)
+          r = ScaleOp::create(b, old.getLoc(), r, b.getF64FloatAttr(1.0 / static_cast<double>(m)));
+      }
     if (lossReduce) {
       auto ar = llvm::cast<AllReduceOp>(lossReduce);
       results[*lossIndex] = AllReduceOp::create(b, ar.getLoc(), results[*lossIndex], ar.getReduceAttr(),
