@@ -122,10 +122,11 @@ Plan& Plan::pipeline(const std::string& axis, Schedule schedule, int64_t microba
     std::error_code ec;
     std::ifstream in(config.schedule_file);
     if (!in || std::filesystem::is_directory(config.schedule_file, ec))
-      fail(sites.schedule, fmt::format("{}: cannot read the schedule file '{}'{}", label, config.schedule_file,
-                                       std::filesystem::exists(config.schedule_file, ec)
-                                           ? std::string(" (it is not a readable file)")
-                                           : std::string(" (no such file)")));
+      fail(sites.schedule, fmt::format("{}: cannot read the schedule file '{}' ({}; the built-in schedules are "
+                                       "gpipe, 1f1b, interleaved and zero-bubble)",
+                                       label, config.schedule_file,
+                                       std::filesystem::exists(config.schedule_file, ec) ? "not a readable file"
+                                                                                         : "no such file"));
   }
   auto rangeSite = [&](size_t i) { return i < sites.stages.size() ? sites.stages[i] : sites.call; };
   checkContiguous(config.stages, rangeSite, label);
