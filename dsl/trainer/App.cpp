@@ -113,8 +113,8 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
   app.add_option("--threads", run_.threads, "CPU threads (0: all cores)")->check(integerIn(0, 1024));
   app.add_flag("--profile", run_.profile, "time every step and print where a train step's time goes");
   app.add_option("--emit-bundle", run_.emitBundle,
-                 "only compile, in one plain process, for any --plan: write the train program as a bundle folder "
-                 "for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
+                 "only compile, in one plain process, for any --plan but a pipeline (pp): write the train program as "
+                 "a bundle folder for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
       ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--cuda-arch", run_.cudaArch, "GPU architecture of the cubin in a CUDA bundle")
       ->capture_default_str()->check(nonEmpty("GPU architecture (such as sm_90)"));

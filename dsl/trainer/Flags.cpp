@@ -79,8 +79,8 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                  "pipelining vocabulary: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)")
       ->type_name("SCHEDULE|FILE.csv")->check(nonEmpty("schedule or file"));
   app.add_option("--microbatches", f.microbatches,
-                 "with a pp axis: microbatches M per optimizer step (per microstep with --grad-accumulation K: K x M "
-                 "in all), each B / (dp x M x K) rows (default: the pp size)")
+                 "with a pp axis: microbatches M one training step pipelines (with --grad-accumulation K: K x M per "
+                 "optimizer step, all in one step), each B / (dp x M x K) rows (default: the pp size)")
       ->check(integerIn(1, int64_t{1} << 20));
   sizeFlag(app, "--pp-virtual-stages", f.ppVirtualStages,
            "with a pp axis: chunks of layers per rank (the interleaved schedule's virtual stages)", 4096);
