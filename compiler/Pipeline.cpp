@@ -11,7 +11,9 @@
 #include "mlir/Transforms/Passes.h"
 #include "passes/Passes.h"
 
+#include <algorithm>
 #include <functional>
+#include <tuple>
 
 #include <cerrno>
 #include <cstring>
@@ -40,9 +42,12 @@ std::vector<Stage> stages(const PipelineOptions& o) {
   };
   std::vector<Stage> s{{"dsl", {}}, {"canonicalize", cleanup}};
   const bool dataParallel = o.dp > 1;
-  if (o.train && (dataParallel || o.microsteps > 1))
+  // Under a pipeline the batch is split into dp x M_eff pieces (batchPieces) and microsteps
+  // is 1, so gradient-accumulation below does not run: the pipeline's passes unroll the M_eff
+  // microbatches inside @train_step instead (tessel-microbatch).
+  if (o.train && batchPieces(o) > 1)
     s.push_back({"shard-batch", [o](mlir::OpPassManager& pm) {
-                   pm.addPass(createShardBatch(ShardBatchOptions{o.dp * o.microsteps, o.forwardName}));
+                   pm.addPass(createShardBatch(ShardBatchOptions{batchPieces(o), o.forwardName}));
                  }});
   if (o.train && (!o.tensorParallelAxis.empty() || o.shardedParameters || !o.fullyShardAxis.empty())) {
     const std::string fwd = o.forwardName;
@@ -212,8 +217,33 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
                                 llvm::cl::desc("split the LayerNorm and residual regions along T over the "
                                                "tensor-parallel axis"),
                                 llvm::cl::init(defaults.sequenceParallel)};
+  Option<std::string> pipelineAxis{*this, "pipeline-axis",
+                                   llvm::cl::desc("the mesh axis of pipeline parallelism (\"\": none)"),
+                                   llvm::cl::init(defaults.pipelineAxis)};
+  Option<int64_t> pipelineStages{*this, "pipeline-stages", llvm::cl::desc("ranks along the pipeline axis"),
+                                 llvm::cl::init(defaults.pipelineStages)};
+  Option<int64_t> pipelineStage{*this, "pipeline-stage",
+                                llvm::cl::desc("the stage this module is compiled for, in [0, pipeline-stages)"),
+                                llvm::cl::init(defaults.pipelineStage)};
+  Option<std::string> pipelineSchedule{
+      *this, "pipeline-schedule", llvm::cl::desc("gpipe, 1f1b, interleaved, zero-bubble or a CSV file of actions"),
+      llvm::cl::init(defaults.pipelineSchedule)};
+  Option<int64_t> pipelineMicrobatches{
+      *this, "pipeline-microbatches",
+      llvm::cl::desc("microbatches per @train_step (grad accumulation included)"),
+      llvm::cl::init(defaults.pipelineMicrobatches)};
+  Option<int64_t> pipelineVirtualStages{*this, "pipeline-virtual-stages",
+                                        llvm::cl::desc("chunks of layers per rank"),
+                                        llvm::cl::init(defaults.pipelineVirtualStages)};
+  ListOption<std::string> pipelineLayerRanges{
+      *this, "pipeline-layer-ranges",
+      llvm::cl::desc("the chunks' layer ranges first-last, inclusive (0-5,6-11; none: balanced)")};
+  Option<std::string> pipelineSite{*this, "pipeline-site",
+                                   llvm::cl::desc("file:line:col of the plan's pipeline() call"),
+                                   llvm::cl::init(defaults.pipelineSite)};
 
-  PipelineOptions toOptions() const {
+  /// The options as PipelineOptions; a malformed layer range sets `error`.
+  PipelineOptions toOptions(std::string& error) const {
     PipelineOptions o;
     o.train = train;
     o.optimizer = optimizer;
@@ -235,6 +265,23 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
     o.checkpointMode = checkpointMode;
     o.fsdpUnits.assign(fsdpUnit.begin(), fsdpUnit.end());
     o.fsdpPrefetch = fsdpPrefetch;
+    o.pipelineAxis = pipelineAxis;
+    o.pipelineStages = pipelineStages;
+    o.pipelineStage = pipelineStage;
+    o.pipelineSchedule = pipelineSchedule;
+    o.pipelineMicrobatches = pipelineMicrobatches;
+    o.pipelineVirtualStages = pipelineVirtualStages;
+    o.pipelineSite = pipelineSite;
+    for (const std::string& item : pipelineLayerRanges) {
+      llvm::StringRef first, last;
+      std::tie(first, last) = llvm::StringRef(item).split('-');
+      int64_t a = 0, b = 0;
+      if (first.getAsInteger(10, a) || last.getAsInteger(10, b)) {
+        error = fmt::format("pipeline-layer-ranges: '{}' is not first-last (e.g. 0-5)", item);
+        break;
+      }
+      o.pipelineLayerRanges.emplace_back(a, b);
+    }
     return o;
   }
 };
@@ -271,7 +318,64 @@ std::string checkMeshOptions(const PipelineOptions& o) {
   return "";
 }
 
+/// The pipeline part of checkPipelineOptions (after checkMeshOptions).
+std::string checkPipelineParallelOptions(const PipelineOptions& o) {
+  if (o.pipelineStages < 1) return fmt::format("pipeline-stages={}: must be at least 1", o.pipelineStages);
+  if (o.pipelineAxis.empty()) {
+    if (o.pipelineStages > 1)
+      return fmt::format("pipeline-stages={}: needs pipeline-axis=<the mesh axis>", o.pipelineStages);
+    return "";
+  }
+  for (const auto& [name, size] : o.mesh)
+    if (name == o.pipelineAxis && size != o.pipelineStages)
+      return fmt::format("pipeline-stages={}: the mesh axis '{}' has {} ranks", o.pipelineStages, name, size);
+  if (!o.mesh.empty() && std::none_of(o.mesh.begin(), o.mesh.end(), [&](const auto& a) {
+        return a.first == o.pipelineAxis;
+      }))
+    return fmt::format("pipeline-axis={}: not an axis of the mesh", o.pipelineAxis);
+  llvm::SmallVector<llvm::StringRef> batchAxes;
+  llvm::StringRef(o.batchAxis).split(batchAxes, ',');
+  if ((o.dp > 1 && llvm::is_contained(batchAxes, o.pipelineAxis)) || o.pipelineAxis == o.tensorParallelAxis ||
+      o.pipelineAxis == o.fullyShardAxis)
+    return fmt::format("pipeline-axis={}: the axis already has another role (batch, tensor-parallel or "
+                       "fully sharded)", o.pipelineAxis);
+  if (o.pipelineStage < 0 || o.pipelineStage >= o.pipelineStages)
+    return fmt::format("pipeline-stage={}: must be in [0, {}) (pipeline-stages={})", o.pipelineStage,
+                       o.pipelineStages, o.pipelineStages);
+  if (o.microsteps != 1)
+    return fmt::format("microsteps={}: must be 1 with pipeline-axis (gradient accumulation is part of "
+                       "pipeline-microbatches)", o.microsteps);
+  if (o.pipelineMicrobatches < 1)
+    return fmt::format("pipeline-microbatches={}: must be at least 1", o.pipelineMicrobatches);
+  constexpr int64_t kMaxParts = int64_t{1} << 31;  // as dp * microsteps in checkPipelineOptions
+  if (o.dp > kMaxParts / o.pipelineMicrobatches)
+    return fmt::format("dp={} pipeline-microbatches={}: their product must be at most 2^31", o.dp,
+                       o.pipelineMicrobatches);
+  if (o.pipelineVirtualStages < 1 || o.pipelineVirtualStages > (int64_t{1} << 20))
+    return fmt::format("pipeline-virtual-stages={}: must be in [1, 2^20]", o.pipelineVirtualStages);
+  if (o.pipelineSchedule.empty()) return "pipeline-schedule=: must name a schedule or a CSV file";
+  if (o.pipelineSchedule == "interleaved" && o.pipelineVirtualStages < 2)
+    return "pipeline-schedule=interleaved: needs pipeline-virtual-stages >= 2";
+  if (o.pipelineLayerRanges.empty()) return "";
+  if (static_cast<int64_t>(o.pipelineLayerRanges.size()) != o.pipelineStages * o.pipelineVirtualStages)
+    return fmt::format("pipeline-layer-ranges: {} ranges, but {} stages x {} virtual stages need {}",
+                       o.pipelineLayerRanges.size(), o.pipelineStages, o.pipelineVirtualStages,
+                       o.pipelineStages * o.pipelineVirtualStages);
+  int64_t next = 0;
+  for (const auto& [first, last] : o.pipelineLayerRanges) {
+    if (first != next || last < first)
+      return fmt::format("pipeline-layer-ranges: {}-{} must start at layer {} and end at or after it", first, last,
+                         next);
+    next = last + 1;
+  }
+  return "";
+}
+
 }  // namespace
+
+int64_t batchPieces(const PipelineOptions& o) {
+  return o.dp * (o.pipelineAxis.empty() ? o.microsteps : o.pipelineMicrobatches);
+}
 
 void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options) {
   for (const Stage& s : stages(options))
@@ -301,7 +405,8 @@ std::string checkPipelineOptions(const PipelineOptions& o) {
     return fmt::format("checkpoint-mode={}: must be full or selective", o.checkpointMode);
   if (o.fsdpPrefetch < 0)
     return fmt::format("fsdp-prefetch={}: must be at least 0 (0: off)", o.fsdpPrefetch);
-  return checkMeshOptions(o);
+  std::string mesh = checkMeshOptions(o);
+  return mesh.empty() ? checkPipelineParallelOptions(o) : mesh;
 }
 
 void registerTesselPipeline() {
@@ -313,14 +418,17 @@ void registerTesselPipeline() {
       "The whole Tessel compile pipeline, stage by stage as --dump-ir writes it (options as "
       "the trainer's: train, optimizer, precision, forward, dp, microsteps, bucket-mb, overlap, "
       "batch-axis, fully-shard, zero-stage, fsdp-reduce-scatter, reshard-after-forward, tensor-parallel, "
-      "sharded-params, sequence-parallel, checkpoint, checkpoint-mode, fsdp-unit, fsdp-prefetch)",
+      "sharded-params, sequence-parallel, checkpoint, checkpoint-mode, fsdp-unit, fsdp-prefetch, pipeline-axis, "
+      "pipeline-stages, pipeline-stage, pipeline-schedule, pipeline-microbatches, pipeline-virtual-stages, "
+      "pipeline-layer-ranges, pipeline-site)",
       [](mlir::OpPassManager& pm, llvm::StringRef text,
          llvm::function_ref<mlir::LogicalResult(const llvm::Twine&)> errorHandler) {
         PipelineCLOptions cl;
         if (mlir::failed(cl.parseFromString(text)))
           return errorHandler("tessel-pipeline: cannot parse the options '" + text + "'");
-        PipelineOptions options = cl.toOptions();
-        std::string error = checkPipelineOptions(options);
+        std::string error;
+        PipelineOptions options = cl.toOptions(error);
+        if (error.empty()) error = checkPipelineOptions(options);
         if (!error.empty()) return errorHandler("tessel-pipeline: " + error);
         buildPipeline(pm, options);
         return mlir::success();

@@ -101,7 +101,37 @@ struct PipelineOptions {
   /// With fsdpUnits: the units whose all-gathers start ahead of their use
   /// (tessel-fsdp-prefetch); 0 keeps every gather synchronous at its use. At least 0.
   int64_t fsdpPrefetch = 1;
+  /// Pipeline parallelism (the plan's pipeline()): the mesh axis the stages are laid along,
+  /// or "" for a program without pipeline parallelism (then the fields below keep their
+  /// defaults). Must be none of the batch, tensor-parallel and fully sharded axes.
+  std::string pipelineAxis;
+  /// The ranks along pipelineAxis (its size, p >= 1; 1 without a pipeline).
+  int64_t pipelineStages = 1;
+  /// The stage (the rank's coordinate along pipelineAxis) this module is compiled for, in
+  /// [0, pipelineStages): every rank compiles only its own stage (CompileOptions::pipeline_stage).
+  int64_t pipelineStage = 0;
+  /// "gpipe", "1f1b", "interleaved" or "zero-bubble" (runtime/pipeline's parseScheduleKind),
+  /// or the path of a CSV file of actions per rank (a user schedule).
+  std::string pipelineSchedule = "1f1b";
+  /// M_eff: the microbatches one @train_step runs, grad accumulation included (the plan's
+  /// microbatches x grad_accumulation), each B / (dp x M_eff) rows. Under a pipeline,
+  /// `microsteps` is 1: there is no @accumulate_step, and shard-batch splits the batch into
+  /// dp x pipelineMicrobatches pieces (batchPieces). >= 1.
+  int64_t pipelineMicrobatches = 1;
+  /// Chunks of layers per rank, v >= 1 (interleaved needs >= 2).
+  int64_t pipelineVirtualStages = 1;
+  /// The chunks' layer ranges, inclusive, one per chunk (p x v of them, contiguous from layer
+  /// 0); empty: the compiler balances the layers with its cost model.
+  std::vector<std::pair<int64_t, int64_t>> pipelineLayerRanges;
+  /// Where the plan calls pipeline(), "file:line:col" ("--plan:1:<column>" for the trainer's
+  /// flag): the pipeline passes' diagnostics point there (compiler/PlanSite.h).
+  std::string pipelineSite;
 };
+
+/// The pieces tessel-shard-batch splits the global batch into, so that @forward runs on one
+/// of them: dp x microsteps, or under a pipeline (pipelineAxis non-empty) dp x
+/// pipelineMicrobatches (M_eff). 1: the batch is not split.
+int64_t batchPieces(const PipelineOptions& options);
 
 /// The names of the stages runPipeline runs with `options`, in order (stage 0 is the input
 /// as built).
@@ -118,7 +148,13 @@ void buildPipeline(mlir::OpPassManager& pm, const PipelineOptions& options);
 /// batchAxis of size dp (dp > 1) or without tensorParallelAxis; fullyShardAxis that is not
 /// one of the batch axes (or with dp = 1); a zeroStage outside [1, 3]; an fsdpReduceScatter
 /// other than every-microstep or last-microstep; sequenceParallel without
-/// tensorParallelAxis; a checkpointMode other than full or selective; a negative fsdpPrefetch. Returns "" when they
+/// tensorParallelAxis; a checkpointMode other than full or selective; a negative fsdpPrefetch;
+/// for a pipeline: pipelineStages < 1 (or > 1 without pipelineAxis), a pipelineAxis that is
+/// not an axis of that size of the mesh (when given) or is another role's axis, pipelineStage
+/// outside [0, pipelineStages), microsteps other than 1 (accumulation is folded into
+/// pipelineMicrobatches), pipelineMicrobatches or pipelineVirtualStages below 1, dp x
+/// pipelineMicrobatches above 2^31, an empty pipelineSchedule, interleaved with one virtual
+/// stage, layer ranges that are not p x v contiguous ranges from layer 0. Returns "" when they
 /// are valid, else a one-line reason naming the option as the pipeline spells it (e.g.
 /// "dp=0: must be at least 1").
 std::string checkPipelineOptions(const PipelineOptions& options);
@@ -128,8 +164,10 @@ std::string checkPipelineOptions(const PipelineOptions& options);
 /// overlap, batch-axis, fully-shard (the axis), zero-stage, fsdp-reduce-scatter,
 /// reshard-after-forward, tensor-parallel (the
 /// axis), sharded-params, sequence-parallel, checkpoint (module globs), checkpoint-mode,
-/// fsdp-unit (unit globs) and fsdp-prefetch,
-/// whose defaults are PipelineOptions'. The mesh is the module's
+/// fsdp-unit (unit globs), fsdp-prefetch, and the pipeline's pipeline-axis, pipeline-stages,
+/// pipeline-stage, pipeline-schedule, pipeline-microbatches, pipeline-virtual-stages,
+/// pipeline-layer-ranges (first-last items, e.g. pipeline-layer-ranges=0-5,6-11) and
+/// pipeline-site, whose defaults are PipelineOptions'. The mesh is the module's
 /// `shard.grid @mesh`. Invalid options are a one-line error (checkPipelineOptions). Idempotent.
 void registerTesselPipeline();
 

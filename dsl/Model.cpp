@@ -36,6 +36,23 @@ std::vector<ParameterSpec> paramsOf(mlir::func::FuncOp f) {
   return specs;
 }
 
+/// The plan's pipeline (pp() > 1) in the pipeline's options: M_eff = microbatches x
+/// grad_accumulation microbatches per @train_step, so microsteps is 1 (no @accumulate_step,
+/// no tessel-gradient-accumulation) and shard-batch splits the batch into dp x M_eff pieces
+/// (batchPieces). The stage (pipelineStage) comes from CompileOptions.
+void applyPipeline(const Plan& plan, PipelineOptions& pipeline) {
+  if (plan.pp() == 1) return;
+  pipeline.pipelineAxis = plan.pipeline_axis();
+  pipeline.pipelineStages = plan.pp();
+  pipeline.pipelineSchedule = plan.pipeline_schedule();
+  pipeline.pipelineMicrobatches = plan.pipeline_microbatches_per_step();
+  pipeline.pipelineVirtualStages = plan.pipeline_virtual_stages();
+  pipeline.pipelineLayerRanges = plan.pipeline_layer_ranges();
+  const PlanSite& site = plan.pipeline_site();
+  pipeline.pipelineSite = planSiteString(site.file, site.line, site.column);
+  pipeline.microsteps = 1;
+}
+
 /// The plan's checks that need the model (shard() entries against the parameters,
 /// checkpoint() entries and fully_shard units against the modules, tp against the attention heads; ModelError at
 /// the plan's lines), its checkpointing in the pipeline's options, then, for a plan that is
@@ -62,6 +79,7 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
     sizes.emplace_back(name, n);
   }
   std::vector<std::string> fsdpUnits = plan.resolve_fsdp_units(graph.modulePaths(), sizes);
+  applyPipeline(plan, pipeline);
   if (!plan.needs_grid()) return;
   mlir::ModuleOp module = graph.module();
   const PlanSite& tpSite = plan.tensor_parallel_site();
@@ -159,6 +177,10 @@ Program Model::compile(const CompileOptions& options) {
     throw std::logic_error("tessel::Model::compile() called twice on the same model");
   if (options.precision == DType::I32)
     throw std::invalid_argument("tessel::CompileOptions::precision must be F32 or BF16, not I32");
+  if (options.pipeline_stage < 0 || options.pipeline_stage >= options.plan.pp())
+    throw std::invalid_argument(fmt::format(
+        "tessel::CompileOptions::pipeline_stage is {}, but the plan has {} pipeline stage{} (stages 0 to {})",
+        options.pipeline_stage, options.plan.pp(), options.plan.pp() == 1 ? "" : "s", options.plan.pp() - 1));
   graph_->finalize();
   auto impl = std::make_unique<Program::Impl>();
   impl->parameters = graph_->parameters();
@@ -172,7 +194,8 @@ Program Model::compile(const CompileOptions& options) {
                            options.precision == DType::BF16 ? "bf16" : "f32",
                            impl->forwardName};
   const Plan& plan = options.plan;
-  if (impl->trains && plan.dp() * plan.microsteps() > 1) {
+  pipeline.pipelineStage = options.pipeline_stage;
+  if (impl->trains && (plan.dp() * plan.microsteps() > 1 || plan.pp() > 1)) {
     if (!impl->inputs.empty() && !impl->inputs.front().second.empty())
       plan.check_batch(impl->inputs.front().second.front());
     pipeline.dp = plan.dp();

@@ -248,6 +248,7 @@ bool Plan::needs_grid() const {
 }
 
 void Plan::checkCombination() const {
+  checkPipelineAxes();
   if (sequenceParallel_ && tensorParallelAxis_.empty())
     fail(sequenceParallelSite_, "sequence_parallel needs tensor parallelism: it splits the regions between the "
                                 "tensor-parallel layers along T over the tensor-parallel axis (call "
@@ -275,14 +276,17 @@ void Plan::check_world_size(int64_t worldSize) const {
   checkCombination();
   for (const auto& [name, size] : mesh_.axes()) {
     if (size == 1) continue;
-    if (name == "pp")
-      fail(mesh_.site(), fmt::format("mesh axis pp={}: pipeline parallelism is not supported yet", size));
-    bool used = name == batchAxis_ || name == tensorParallelAxis_ || name == fullyShardAxis_;
+    bool used = name == batchAxis_ || name == tensorParallelAxis_ || name == fullyShardAxis_ || name == pipelineAxis_;
     for (const ShardEntry& e : shards_)
       for (const auto& dim : e.dims) used = used || std::count(dim.begin(), dim.end(), name) > 0;
+    if (!used && name == "pp")
+      fail(mesh_.site(), fmt::format("mesh axis pp={} has no pipeline: call pipeline(\"pp\", schedule, "
+                                     "microbatches) to run the model's layers as {} pipeline stages over it",
+                                     size, size));
     if (!used)
       fail(mesh_.site(), fmt::format("mesh axis {}={} is used by no part of the plan (shard_batch, "
-                                     "fully_shard, tensor_parallel or shard); its ranks would only repeat the work",
+                                     "fully_shard, tensor_parallel, pipeline or shard); its ranks would only "
+                                     "repeat the work",
                                      name, size));
   }
   if (mesh_.size() != worldSize)
@@ -363,10 +367,17 @@ void Plan::check_batch(int64_t globalBatch) const {
     fail(accumulationSite_, fmt::format("the global batch {} is not divisible by {} data-parallel ranks x {} "
                                         "microsteps",
                                         globalBatch, dp, microsteps_));
+  // Each factor is at most 2^20, so the product cannot overflow.
+  if (pp() > 1 && globalBatch % (dp * pipelineMicrobatches_ * microsteps_) != 0)
+    fail(pipelineSites_.microbatches,
+         fmt::format("the global batch {} is not divisible by {} data-parallel rank{} x {} microbatches x {} "
+                     "microstep{} (grad_accumulation): each microbatch must have the same rows",
+                     globalBatch, dp, dp == 1 ? "" : "s", pipelineMicrobatches_, microsteps_,
+                     microsteps_ == 1 ? "" : "s"));
 }
 
 std::string Plan::describe() const {
-  std::string s = axesString(mesh_);
+  std::string s = axesString(mesh_) + describePipeline();
   if (!fullyShardAxis_.empty())
     s += fmt::format(" fully_shard={} zero_stage={}{}{}{}", fullyShardAxis_, zeroStage_,
                      reshardAfterForward_ ? "" : " reshard_after_forward=off",
@@ -425,6 +436,8 @@ Plan parsePlan(const std::string& text, int64_t microsteps) {
     } else if (axes[i].first == "tp") {
       plan.tensorParallelAxis_ = "tp";
       plan.tensorParallelSite_ = site(columns[i]);
+    } else if (axes[i].first == "pp") {
+      plan.pipeline("pp", Schedule::OneFOneB, axes[i].second, {}, site(columns[i]));
     }
   }
   return plan;

@@ -17,8 +17,9 @@
 //
 // Every call records its source line; a plan that cannot run is a tessel::ModelError at the
 // plan's line: a mesh whose size is not the job's world size, a global batch the
-// data-parallel degree does not divide, an unknown axis, an axis the compiler does not
-// support yet (pp), sequence_parallel without tensor_parallel; and, when the model compiles,
+// data-parallel degree (times the microbatches) does not divide, an unknown axis, an axis no
+// part of the plan uses (a pp axis without pipeline()), pipeline settings that cannot run,
+// sequence_parallel without tensor_parallel; and, when the model compiles,
 // a shard() glob that matches no parameter, a sharding with the wrong number of dimensions
 // or one its axes do not divide, two shard() entries that give one parameter different
 // shardings (with a note at the other entry), and a tp degree that does not divide the
@@ -201,6 +202,71 @@ struct FullyShardConfig {
   FsdpReduceScatter reduce_scatter = FsdpReduceScatter::EveryMicrostep;
 };
 
+/// A pipeline schedule (Plan::pipeline): the order in which each stage runs the forward (F)
+/// and backward (B) passes of the step's microbatches.
+enum class Schedule {
+  /// GPipe (Huang et al. 2019): every microbatch's forward pass, then every backward pass;
+  /// each stage holds all M microbatches' activations.
+  GPipe,
+  /// 1F1B (PipeDream-Flush, Narayanan et al. 2019): stage s of p warms up with p - s - 1
+  /// forward passes, then alternates one forward and one backward pass, then cools down;
+  /// stage s holds at most p - s microbatches' activations.
+  OneFOneB,
+  /// Megatron-LM's interleaved 1F1B (Narayanan et al. 2021): each rank runs v >= 2 chunks of
+  /// layers (PipelineConfig::virtual_stages); the bubble shrinks to (p-1)/(v M + p - 1).
+  Interleaved,
+  /// ZB-H1 (Qi et al. 2023): 1F1B with each backward pass split into its input gradient (I)
+  /// and weight gradient (W), the W deferred to fill the cooldown bubbles.
+  ZeroBubble,
+};
+
+/// "gpipe", "1f1b", "interleaved" or "zero-bubble": the --pp-schedule spelling, and the
+/// pipeline's option (PipelineOptions::pipelineSchedule).
+const char* scheduleName(Schedule schedule);
+
+/// The schedule named `name` (a scheduleName spelling), or nullopt for any other text.
+std::optional<Schedule> scheduleNamed(const std::string& name);
+
+/// Plan::pipeline's options. Fields in this order, so that designated initializers list
+/// them so: virtual_stages, stages, schedule_file.
+struct PipelineConfig {
+  /// Chunks of layers per rank, v >= 1: the model is cut into p x v stages (chunks), and
+  /// chunk c runs on rank c % p (the loop placement of Megatron-LM's interleaved schedule).
+  /// Schedule::Interleaved needs v >= 2; the other built-in schedules need v = 1.
+  int64_t virtual_stages = 1;
+  /// The layer ranges of the chunks, inclusive and 0-based, one per chunk in chunk order:
+  /// {{0, 5}, {6, 11}} gives layers 0-5 to chunk 0 and 6-11 to chunk 1. They must be
+  /// contiguous (each starts where the previous ends, the first at layer 0) and there must be
+  /// exactly p x v of them. Empty: the compiler balances the layers over the chunks with its
+  /// cost model (FLOPs and bytes per op; the embedding and the head count).
+  std::vector<std::pair<int64_t, int64_t>> stages;
+  /// A user schedule: the path of a CSV file of actions per rank (one row per rank, in
+  /// PyTorch's pipelining vocabulary: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B, e.g.
+  /// "0F0,0SEND_F0"; runtime/pipeline/). It replaces the `schedule` argument. Empty: none.
+  std::string schedule_file;
+};
+
+/// Where each part of a pipeline plan was given (Plan::pipeline): in the DSL every field is
+/// the pipeline() call; from the command line, the flag of each setting ("--pp-schedule",
+/// "--microbatches", "--pp-virtual-stages") and, for the layer ranges, "--pp-stages" with the
+/// column of each range. `call` is where the pipeline axis comes from (the pp item of
+/// --plan). A missing entry of `stages` falls back to `call`.
+struct PipelineSites {
+  PlanSite call, schedule, microbatches, virtualStages;
+  std::vector<PlanSite> stages;
+  /// Every setting at one site (a pipeline() call).
+  static PipelineSites at(const PlanSite& site) { return {site, site, site, site, {}}; }
+};
+
+/// The layer ranges of --pp-stages: comma-separated `first-last` items, inclusive and
+/// 0-based, e.g. "0-5,6-11"; also returns, in `sites` when given, each range's site ("flag",
+/// line 1, the column where it starts). Throws ModelError ("<flag>:1:<column>: error: ...") for
+/// an empty text or item, an item that is not two non-negative integers (at most 2^20)
+/// joined by '-', first > last, and a range that does not start where the previous one ends
+/// (overlapping, out of order or leaving a gap), or, for the first, at layer 0.
+std::vector<std::pair<int64_t, int64_t>> parseLayerRanges(const std::string& text, const std::string& flag,
+                                                          std::vector<PlanSite>* sites = nullptr);
+
 /// A parallelism plan on a mesh. The default plan is one rank: the single-device program.
 class Plan;
 Plan parsePlan(const std::string& text, int64_t microsteps);
@@ -284,6 +350,28 @@ class Plan {
   /// Start each bucket's all-reduce during the backward pass (default true); false places
   /// all communication after it (exposed), for comparison.
   Plan& overlap(bool on, std::source_location loc = std::source_location::current());
+  /// Pipeline parallelism over `axis`: the model's layers are cut into pp x v stages
+  /// (chunks, PipelineConfig), each rank runs its own stages' part of the step, activations
+  /// go forward and their gradients back by send/recv, and the global batch is split into
+  /// `microbatches` (M >= 1) microbatches per grad_accumulation microstep that `schedule`
+  /// (or config.schedule_file) orders. With grad_accumulation(K), one optimizer step runs
+  /// K x M microbatches (all in one @train_step). The step computes what the single-device
+  /// step does. Calling it again replaces the earlier settings. Throws ModelError here
+  /// (PipelineSites for the command line) when the mesh has no such axis, for M < 1,
+  /// virtual_stages < 1, Schedule::Interleaved with virtual_stages 1 (it needs >= 2), another
+  /// built-in schedule with virtual_stages > 1, layer ranges that are not contiguous from
+  /// layer 0 (parseLayerRanges' rules) or whose count is not pp x virtual_stages, and a
+  /// schedule_file that cannot be read. The axis must be no other role's (shard_batch,
+  /// tensor_parallel, fully_shard): checked with the world (check_world_size). The global
+  /// batch is checked by check_batch; more stages than layers when the model compiles.
+  Plan& pipeline(const std::string& axis, Schedule schedule, int64_t microbatches, PipelineConfig config = {},
+                 std::source_location loc = std::source_location::current());
+  /// The same with every error at `site` (a plan built from text).
+  Plan& pipeline(const std::string& axis, Schedule schedule, int64_t microbatches, PipelineConfig config,
+                 PlanSite site);
+  /// The same for the trainer's flags: each error at the site of the setting that causes it.
+  Plan& pipeline(const std::string& axis, Schedule schedule, int64_t microbatches, PipelineConfig config,
+                 PipelineSites sites);
 
   const Mesh& mesh() const { return mesh_; }
   /// Ranks the batch is split over: the product of the batch_axes() sizes (1 without
@@ -319,6 +407,24 @@ class Plan {
   double bucket_mb() const { return bucketMb_; }
   int64_t microsteps() const { return microsteps_; }
   bool overlap() const { return overlap_; }
+  /// The pipeline's stages along its axis: the size of pipeline_axis() (1 without pipeline()).
+  int64_t pp() const;
+  /// The axis of pipeline() ("" without it).
+  const std::string& pipeline_axis() const { return pipelineAxis_; }
+  /// The schedule as the pipeline spells it: "gpipe", "1f1b", "interleaved" or "zero-bubble"
+  /// (scheduleName), or the path of the CSV file (PipelineConfig::schedule_file).
+  std::string pipeline_schedule() const;
+  /// M: microbatches per grad_accumulation microstep, as given to pipeline() (1 without it).
+  int64_t pipeline_microbatches() const { return pipelineMicrobatches_; }
+  /// M_eff = M x microsteps(): the microbatches one optimizer step (one @train_step) runs, each
+  /// B / (dp() x M_eff) rows; 0 for a plan that is not pipelined (pp() == 1).
+  int64_t pipeline_microbatches_per_step() const;
+  /// Chunks per rank, v (1 without pipeline()).
+  int64_t pipeline_virtual_stages() const { return pipelineVirtualStages_; }
+  /// The chunks' layer ranges, inclusive (empty: balanced by the compiler).
+  const std::vector<std::pair<int64_t, int64_t>>& pipeline_layer_ranges() const { return pipelineLayerRanges_; }
+  /// Where pipeline() was called (for --plan, the pp item's column).
+  const PlanSite& pipeline_site() const { return pipelineSites_.call; }
   /// Whether the compiler needs the plan's mesh as a grid in the IR (and its shardings on
   /// the parameters): the plan is more than data parallelism, i.e. an axis other than the
   /// batch axis has more than one rank, or a shard() entry splits over an axis of more than
@@ -327,14 +433,16 @@ class Plan {
   bool needs_grid() const;
 
   /// Startup checks against the job: the mesh size must equal `worldSize` (else ModelError
-  /// at the mesh's line); a pp axis of more than one rank is refused (pipeline parallelism
-  /// is not supported yet), and so is any other axis of more than one rank that no part of
-  /// the plan uses (shard_batch, tensor_parallel, shard), at the mesh's line;
-  /// sequence_parallel without tensor_parallel, and tensor_parallel over the batch axis,
-  /// at their lines.
+  /// at the mesh's line, naming every axis, pp included); an axis of more than one rank that
+  /// no part of the plan uses (shard_batch, fully_shard, tensor_parallel, shard, pipeline)
+  /// is refused at the mesh's line (a pp axis without pipeline(): saying to call it);
+  /// sequence_parallel without tensor_parallel, tensor_parallel over the batch axis, and a
+  /// pipeline axis that is also the batch, tensor-parallel or fully sharded axis, at their
+  /// lines.
   void check_world_size(int64_t worldSize) const;
   /// The global batch must be divisible by dp() * microsteps() (ModelError at the line of
-  /// shard_batch, or of grad_accumulation when it is the microsteps that do not divide).
+  /// shard_batch, or of grad_accumulation when it is the microsteps that do not divide), and
+  /// when pipelined by dp() x M x microsteps() (at the pipeline() line; --microbatches).
   void check_batch(int64_t globalBatch) const;
   /// Matches the shard() entries against the model's parameters (name and shape, in
   /// declaration order) and returns the sharding of every matched parameter, in that order.
@@ -375,6 +483,10 @@ class Plan {
   static void checkFsdpUnits(const std::string& axis, const FullyShardConfig& options, const PlanSite& site);
   /// " unit=blocks.* prefetch=1" (describe; "" without units).
   std::string describeFsdpUnits() const;
+  /// " pipeline pp=2 (1f1b, 8 microbatches)" (describe; "" when not pipelined).
+  std::string describePipeline() const;
+  /// The pipeline axis must have no other role (checkCombination; dsl/PlanPipeline.cpp).
+  void checkPipelineAxes() const;
   Mesh mesh_;
   PlanSite site_, batchSite_, accumulationSite_, tensorParallelSite_, sequenceParallelSite_;
   std::string batchAxis_, tensorParallelAxis_, fullyShardAxis_;
@@ -388,6 +500,13 @@ class Plan {
   bool sequenceParallel_ = false;
   std::vector<ShardEntry> shards_;
   std::vector<CheckpointEntry> checkpoints_;
+  std::string pipelineAxis_;
+  Schedule pipelineSchedule_ = Schedule::OneFOneB;
+  std::string pipelineScheduleFile_;
+  int64_t pipelineMicrobatches_ = 1;
+  int64_t pipelineVirtualStages_ = 1;
+  std::vector<std::pair<int64_t, int64_t>> pipelineLayerRanges_;
+  PipelineSites pipelineSites_;
   double bucketMb_ = 25.0;
   int64_t microsteps_ = 1;
   bool overlap_ = true;
@@ -400,9 +519,11 @@ class Plan {
 /// shard_batch("dp"), a tp axis tensor_parallel("tp") and an fsdp axis fully_shard("fsdp")
 /// (stage 3; dp=2,fsdp=2 is HSDP), each at its item's column. Throws
 /// ModelError ("--plan:1:<column>: error: ...") for malformed items, duplicate axes, sizes
-/// < 1 and unknown axis names (dp, tp, fsdp, pp are known). pp parses, and check_world_size
-/// rejects it (size > 1) as not supported yet. `microsteps` (>= 1, the --grad-accumulation
-/// flag) is the plan's grad_accumulation.
+/// < 1 and unknown axis names (dp, tp, fsdp, pp are known). A pp axis means
+/// pipeline("pp", Schedule::OneFOneB, <its size>) at its item's column (the trainer's
+/// --pp-schedule, --microbatches, --pp-virtual-stages and --pp-stages then replace these
+/// defaults: dsl/trainer/Flags.h). `microsteps` (>= 1, the --grad-accumulation flag) is the
+/// plan's grad_accumulation.
 Plan parsePlan(const std::string& text, int64_t microsteps = 1);
 
 }  // namespace tessel

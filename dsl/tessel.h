@@ -270,6 +270,11 @@ struct CompileOptions {
   /// local batch and averages gradients over the replicas. The global batch (the inputs'
   /// leading dimension) is checked against the plan here (ModelError at the plan's line).
   Plan plan;
+  /// With a pipelined plan (Plan::pipeline, pp() > 1): which stage's program to compile, the
+  /// rank's coordinate along the pipeline axis, in [0, pp()); each stage's program holds only
+  /// its stages' layers and parameters. Must be 0 for other plans. Out of range:
+  /// std::invalid_argument.
+  int64_t pipeline_stage = 0;
 };
 
 /// How a program becomes machine code on this CPU.

@@ -113,8 +113,8 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
   app.add_option("--threads", run_.threads, "CPU threads (0: all cores)")->check(integerIn(0, 1024));
   app.add_flag("--profile", run_.profile, "time every step and print where a train step's time goes");
   app.add_option("--emit-bundle", run_.emitBundle,
-                 "only compile, in one plain process, for any --plan: write the train program as a bundle folder "
-                 "for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
+                 "only compile, in one plain process, for any --plan but a pipeline (pp): write the train program as "
+                 "a bundle folder for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
       ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--cuda-arch", run_.cudaArch, "GPU architecture of the cubin in a CUDA bundle")
       ->capture_default_str()->check(nonEmpty("GPU architecture (such as sm_90)"));
@@ -156,6 +156,17 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   prepareDumpIrFolder(flags_.dumpIr);
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
+  // Each pipeline stage compiles a program of its own; a bundle holds one program for every
+  // rank (runtime/bundle), so it cannot hold a pipeline yet.
+  if (emitting && plan.pp() > 1)
+    throw std::runtime_error(fmt::format("--emit-bundle: bundles of pipeline plans are not supported yet (the plan "
+                                         "{} has {} pipeline stages, each with its own program); train it with "
+                                         "mpirun -np {} {} instead",
+                                         plan.describe(), plan.pp(), planRanks, name));
+  // Microbatches per @train_step under a pipeline (M_eff = microbatches x grad accumulation),
+  // 0 otherwise; the data is then cut into M_eff microbatches per step instead of microsteps.
+  const int64_t pipelineMicrobatches = plan.pipeline_microbatches_per_step();
+  const int64_t microbatches = pipelineMicrobatches > 0 ? pipelineMicrobatches : plan.microsteps();
   // Before anything is opened for writing: the log is none of what this process reads.
   const std::vector<ReadPath> reads = {{"the data", flags_.data},
                                        {"the kernel cache", kernelCacheDir({})},
@@ -177,10 +188,13 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                              : gpuRanks  ? std::string("cuda")
                                          : resolveDeviceFlag(flags_, name, /*cudaReady=*/true);
   std::unique_ptr<rt::NcclCommunicator> nccl;  // declared before the executor, which holds its work
+  // This rank's stage: its coordinate along the pipeline axis (stage 0 when only compiling).
+  const int64_t stage = plan.pp() > 1 ? batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, rank).first : 0;
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
-                                    .plan = plan});
+                                    .plan = plan,
+                                    .pipeline_stage = stage});
   if (flags_.memoryJson) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
     return 0;
@@ -194,8 +208,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                                                          .hostWait = false});
 
   if (flags_.explain && rank == 0) {
-    fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per microstep\n", plan.describe(),
-               planRanks, planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * plan.microsteps()));
+    fmt::print("plan: {} ({} rank{}), global batch {}, {} rows per rank per {}\n", plan.describe(), planRanks,
+               planRanks == 1 ? "" : "s", flags_.batch, flags_.batch / (plan.dp() * microbatches),
+               pipelineMicrobatches > 0 ? "microbatch" : "microstep");
     const rt::Program lowered = program.lower(false);
     fmt::print("{}", rt::explainShardings(lowered));
     std::string report = rt::explainCollectives(lowered, "train_step");
@@ -224,7 +239,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // ranks that differ on other axes (the tp ranks of one data-parallel replica) feed the
   // same rows.
   const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axes(), rank);
-  RankData data = recipe.data({batchRank, batchRanks, flags_.batch, plan.microsteps(), flags_.seed}, train_);
+  RankData data = recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
 
   // The CPU program, or the GPU executor.
@@ -254,7 +269,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                static_cast<double>(ex.arenaBytes()) / (1 << 20), data.describe,
                gpu ? ", device " + gpu->deviceName() : std::string());
 
-  train_.microsteps = plan.microsteps();
+  train_.microsteps = pipelineMicrobatches > 0 ? 1 : plan.microsteps();  // a pipeline has no @accumulate_step
+  train_.pipelineMicrobatches = pipelineMicrobatches;
   train_.comm = comm;
   train_.deviceComm = nccl.get();
   train_.checkReplicas = flags_.checkReplicas;

@@ -12,8 +12,10 @@
 //      the MPI world, and one rank that cannot use its GPU makes every rank exit with the
 //      reasons;
 //   4. compiling (--plan, --grad-accumulation, --bucket-mb, --no-overlap, --precision,
-//      --dump-ir), --explain, and --emit-bundle (a bundle that records the plan, for
-//      `mpirun -np N tessel-run DIR`);
+//      --dump-ir, the pipeline's --pp-schedule, --microbatches, --pp-virtual-stages and
+//      --pp-stages; each rank compiles its own pipeline stage), --explain, and --emit-bundle
+//      (a bundle that records the plan, for `mpirun -np N tessel-run DIR`; refused for a
+//      pipeline plan);
 //   5. the CPU executor (generated C++ kernels) or the GPU executor (NVRTC cubin), the loop
 //      (runtime/train/Loop.h) with --log-json, and rank 0's communication, profile and
 //      memory report; then the model's own report (sampling, accuracy) on rank 0.
@@ -63,8 +65,10 @@ struct RunFlags {
 };
 
 /// Which rows of the data this rank trains on: its rank of `world` data-parallel ranks and
-/// the plan's microsteps, for a global batch of `batch` rows (runtime/train/TextBatches.h
-/// microbatchRows), from `seed`.
+/// the microbatches per step (the plan's microsteps, or under a pipeline its M_eff
+/// microbatches of one @train_step), for a global batch of `batch` rows
+/// (runtime/train/TextBatches.h microbatchRows), from `seed`. The ranks of one pipeline
+/// (their pp coordinates differ) feed the same rows.
 struct DataShard {
   int rank = 0, world = 1;
   int64_t batch = 1, microsteps = 1;

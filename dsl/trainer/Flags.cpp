@@ -42,8 +42,9 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                                    "parallelism, tp: Megatron tensor parallelism, fsdp: fully sharded data "
                                    "parallelism, ZeRO-3, any degree: an uneven first dimension is padded; "
                                    "dp=2,fsdp=2 is HSDP; fsdp=2,tp=2 stores each tp block split again over "
-                                   "fsdp, tp major, fsdp minor; pp is not supported yet). The "
-                                   "recommended order puts pp outermost and tp innermost, so tp ranks are neighbours")
+                                   "fsdp, tp major, fsdp minor; pp: pipeline parallelism, each rank runs one "
+                                   "stage of the layers, see --pp-schedule). The recommended order puts pp "
+                                   "outermost and tp innermost, so tp ranks are neighbours, e.g. pp=2,dp=2,tp=2")
       ->capture_default_str();
   app.add_option("--zero-stage", f.zeroStage,
                  "ZeRO stage of the plan's fsdp axis, per parameter along dimension 0: 3 (default) shards "
@@ -72,6 +73,21 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                  "with an fsdp axis: start the all-gathers of the next N units while a unit computes, in forward "
                  "and backward (at most N + 1 units' gathers in flight; 0: off)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
+  app.add_option("--pp-schedule", f.ppSchedule,
+                 "with a pp axis: the pipeline schedule, gpipe, 1f1b (default), interleaved (Megatron-LM's, needs "
+                 "--pp-virtual-stages >= 2), zero-bubble (ZB-H1), or a CSV file of actions per rank (PyTorch's "
+                 "pipelining vocabulary: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)")
+      ->type_name("SCHEDULE|FILE.csv")->check(nonEmpty("schedule or file"));
+  app.add_option("--microbatches", f.microbatches,
+                 "with a pp axis: microbatches M one training step pipelines (with --grad-accumulation K: K x M per "
+                 "optimizer step, all in one step), each B / (dp x M x K) rows (default: the pp size)")
+      ->check(integerIn(1, int64_t{1} << 20));
+  sizeFlag(app, "--pp-virtual-stages", f.ppVirtualStages,
+           "with a pp axis: chunks of layers per rank (the interleaved schedule's virtual stages)", 4096);
+  app.add_option("--pp-stages", f.ppStages,
+                 "with a pp axis: the layer ranges of the stages, inclusive and in order, one per stage (pp x "
+                 "virtual stages of them), e.g. 0-5,6-11 (default: balanced by the cost model)")
+      ->type_name("FIRST-LAST[,...]")->check(nonEmpty("layer ranges"));
   app.add_flag("--sequence-parallel", f.sequenceParallel,
                "sequence parallelism: split the LayerNorm and residual regions along T over tp (needs a tp axis)");
   sizeFlag(app, "--grad-accumulation", f.microsteps, "microsteps per optimizer step (gradient accumulation)",
@@ -127,8 +143,35 @@ static void fsdpUnitsFromFlags(const Flags& f, Plan& plan) {
   plan.fully_shard(plan.fully_shard_axis(), config, site);
 }
 
+/// The pipeline flags into `plan`'s pipeline (see planFromFlags).
+static void pipelineFromFlags(const Flags& f, Plan& plan) {
+  const bool microbatchesGiven = f.microbatches != Flags::kNotGiven;
+  if (plan.pipeline_axis().empty()) {
+    const char* flag = !f.ppSchedule.empty()     ? "--pp-schedule"
+                       : microbatchesGiven       ? "--microbatches"
+                       : f.ppVirtualStages != 1  ? "--pp-virtual-stages"
+                       : !f.ppStages.empty()     ? "--pp-stages"
+                                                 : nullptr;
+    if (flag)
+      throw ModelError(Diagnostic{flag, 1, 1, "", fmt::format("{} needs a pp axis in --plan (e.g. --plan pp=2)",
+                                                              flag)});
+    return;
+  }
+  PipelineSites sites{plan.pipeline_site(), {"--pp-schedule", 1, 1}, {"--microbatches", 1, 1},
+                      {"--pp-virtual-stages", 1, 1}, {}};
+  PipelineConfig config{.virtual_stages = f.ppVirtualStages};
+  if (!f.ppStages.empty()) config.stages = parseLayerRanges(f.ppStages, "--pp-stages", &sites.stages);
+  Schedule schedule = Schedule::OneFOneB;
+  if (auto named = scheduleNamed(f.ppSchedule))
+    schedule = *named;
+  else if (!f.ppSchedule.empty())
+    config.schedule_file = f.ppSchedule;
+  plan.pipeline(plan.pipeline_axis(), schedule, microbatchesGiven ? f.microbatches : plan.pp(), config, sites);
+}
+
 Plan planFromFlags(const Flags& f) {
   Plan plan = parsePlan(f.plan, f.microsteps);
+  pipelineFromFlags(f, plan);
   plan.bucket_mb(f.bucketMb).overlap(f.overlap);
   if (f.zeroStage != 0 || !f.reshardAfterForward || !f.fsdpReduceScatter.empty()) {
     PlanSite site{f.zeroStage != 0          ? "--zero-stage"

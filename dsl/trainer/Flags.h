@@ -37,6 +37,10 @@ struct Flags {
   std::string fsdpUnit;         // --fsdp-unit GLOB[,GLOB...]: FSDP units ("": the default, see planFromFlags)
   int64_t fsdpMinUnitParams = kNotGiven;  // --fsdp-min-unit-params N: size-based FSDP units
   int64_t fsdpPrefetch = 1;     // --fsdp-prefetch N: units whose all-gathers start ahead (0: off)
+  std::string ppSchedule;       // --pp-schedule gpipe|1f1b|interleaved|zero-bubble|FILE.csv ("": not given, 1f1b)
+  int64_t microbatches = kNotGiven;  // --microbatches M per microstep (not given: the pp size)
+  int64_t ppVirtualStages = 1;  // --pp-virtual-stages V: chunks of layers per rank
+  std::string ppStages;         // --pp-stages 0-5,6-11: the chunks' layer ranges ("": balanced)
   bool transformer = false;     // set by addTransformerFlags: the model's blocks are "blocks.<i>"
   double bucketMb = 25.0;       // --bucket-mb: gradient all-reduce bucket capacity
   std::string activationCheckpointing;  // --activation-checkpointing full|selective ("": off)
@@ -62,7 +66,12 @@ struct Flags {
 /// transformer's fsdp plan has one unit per block, "blocks.*", and other models one per
 /// parameter), --sequence-parallel, --grad-accumulation, --bucket-mb, --no-overlap
 /// and --activation-checkpointing (checkpoint("blocks.*", mode): every transformer block,
-/// errors at "--activation-checkpointing:1:1"). Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
+/// errors at "--activation-checkpointing:1:1"), and the pipeline of a pp axis: --pp-schedule
+/// (a built-in schedule, else a CSV file), --microbatches (default: the pp size),
+/// --pp-virtual-stages and --pp-stages (parseLayerRanges; errors at the flag and column,
+/// e.g. "--pp-stages:1:5"); each needs a pp axis in --plan (else an error at the flag). With
+/// --grad-accumulation K an optimizer step runs K x M microbatches.
+/// Throws ModelError ("--plan:1:col: error: ...") for a malformed plan;
 /// --sequence-parallel without a tp axis is refused ("--sequence-parallel:1:1: error: ...")
 /// by Plan::check_world_size.
 Plan planFromFlags(const Flags& flags);

@@ -12,9 +12,10 @@ namespace tessel::trainer {
 
 namespace {
 
-void feed(rt::ProgramExecutor& ex, const std::string& fn, const ImageBatch& b) {
-  ex.setInput(fn, 0, b.images.data(), b.images.size() * sizeof(float));
-  ex.setInput(fn, 1, b.labels.data(), b.labels.size() * sizeof(int32_t));
+/// `b` into inputs `first` (images) and first + 1 (labels).
+void feed(rt::ProgramExecutor& ex, const std::string& fn, size_t first, const ImageBatch& b) {
+  ex.setInput(fn, first, b.images.data(), b.images.size() * sizeof(float));
+  ex.setInput(fn, first + 1, b.labels.data(), b.labels.size() * sizeof(int32_t));
 }
 
 }  // namespace
@@ -30,11 +31,11 @@ BatchFeeder imageTrainFeeder(const ImageBatchOptions& o) {
   // As for text: the sampler sees the whole global batch and every rank takes its rows.
   auto sampler = std::make_shared<DistributedSampler>(o.train->count, o.batch, 0, 1, o.seed);
   auto call = std::make_shared<int64_t>(0);
-  return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn) {
+  return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn, size_t firstInput) {
     const int64_t step = *call / o.microsteps, micro = *call % o.microsteps;
     ++*call;
     auto [first, last] = microbatchRows(o.batch, o.rank, o.world, micro, o.microsteps);
-    feed(ex, fn, gatherImages(*o.train, sampler->globalBatch(step), first, last - first));
+    feed(ex, fn, firstInput, gatherImages(*o.train, sampler->globalBatch(step), first, last - first));
   };
 }
 
@@ -45,7 +46,7 @@ ValidationFeeder imageValFeeder(const ImageBatchOptions& o) {
   const ImageDataset* test = o.test;
   return orderedValidation(test->count, o.batch, o.rank, o.world, o.microsteps, "test images",
                            [test, order](rt::ProgramExecutor& ex, const std::string& fn, int64_t first,
-                                         int64_t count) { feed(ex, fn, gatherImages(*test, *order, first, count)); });
+                                         int64_t count) { feed(ex, fn, 0, gatherImages(*test, *order, first, count)); });
 }
 
 }  // namespace tessel::trainer

@@ -26,7 +26,7 @@ struct ImageBatchOptions {
   const ImageDataset* test = nullptr;
   int64_t batch = 1;  // global batch B (divisible by world * microsteps; at most either set's count)
   int rank = 0, world = 1;
-  int64_t microsteps = 1;  // k: calls per training step
+  int64_t microsteps = 1;  // k: calls per training step (microsteps, or a pipeline's M_eff microbatches)
   uint64_t seed = 1337;
 };
 

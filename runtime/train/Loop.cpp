@@ -81,17 +81,25 @@ void requireScalarOutput(const rt::Program& program, const rt::Function& fn, siz
 
 }  // namespace
 
-std::vector<std::string> hyperParameterNames(const rt::Program& program) {
+/// Microbatches per @train_step: M_eff for a pipelined program, else 1.
+static size_t microbatchesPerStep(int64_t pipelineMicrobatches) {
+  return pipelineMicrobatches > 1 ? static_cast<size_t>(pipelineMicrobatches) : 1;
+}
+
+std::vector<std::string> hyperParameterNames(const rt::Program& program, int64_t pipelineMicrobatches) {
   const rt::Function* step = program.function("train_step");
   const rt::Function* forward = program.function("forward");
   if (!step || !forward)
     throw std::runtime_error(fmt::format("the program has no @{}; it cannot be trained",
                                          step ? "forward" : "train_step"));
-  if (forward->inputs.size() > step->inputs.size())
-    throw std::runtime_error("@train_step has fewer inputs than @forward");
+  const size_t modelInputs = forward->inputs.size() * microbatchesPerStep(pipelineMicrobatches);
+  if (modelInputs > step->inputs.size())
+    throw std::runtime_error(fmt::format("@train_step has {} inputs, fewer than @forward's {} x {} microbatches",
+                                         step->inputs.size(), forward->inputs.size(),
+                                         microbatchesPerStep(pipelineMicrobatches)));
   std::vector<std::string> names;
   const std::string prefix = "train_step.";
-  for (size_t i = forward->inputs.size(); i < step->inputs.size(); ++i) {
+  for (size_t i = modelInputs; i < step->inputs.size(); ++i) {
     std::string n = program.buffers.at(static_cast<size_t>(step->inputs[i])).name;
     if (n.rfind(prefix, 0) == 0) n = n.substr(prefix.size());
     names.push_back(std::move(n));
@@ -99,7 +107,33 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program) {
   return names;
 }
 
-void checkTrainingProgram(const rt::Program& program, int64_t microsteps) {
+/// The pipelined part of checkTrainingProgram: @train_step's inputs [m k, (m + 1) k) are
+/// @forward's k inputs (dtype and shape) for every microbatch m of M_eff.
+static void checkPipelinedInputs(const rt::Program& program, const rt::Function& step, const rt::Function& forward,
+                                 int64_t microsteps, int64_t pipelineMicrobatches) {
+  if (microsteps != 1)
+    throw std::runtime_error(fmt::format("a pipelined program runs its {} microbatches in one @train_step; "
+                                         "{} microsteps (@accumulate_step) cannot be combined with it",
+                                         pipelineMicrobatches, microsteps));
+  const size_t k = forward.inputs.size(), m = static_cast<size_t>(pipelineMicrobatches);
+  if (step.inputs.size() < k * m)
+    throw std::runtime_error(fmt::format("@train_step has {} inputs, but a pipeline of {} microbatches needs {} x "
+                                         "@forward's {} model inputs first; the program is not a pipelined "
+                                         "training program for {} microbatches",
+                                         step.inputs.size(), m, m, k, m));
+  for (size_t i = 0; i < k * m; ++i) {
+    const rt::Buffer& got = program.buffers.at(static_cast<size_t>(step.inputs[i]));
+    const rt::Buffer& want = program.buffers.at(static_cast<size_t>(forward.inputs[i % k]));
+    if (got.dtype != want.dtype || got.shape != want.shape)
+      throw std::runtime_error(fmt::format(
+          "@train_step input {} ('{}', {} [{}]) should be microbatch {}'s copy of @forward input {} ('{}', {} [{}]); "
+          "the program is not a pipelined training program for {} microbatches",
+          i, got.name, rt::dtypeName(got.dtype), fmt::join(got.shape, ", "), i / k, i % k, want.name,
+          rt::dtypeName(want.dtype), fmt::join(want.shape, ", "), m));
+  }
+}
+
+void checkTrainingProgram(const rt::Program& program, int64_t microsteps, int64_t pipelineMicrobatches) {
   const rt::Function* step = program.function("train_step");
   if (!step) throw std::runtime_error("the program has no @train_step; it cannot be trained");
   const rt::Function* forward = program.function("forward");
@@ -110,6 +144,7 @@ void checkTrainingProgram(const rt::Program& program, int64_t microsteps) {
   requireScalarOutput(program, *forward, 0, "the loss");
   if (step->outputs.size() > 1 && step->outputs[0] == step->outputs[1])
     throw std::runtime_error("@train_step outputs 0 (the loss) and 1 (the gradient norm) are one buffer");
+  if (pipelineMicrobatches > 1) checkPipelinedInputs(program, *step, *forward, microsteps, pipelineMicrobatches);
   if (microsteps > 1) {
     const rt::Function* accumulate = program.function("accumulate_step");
     if (!accumulate)
@@ -138,17 +173,23 @@ static double meanOverRanks(rt::Communicator* comm, double value) {
 
 std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch) {
-  checkTrainingProgram(ex.program(), o.microsteps);
-  const std::vector<std::string> names = hyperParameterNames(ex.program());
-  size_t firstHyper = ex.program().function("forward")->inputs.size();
+  checkTrainingProgram(ex.program(), o.microsteps, o.pipelineMicrobatches);
+  const std::vector<std::string> names = hyperParameterNames(ex.program(), o.pipelineMicrobatches);
+  // A pipelined @train_step takes M_eff microbatches of the model's k inputs, then the
+  // hyper-parameters (the file comment); otherwise one microbatch.
+  const size_t modelInputs = ex.program().function("forward")->inputs.size();
+  const size_t stepMicrobatches = microbatchesPerStep(o.pipelineMicrobatches);
+  const size_t firstHyper = modelInputs * stepMicrobatches;
   std::ofstream log;
   if (!o.logJson.empty() && (!o.comm || o.comm->rank() == 0)) {
     log.open(o.logJson);
     if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
   }
-  if (valBatch.microsteps != o.microsteps)
+  // Validation runs @forward once per microbatch: microsteps, or M_eff under a pipeline.
+  const int64_t valMicrobatches = stepMicrobatches > 1 ? o.pipelineMicrobatches : o.microsteps;
+  if (valBatch.microsteps != valMicrobatches)
     throw std::logic_error(fmt::format("the validation set feeds {} microbatches per batch, the loop runs {}",
-                                       valBatch.microsteps, o.microsteps));
+                                       valBatch.microsteps, valMicrobatches));
   const int64_t evalBatches = evaluationBatches(o.evalBatches, valBatch);
   if (!o.comm || o.comm->rank() == 0) {
     std::string note = o.evalBatches > valBatch.batches
@@ -181,6 +222,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     run["training"] = {{"optimizer", o.optimizer}, {"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule},
                        {"weight_decay", o.weightDecay}, {"grad_clip", o.gradClip}, {"microsteps", o.microsteps},
                        {"eval_every", o.evalEvery}, {"eval_batches", o.evalBatches}};
+    if (stepMicrobatches > 1) run["training"]["pipeline_microbatches"] = o.pipelineMicrobatches;
     run["memory"] = memoryByRank(ex.program(), ex.allocationCounter(), o.comm);
   }
   const RankMemory memory = rankMemory(ex.program());
@@ -203,7 +245,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     for (int64_t m = 1; m < o.microsteps; ++m) {
       {
         rt::TraceScope data(tr, "data", "data", "accumulate_step batch");
-        trainBatch(ex, "accumulate_step");
+        trainBatch(ex, "accumulate_step", 0);
       }
       rt::TraceScope run(tr, "accumulate_step", "function");
       ex.run("accumulate_step");
@@ -211,7 +253,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     }
     {
       rt::TraceScope data(tr, "data", "data", "train_step batch");
-      trainBatch(ex, "train_step");
+      for (size_t m = 0; m < stepMicrobatches; ++m) trainBatch(ex, "train_step", m * modelInputs);
     }
     for (size_t h = 0; h < names.size(); ++h) {
       const std::string& n = names[h];

@@ -6,6 +6,12 @@
 // (as many as @forward has), then the optimizer's hyper-parameters ("lr", "beta1", "beta2",
 // "eps", "weight_decay", "momentum", "step", "max_grad_norm"). So the JIT path (dsl/trainer)
 // and the AOT runner (tessel-run) share this loop and print the same lines.
+//
+// A pipelined program (TrainOptions::pipelineMicrobatches M_eff > 1) runs all M_eff
+// microbatches of a step in one @train_step: its inputs are, for m = 0 .. M_eff - 1, the k
+// inputs of @forward for microbatch m (inputs [m k, (m + 1) k)), then the hyper-parameters.
+// The loop feeds microbatch m at first input m k, runs @train_step once per step (there is no
+// @accumulate_step) and validates with @forward on one microbatch at a time.
 #pragma once
 
 #include "runtime/comm/Communicator.h"
@@ -46,6 +52,10 @@ struct TrainOptions {
   /// Gradient accumulation: per step, microsteps - 1 runs of @accumulate_step, then
   /// @train_step, each fed its own microbatch; the loss reported is their mean.
   int64_t microsteps = 1;
+  /// Pipeline parallelism: M_eff, the microbatches one @train_step takes (the plan's
+  /// microbatches x grad accumulation; see the file comment), with microsteps 1. 0 or 1: the
+  /// program is not pipelined (one microbatch per @train_step, inputs as @forward's).
+  int64_t pipelineMicrobatches = 0;
   /// Data parallelism: the ranks' communicator (not owned; null for one rank). The loss
   /// and validation loss printed are averaged over the ranks (the global batch mean); only
   /// rank 0 prints progress and writes the JSON log.
@@ -89,10 +99,13 @@ std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps);
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.
 double learningRate(const TrainOptions& o, int64_t step);
 
-/// Feeds one batch: fills the model inputs of `function` on the executor (indices 0..k-1).
-/// With microsteps k > 1 it is called k times per step (k - 1 times for "accumulate_step",
-/// then for "train_step"), once per microbatch, in order.
-using BatchFeeder = std::function<void(rt::ProgramExecutor& ex, const std::string& function)>;
+/// Feeds one microbatch: fills the model inputs of `function` on the executor, input indices
+/// firstInput .. firstInput + k - 1 (k: @forward's input count). With microsteps k > 1 it is
+/// called k times per step (k - 1 times for "accumulate_step", then for "train_step"), with
+/// firstInput 0; with a pipeline of M_eff microbatches, M_eff times for "train_step", with
+/// firstInput m k for microbatch m. Calls come in microbatch order.
+using BatchFeeder =
+    std::function<void(rt::ProgramExecutor& ex, const std::string& function, size_t firstInput)>;
 
 /// What one step reported.
 struct StepStats {
@@ -101,22 +114,27 @@ struct StepStats {
   double valLoss = -1;  // < 0 when not evaluated this step
 };
 
-/// The hyper-parameter names of @train_step in argument order (the inputs after the model's,
-/// with the "train_step." prefix removed), read from the executor's program. Throws
-/// std::runtime_error if the program has no @train_step or @forward.
-std::vector<std::string> hyperParameterNames(const rt::Program& program);
+/// The hyper-parameter names of @train_step in argument order (the inputs after the model's:
+/// after max(1, pipelineMicrobatches) x @forward's inputs; "train_step." prefix removed),
+/// read from the executor's program. Throws std::runtime_error if the program has no
+/// @train_step or @forward, or fewer @train_step inputs than the model's.
+std::vector<std::string> hyperParameterNames(const rt::Program& program, int64_t pipelineMicrobatches = 0);
 
 /// Checks what the loop reads from `program` before anything runs: @train_step and @forward
 /// (which validation runs) exist, output 0 of each (the loss) and output 1 of @train_step (the
 /// global gradient norm) are distinct scalar f32 buffers the function computes (Temps, not a
 /// parameter, optimizer state or input), and with microsteps > 1 @accumulate_step exists with
-/// such a loss. Throws std::runtime_error naming the function and output otherwise.
-void checkTrainingProgram(const rt::Program& program, int64_t microsteps);
+/// such a loss; with pipelineMicrobatches M_eff > 1, @train_step's first M_eff x k inputs are
+/// M_eff copies of @forward's k inputs (dtype and shape, in order; the file comment) and
+/// microsteps is 1. Throws std::runtime_error naming the function and output (or input)
+/// otherwise.
+void checkTrainingProgram(const rt::Program& program, int64_t microsteps, int64_t pipelineMicrobatches = 0);
 
 /// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
-/// feeds a batch, the hyper-parameters are set, train_step runs; every evalEvery steps and at
-/// the end, the first evaluationBatches(evalBatches, valBatch) global batches of the fixed
-/// validation set run through @forward (each as `microsteps` microbatches) and their mean
+/// feeds a batch (each microbatch, at its first input: BatchFeeder), the hyper-parameters are
+/// set, train_step runs; every evalEvery steps and at the end, the first
+/// evaluationBatches(evalBatches, valBatch) global batches of the fixed validation set run
+/// through @forward (each as `microsteps`, or pipelineMicrobatches, microbatches) and their mean
 /// loss, averaged over the ranks, is the validation loss (Validation.h). Prints which
 /// held-out items that is, a progress line per step, and writes the JSON log. Returns the
 /// per-step stats. Throws std::logic_error when valBatch was made for other microsteps, and

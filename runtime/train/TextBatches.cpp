@@ -21,12 +21,13 @@ std::pair<int64_t, int64_t> microbatchRows(int64_t batch, int rank, int world, i
 
 namespace {
 
-void feedRows(rt::ProgramExecutor& ex, const std::string& fn, const TokenBatch& b, int64_t seq,
+/// Rows [rows.first, rows.second) of `b` into inputs `first` (tokens) and first + 1 (targets).
+void feedRows(rt::ProgramExecutor& ex, const std::string& fn, size_t first, const TokenBatch& b, int64_t seq,
               std::pair<int64_t, int64_t> rows) {
   size_t offset = static_cast<size_t>(rows.first * seq);
   size_t bytes = static_cast<size_t>((rows.second - rows.first) * seq) * sizeof(int32_t);
-  ex.setInput(fn, 0, b.tokens.data() + offset, bytes);
-  ex.setInput(fn, 1, b.targets.data() + offset, bytes);
+  ex.setInput(fn, first, b.tokens.data() + offset, bytes);
+  ex.setInput(fn, first + 1, b.targets.data() + offset, bytes);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
   auto sampler = std::make_shared<DistributedSampler>(
       textWindowCount(o.data->trainSize(), o.seq), o.batch, 0, 1, o.seed);
   auto call = std::make_shared<int64_t>(0);
-  return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn) {
+  return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn, size_t firstInput) {
     const int64_t step = *call / o.microsteps, micro = *call % o.microsteps;
     ++*call;
     auto rows = microbatchRows(o.batch, o.rank, o.world, micro, o.microsteps);
@@ -45,7 +46,7 @@ BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
     for (int64_t i = rows.first; i < rows.second; ++i)
       offsets.push_back(textWindowOffset(ids[static_cast<size_t>(i)], o.seq));
     TokenBatch b = o.data->windows(Split::Train, offsets, o.seq);
-    feedRows(ex, fn, b, o.seq, {0, rows.second - rows.first});
+    feedRows(ex, fn, firstInput, b, o.seq, {0, rows.second - rows.first});
   };
 }
 
@@ -58,7 +59,7 @@ ValidationFeeder textValFeeder(const TextBatchOptions& o) {
       [data, seq](rt::ProgramExecutor& ex, const std::string& fn, int64_t first, int64_t count) {
         std::vector<int64_t> offsets;
         for (int64_t w = first; w < first + count; ++w) offsets.push_back(textWindowOffset(w, seq));
-        feedRows(ex, fn, data->windows(Split::Val, offsets, seq), seq, {0, count});
+        feedRows(ex, fn, 0, data->windows(Split::Val, offsets, seq), seq, {0, count});
       });
 }
 

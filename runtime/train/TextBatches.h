@@ -37,7 +37,8 @@ struct TextBatchOptions {
   int64_t batch = 1;       // global batch B (divisible by world * microsteps)
   int64_t seq = 1;         // T
   int rank = 0, world = 1;
-  int64_t microsteps = 1;  // k: calls per training step (accumulate_step k-1 times, then train_step)
+  int64_t microsteps = 1;  // k: calls per training step (accumulate_step k-1 times, then train_step;
+                           // or a pipeline's M_eff microbatches, all of one train_step)
   uint64_t seed = 1337;
 };
 

@@ -27,7 +27,7 @@ inline std::vector<trainer::StepStats> trainSmallGpt(rt::ProgramExecutor& ex, in
   o.evalBatches = 1;
   o.tokensPerStep = batch * seq;
   std::mt19937_64 rng(99);
-  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn) {
+  auto feed = [&](rt::ProgramExecutor& e, const std::string& fn, size_t = 0) {
     std::vector<int32_t> tokens(static_cast<size_t>(batch * seq)), targets(tokens.size());
     for (size_t i = 0; i < tokens.size(); ++i) {
       tokens[i] = static_cast<int32_t>(rng() % 256);

@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ex.setInput(fn, 0, b.tokens.data(), b.tokens.size() * sizeof(int32_t));
       ex.setInput(fn, 1, b.targets.data(), b.targets.size() * sizeof(int32_t));
     };
-    auto trainBatch = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn) {
+    auto trainBatch = [&](tessel::rt::ProgramExecutor& ex, const std::string& fn, size_t) {
       tessel::TokenBatch b = data.sample(tessel::Split::Train, B, T, rng);
       tokens.insert(tokens.end(), b.tokens.begin(), b.tokens.end());
       targets.insert(targets.end(), b.targets.begin(), b.targets.end());

@@ -85,7 +85,7 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
             e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
             e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
           });
-      auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
+      auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn, size_t) {
         int64_t step = calls / k, micro = calls % k;
         ++calls;
         if (micro == 0) out.paramHashes.push_back(hashParameters(ex));

@@ -139,13 +139,12 @@ TEST(Plan, ParsePlanKeepsTheOrderAndMapsDpAndTp) {
   EXPECT_EQ(Plan(Mesh{{"tp", 2}}).shard("a.*", {"tp", {}}).describe(), "tp=2 shard(a.*,[[tp],[]])");
 }
 
-TEST(Plan, WorldChecksAcceptTensorParallelismAndRefusePipelines) {
+TEST(Plan, WorldChecksAcceptTensorParallelismAndPipelinesWithPipeline) {
   EXPECT_NO_THROW(tessel::parsePlan("dp=2,tp=2").check_world_size(4));
   EXPECT_NO_THROW(tessel::parsePlan("tp=4").check_world_size(4));
+  EXPECT_NO_THROW(tessel::parsePlan("pp=2,tp=2").check_world_size(4));  // --plan's pp item is a pipeline
+  // A pp axis without pipeline(): test/unit/PlanPipelineTest.cpp.
   int line = __LINE__ + 1;
-  Plan pipeline = Plan(Mesh{{"pp", 2}, {"tp", 2}}).tensor_parallel("tp");
-  expectAt(errorOf([&] { pipeline.check_world_size(4); }), line, "pipeline parallelism is not supported yet");
-  line = __LINE__ + 1;
   Plan unused = Plan(Mesh{{"dp", 2}, {"tp", 2}}).shard_batch("dp");
   expectAt(errorOf([&] { unused.check_world_size(4); }), line, "mesh axis tp=2 is used by no part of the plan");
   // An axis that only shard() uses is used.

@@ -60,6 +60,8 @@ OUT_OF_RANGE = {
     "--params-billions": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e5]
     "--gpus": ["0", "-1", "1048577"],  # [1, 2^20]
     "--world": ["0", "-1", "1048577"],  # [1, 2^20]
+    "--microbatches": ["0", "-1", "1048577"],  # [1, 2^20]
+    "--pp-virtual-stages": ["0", "4097"],  # [1, 4096]: at most one chunk per layer (--layers <= 4096)
     "--zero-stage": ["-1", "4"],  # trainers 1-3 (0: tessel-gpt-fsdp.test), tessel memory 0-3
 }
 HUGE = ["1e10", "1e30"]
