@@ -181,7 +181,9 @@ struct CopyStep {
 /// never this rank's own coordinate), and the first `sends` tensors are sent, the others
 /// received, each whole, into its own buffer (same dtype and bytes as the peer's send);
 /// `names[i]` labels transfer i ("SEND_F mb 2 chunk 0"). `buffer` is unused (-1), as are
-/// bucket, reduce, dim and synchronous. Payload: the bytes sent.
+/// bucket, reduce, dim, concatDim, phase, unit, anchor and synchronous: program.json does not
+/// store them, so they keep their defaults (a program built with other values does not
+/// round-trip equal). Payload: the bytes sent.
 struct CollectiveStep {
   enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll, SendRecv };
   /// Whole: the one-step shard move; Start / Wait: the two halves of an asynchronous one.

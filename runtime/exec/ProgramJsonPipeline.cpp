@@ -24,7 +24,6 @@ CollectiveStep readSendRecv(const ProgramJsonReader& r, const json& j, const std
   c.kind = CollectiveStep::Kind::SendRecv;
   c.buffer = -1;
   c.bucket = 0;
-  c.reduce = "sum";
   c.tensors = r.list<int>(j, "tensors", field, [&](const json& v, const std::string& f) { return r.id(v, f); });
   c.peers = r.list<int64_t>(j, "peers", field, [&](const json& v, const std::string& f) { return r.integer(v, f); });
   c.sends = r.integer(j, "sends", field);
