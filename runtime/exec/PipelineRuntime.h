@@ -42,14 +42,21 @@ void checkProgramPipeline(const Program& program, const std::string& context);
 void checkPipelineStage(const Program& program, const MeshLayout& mesh, int worldRank);
 
 /// Runs send_recv step `c` of function `function` over `group` (the communicator along the
-/// step's axis, whose rank i is the rank at coordinate i): posts a send of tensors[i] to peer
-/// peers[i] for i < sends and a receive into tensors[i] from peers[i] for the others, in the
-/// step's order, then waits for every one. `tensors` are the steps' buffers (pointer, bytes)
+/// step's axis, whose rank i is the rank at coordinate i): posts, as one group
+/// (Communicator::sendRecv), a send of tensors[i] to peer peers[i] for i < sends and a
+/// receive into tensors[i] from peers[i] for the others, in the step's order, then waits for
+/// every one. `tensors` are the steps' buffers (pointer, bytes)
 /// and `program` gives their dtypes. Returns the bytes sent (the step's payload). Throws
 /// CommError (from the communicator: a timeout, a dead peer) naming the transfer's label.
 int64_t runSendRecv(const CollectiveStep& c, const Program& program,
                     const std::vector<std::pair<void*, size_t>>& tensors, Communicator& group,
                     const std::string& function);
+
+/// The transfers of send_recv step `c` of `function` (Communicator::sendRecv): tensor i at
+/// pointers[i] (host or device memory, whatever the communicator moves), sent for i < sends,
+/// else received, to or from group rank peers[i], named by sendRecvTransferName.
+std::vector<P2pTransfer> sendRecvTransfers(const CollectiveStep& c, const Program& program,
+                                           const std::vector<void*>& pointers, const std::string& function);
 
 /// The name a send_recv's transfer i is issued under: "<label> (send to pp 1, send_recv of
 /// @train_step)", with label = names[i] or "transfer i" when the step has no names.

@@ -1,6 +1,8 @@
 // Running send_recv steps and tracing action spans; see PipelineRuntime.h.
 #include "runtime/exec/PipelineRuntime.h"
 
+#include "runtime/exec/Executor.h"  // defines: collectiveName
+
 #include <fmt/format.h>
 
 #include <memory>
@@ -26,36 +28,41 @@ std::string sendRecvTransferName(const CollectiveStep& c, size_t i, const std::s
                      function);
 }
 
+std::vector<P2pTransfer> sendRecvTransfers(const CollectiveStep& c, const Program& program,
+                                           const std::vector<void*>& pointers, const std::string& function) {
+  std::vector<P2pTransfer> transfers;
+  transfers.reserve(c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const Buffer& b = program.buffers.at(static_cast<size_t>(c.tensors[i]));
+    transfers.push_back(P2pTransfer{static_cast<int64_t>(i) < c.sends, pointers.at(i), b.numel(), b.dtype,
+                                    static_cast<int>(c.peers.at(i)), sendRecvTransferName(c, i, function)});
+  }
+  return transfers;
+}
+
 int64_t runSendRecv(const CollectiveStep& c, const Program& program,
                     const std::vector<std::pair<void*, size_t>>& tensors, Communicator& group,
                     const std::string& function) {
-  // Post every transfer first: a rank that sends to its successor and receives from it (1F1B's
-  // send_forward_recv_backward) would deadlock on rendezvous-sized messages if it waited for
-  // its send before posting its receive, as would its peer.
-  std::vector<std::unique_ptr<Work>> posted;
-  std::vector<std::string> names;
-  posted.reserve(tensors.size());
+  // Post every transfer first (Communicator::sendRecv): a rank that sends to its successor
+  // and receives from it (1F1B's send_forward_recv_backward) would deadlock on
+  // rendezvous-sized messages if it waited for its send before posting its receive, as would
+  // its peer.
+  std::vector<void*> pointers;
   int64_t sent = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    const Buffer& b = program.buffers.at(static_cast<size_t>(c.tensors[i]));
-    const int peer = static_cast<int>(c.peers[i]);
-    names.push_back(sendRecvTransferName(c, i, function));
-    if (static_cast<int64_t>(i) < c.sends) {
-      posted.push_back(group.send(tensors[i].first, b.numel(), b.dtype, peer, names.back()));
-      sent += static_cast<int64_t>(tensors[i].second);
-    } else {
-      posted.push_back(group.recv(tensors[i].first, b.numel(), b.dtype, peer, names.back()));
-    }
+    pointers.push_back(tensors[i].first);
+    if (static_cast<int64_t>(i) < c.sends) sent += static_cast<int64_t>(tensors[i].second);
   }
-  for (size_t i = 0; i < posted.size(); ++i) {
-    try {
-      posted[i]->wait();
-    } catch (const CommError& e) {
-      // The communicator names the transfer it issued; repeat the label if it did not.
-      const std::string what = e.what();
-      if (what.find(names[i]) != std::string::npos) throw;
-      throw CommError(fmt::format("{}: {}", names[i], what));
-    }
+  const std::vector<P2pTransfer> transfers = sendRecvTransfers(c, program, pointers, function);
+  std::unique_ptr<Work> work = group.sendRecv(transfers, collectiveName(c, function));
+  try {
+    work->wait();
+  } catch (const CommError& e) {
+    // The communicator names the transfer it issued; name the step's labels if it did not.
+    const std::string what = e.what();
+    for (const P2pTransfer& t : transfers)
+      if (what.find(t.name) != std::string::npos) throw;
+    throw CommError(fmt::format("{}: {}", collectiveName(c, function), what));
   }
   return sent;
 }
