@@ -26,7 +26,7 @@
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/Replicas.h"
 #include "runtime/exec/Sharding.h"
-#include "test/support/ShardedPrograms.h"
+#include "test/support/PipelinePrograms.h"
 
 #include "test/mpi/RankCheck.h"
 #include "test/mpi/RankMain.h"
@@ -43,61 +43,12 @@ using namespace tessel::rt;
 
 namespace {
 
-using tessel::test::buffer;
+using namespace tessel::test::pipeline;
 using tessel::test::failures;
 using tessel::test::W;
 
 constexpr uint64_t kSeed = 11;
 constexpr int64_t kBig = 1 << 16;  // f32 elements of the large transfer (256 KiB)
-
-/// Buffer ids: 0 embed.weight [4, 3] (tied: on both stages), 1 the stage's own parameter
-/// ("s0.w" rows of [4, 3] split over dp where there is a dp axis; "s1.b" [5]), 2 its state,
-/// then the temps.
-enum Id { Embed, Own, OwnState, Out, OutI, In, InI, Keep, Res };
-
-Program stageProgram(int stage, bool dp) {
-  Program p;
-  p.mesh = dp ? std::vector<MeshAxis>{{"pp", 2}, {"dp", 2}} : std::vector<MeshAxis>{{"pp", 2}};
-  p.pipeline = PipelineInfo{"pp", 2, stage, 1, 1, "gpipe"};
-  Buffer own = stage == 0 ? buffer("s0.w", {dp ? 2 : 4, 3}, BufferKind::Parameter, 0, 1.0)
-                          : buffer("s1.b", {5}, BufferKind::Parameter, 0, 1.0);
-  if (stage == 0 && dp) {
-    own.globalShape = {4, 3};
-    own.sharding = {ShardDim{{"dp"}, 1}, ShardDim{}};
-  }
-  Buffer state = buffer(own.name + ":exp_avg", own.shape, BufferKind::State);
-  state.globalShape = own.globalShape;
-  state.sharding = own.sharding;
-  const int64_t big = kBig * 4;  // bytes, a multiple of 64
-  p.buffers = {buffer("embed.weight", {4, 3}, BufferKind::Parameter, 0, 1.0),
-               own,
-               state,
-               buffer("%out", {kBig}, BufferKind::Temp, 0),
-               buffer("%outi", {3}, BufferKind::Temp, big),
-               buffer("%in", {kBig}, BufferKind::Temp, big + 64),
-               buffer("%ini", {3}, BufferKind::Temp, 2 * big + 64),
-               buffer("%keep", {3}, BufferKind::Temp, 2 * big + 128),
-               buffer("%res", {kBig}, BufferKind::Temp, 2 * big + 192)};
-  p.buffers[OutI].dtype = p.buffers[InI].dtype = p.buffers[Keep].dtype = DType::I32;
-  CollectiveStep sr;
-  sr.kind = CollectiveStep::Kind::SendRecv;
-  sr.tensors = {Out, OutI, In, InI};
-  sr.peers = std::vector<int64_t>(4, 1 - stage);
-  sr.sends = 2;
-  sr.names = {"SEND big", "SEND small", "RECV big", "RECV small"};
-  sr.axes = {"pp"};
-  sr.group = 2;
-  Function f;
-  f.name = "train_step";
-  f.outputs = {Res, InI};
-  f.outputNames = {"res", "ini"};
-  f.steps = {CopyStep{OutI, Keep}, sr, CopyStep{In, Res}};
-  f.arenaBytes = 3 * big + 192;
-  const std::string s = std::to_string(stage);
-  f.actions = {{s + "F0", 0, 1}, {s + "SEND_F0", 1, 2}, {s + "B0", 2, 3}};
-  p.functions = {f};
-  return p;
-}
 
 /// The value element i of the large tensor has on world rank r (exact in f32: below 2^24).
 float big(int r, int64_t i) { return static_cast<float>(100000 * r + i); }
@@ -120,7 +71,7 @@ void run(MpiCommunicator& world) {
   const int stage = dp ? W / 2 : W;  // pp outermost: world rank = pp * dp_size + dp
   const int d = dp ? W % 2 : 0;
   const int peer = dp ? (1 - stage) * 2 + d : 1 - stage;
-  Program p = stageProgram(stage, dp);
+  Program p = stageProgram(stage, dp, kBig);
   Executor ex(p, [](const std::string&) { return nullptr; });
   std::unique_ptr<DeviceMesh> mesh = deviceMeshFor(ex.program(), world);
   ex.setMesh(mesh.get());
