@@ -84,7 +84,7 @@ void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const
   for (const Function& f : program.functions)
     for (const Step& step : f.steps) {
       const auto* c = std::get_if<CollectiveStep>(&step);
-      if (!c || c->kind == CollectiveStep::Kind::AllReduceWait) continue;
+      if (!c || c->kind == CollectiveStep::Kind::AllReduceWait || c->kind == CollectiveStep::Kind::SendRecv) continue;
       const std::string where =
           c->movesShards() ? fmt::format("the {} at {} in @{}", collectiveKindName(collectiveKindIndex(*c)),
                                          c->location.empty() ? "?" : c->location, f.name)

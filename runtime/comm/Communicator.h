@@ -75,6 +75,36 @@ public:
   virtual bool test() = 0;
 };
 
+/// One transfer of a grouped point-to-point exchange (Communicator::sendRecv): `count`
+/// elements of `dtype` at `data` sent to, or received from, group rank `peer`, issued under
+/// `name` (timeouts name it).
+struct P2pTransfer {
+  bool send = true;
+  void* data = nullptr;
+  int64_t count = 0;
+  DType dtype = DType::F32;
+  int peer = 0;
+  std::string name;
+};
+
+/// The Work of several operations issued together: wait() waits for each in order (the first
+/// failure's CommError propagates), test() is true once all are finished.
+class WorkGroup final : public Work {
+public:
+  explicit WorkGroup(std::vector<std::unique_ptr<Work>> works) : works_(std::move(works)) {}
+  void wait() override {
+    for (auto& w : works_) w->wait();
+  }
+  bool test() override {
+    bool done = true;
+    for (auto& w : works_) done = w->test() && done;
+    return done;
+  }
+
+private:
+  std::vector<std::unique_ptr<Work>> works_;
+};
+
 /// Byte counters of everything this communicator issued (see the promise above).
 struct CommStats {
   int64_t collectives = 0;   // collectives issued
@@ -116,6 +146,22 @@ public:
                                      const std::string& name) = 0;
   virtual std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                                      const std::string& name) = 0;
+  /// A group of sends and receives that progress together (pipeline parallelism's
+  /// send_recv step): every transfer is posted before any is waited for, so a rank may send to
+  /// and receive from the same peer in one group even when messages are too large to be
+  /// buffered (rendezvous). Each transfer matches the peer's in issue order, as send/recv do.
+  /// The default posts each through send/recv, which are nonblocking (MPI: Isend/Irecv on the
+  /// progress thread); a backend whose sends may block until matched overrides it (NCCL: one
+  /// ncclGroupStart ... ncclGroupEnd). `name` names the group; each transfer keeps its own.
+  virtual std::unique_ptr<Work> sendRecv(const std::vector<P2pTransfer>& transfers, const std::string& name) {
+    (void)name;
+    std::vector<std::unique_ptr<Work>> works;
+    works.reserve(transfers.size());
+    for (const P2pTransfer& t : transfers)
+      works.push_back(t.send ? send(t.data, t.count, t.dtype, t.peer, t.name)
+                             : recv(t.data, t.count, t.dtype, t.peer, t.name));
+    return std::make_unique<WorkGroup>(std::move(works));
+  }
 
   /// A communicator over some of this one's ranks (DeviceMesh's groups): `ranks` are ranks of
   /// this communicator, ascending, and include rank(); this rank becomes rank `i` of the group

@@ -261,7 +261,9 @@ std::unique_ptr<Work> NcclCommunicator::Impl::issue(const char* kind, const std:
                                                     int64_t payload, int peer,
                                                     const std::function<void(NcclOp&)>& enqueue) {
   std::lock_guard<std::mutex> lock(mutex);
-  const bool p2p = std::strcmp(kind, "send") == 0 || std::strcmp(kind, "recv") == 0;
+  // Point-to-point operations are not numbered: only some ranks issue each of them.
+  const bool p2p = std::strcmp(kind, "send") == 0 || std::strcmp(kind, "recv") == 0 ||
+                   std::strcmp(kind, "send_recv") == 0;
   auto op = std::make_shared<NcclOp>();
   op->cu = cu;
   const int64_t at = parentStep ? std::max(step.load(), parentStep->load()) : step.load();
@@ -503,6 +505,34 @@ std::unique_ptr<Work> NcclCommunicator::recv(void* data, int64_t count, DType dt
     if (count > 0)
       s.ckNccl(s.nc->ncclRecv(data, static_cast<size_t>(count), ncclType(dtype), peer, s.comm, s.commStream),
                o.description, "ncclRecv");
+  });
+}
+
+std::unique_ptr<Work> NcclCommunicator::sendRecv(const std::vector<P2pTransfer>& transfers, const std::string& name) {
+  Impl& s = *impl_;
+  int64_t bytes = 0, sent = 0;
+  for (const P2pTransfer& t : transfers) {
+    comm::checkCount(t.send ? "send" : "recv", t.name, t.count, t.data, t.data);
+    comm::checkPeer(t.send ? "send" : "recv", t.name, t.peer, s.rank, s.world);
+    bytes += t.count * dtypeBytes(t.dtype);
+    if (t.send) sent += t.count * dtypeBytes(t.dtype);
+  }
+  // One group: NCCL posts every send and receive together, so a rank may send to and receive
+  // from a peer that does the same (an ungrouped ncclSend waits on the stream for its match).
+  return s.issue("send_recv", name, bytes, sent, -1, [&](NcclOp& o) {
+    s.ckNccl(s.nc->ncclGroupStart(), o.description, "ncclGroupStart");
+    for (const P2pTransfer& t : transfers) {
+      if (t.count == 0) continue;
+      if (t.send)
+        s.ckNccl(s.nc->ncclSend(t.data, static_cast<size_t>(t.count), ncclType(t.dtype), t.peer, s.comm,
+                                s.commStream),
+                 o.description + " [" + t.name + "]", "ncclSend");
+      else
+        s.ckNccl(s.nc->ncclRecv(t.data, static_cast<size_t>(t.count), ncclType(t.dtype), t.peer, s.comm,
+                                s.commStream),
+                 o.description + " [" + t.name + "]", "ncclRecv");
+    }
+    s.ckNccl(s.nc->ncclGroupEnd(), o.description, "ncclGroupEnd");
   });
 }
 

@@ -25,7 +25,8 @@
 //   and the MPI backend), all_gather / reduce_scatter
 //   (ncclAllGather / ncclReduceScatter; lengths not divisible by the world size through a
 //   padded scratch buffer, NcclPlan.h), all_to_all (grouped ncclSend/ncclRecv, one pair per
-//   peer), broadcast (ncclBroadcast in place), send/recv (ncclSend/ncclRecv). Sizes of 0 issue
+//   peer), broadcast (ncclBroadcast in place), send/recv (ncclSend/ncclRecv), sendRecv (a group of
+//   them in one ncclGroupStart/ncclGroupEnd). Sizes of 0 issue
 //   nothing on NCCL (every rank sees the same count) but still count and order. Buffers are
 //   device pointers of this device. Dtypes f32, bf16, i32 (ncclFloat32, ncclBfloat16,
 //   ncclInt32). Reduction order is NCCL's, fixed by its algorithm choice, the same on every
@@ -95,6 +96,9 @@ public:
                              const std::string& name) override;
   std::unique_ptr<Work> recv(void* data, int64_t count, DType dtype, int peer,
                              const std::string& name) override;
+  /// The transfers in one ncclGroupStart / ncclGroupEnd, one operation on the communication
+  /// stream (its description names the group; each NCCL call's error names its transfer).
+  std::unique_ptr<Work> sendRecv(const std::vector<P2pTransfer>& transfers, const std::string& name) override;
 
   /// A group communicator (Communicator::subgroup; DeviceMesh's groups): the group forms on
   /// the bootstrap communicator (its subgroup, which checks that the members agree), then a

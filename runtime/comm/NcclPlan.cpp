@@ -103,6 +103,8 @@ std::string describeOp(const std::string& kind, const std::string& name, int64_t
   if (kind == "send" || kind == "recv")
     return fmt::format("{} '{}' ({} rank {}, {} bytes, step {})", kind, name, kind == "send" ? "to" : "from", peer,
                        bytes, step);
+  if (kind == "send_recv")  // a group of sends and receives: its name lists the transfers
+    return fmt::format("send_recv '{}' ({} bytes, step {})", name, bytes, step);
   return fmt::format("{} '{}' (collective #{}, {} bytes, step {})", kind, name, seq, bytes, step);
 }
 

@@ -91,7 +91,8 @@ void requireAllReady(const std::vector<BootstrapRecord>& records);
 
 /// The op's description in the MPI backend's format (runtime/comm/MpiOp.h describe):
 /// "all_reduce 'grad.w' (collective #5, 4004 bytes, step 3)", or for point to point
-/// "send 'act' (to rank 2, 400 bytes, step 3)". `kind` is the glossary name ("all_reduce",
+/// "send 'act' (to rank 2, 400 bytes, step 3)", for a grouped send_recv "send_recv '<name>' (400
+/// bytes, step 3)". `kind` is the glossary name ("all_reduce",
 /// "send", ...); `peer` is used for send/recv only.
 std::string describeOp(const std::string& kind, const std::string& name, int64_t seq, int64_t bytes,
                        int64_t step, int peer);

@@ -56,6 +56,7 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
     throw std::runtime_error("the program has no CUDA kernels; compile it for the GPU (tessel-gpt --emit-bundle DIR "
                              "--device cuda)");
   State& s = *state_;
+  s.program = &program_;
   s.api = &cuda::driverApi();
   const DriverApi& api = *s.api;
   s.ck(api.cuInit(0), "cuInit");
@@ -164,9 +165,13 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
         st.name = collectiveName(*col, f.name);
         st.what = fmt::format("step {} ({} {})", si,
                               col->kind == CollectiveStep::Kind::AllReduceStart ? "packing" : "unpacking", st.name);
-        st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket
-        st.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col->buffer)].bytes());
-        st.tempEnd = tempEnd(col->buffer);
+        if (col->kind == CollectiveStep::Kind::SendRecv) {  // no bucket (PipelineRuntime.h)
+          st.what = fmt::format("step {} ({})", si, st.name);
+        } else {
+          st.src = s.pointers[static_cast<size_t>(col->buffer)];  // the bucket
+          st.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col->buffer)].bytes());
+          st.tempEnd = tempEnd(col->buffer);
+        }
         for (int id : col->tensors) {
           st.tensors.emplace_back(s.pointers[static_cast<size_t>(id)],
                                   static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
@@ -339,6 +344,7 @@ void CudaExecutor::setMesh(DeviceMesh* mesh) {
                                          mesh->layout().describe()));
   s.mesh = mesh;
   if (!mesh) return;
+  checkPipelineStage(program_, mesh->layout(), mesh->world().rank());
   for (const Function& f : program_.functions)
     for (const rt::Step& step : f.steps)
       if (auto* c = std::get_if<CollectiveStep>(&step)) useDeviceCommunicator(&mesh->group(c->axes));

@@ -44,6 +44,11 @@
 //   captured into CUDA graphs (they run eagerly, with a note on stderr when graphs were
 //   asked for): the collective is issued by the host through the communicator, which a
 //   captured graph would not replay.
+// - Send_recv steps (pipeline parallelism, runtime/exec/PipelineRuntime.h): every transfer
+//   of the step is issued as one group (Communicator::sendRecv: ncclGroupStart, ncclSend /
+//   ncclRecv on the device buffers, ncclGroupEnd) on the communication stream, after this
+//   stream's work so far; this stream then waits for the group. Action spans are not traced
+//   here (the GPU executor records no trace).
 // Not thread-safe. One executor per process and device is the intended use.
 #pragma once
 
@@ -115,7 +120,8 @@ class CudaExecutor final : public ProgramExecutor {
   /// world, e.g. NCCL) whose group of each collective step's axes runs it; every group the
   /// program names is created now (collectively, in program order) and checked as
   /// setCommunicator checks its communicator. Throws std::runtime_error if the mesh is not the
-  /// program's. Sharded parameters are initialised at the mesh's coordinates (initParameters).
+  /// program's, or if a pipelined program is not this rank's stage's (checkPipelineStage).
+  /// Sharded parameters are initialised at the mesh's coordinates (initParameters).
   void setMesh(DeviceMesh* mesh);
   /// What the collective steps did (CollectiveCounters, runtime/exec/Executor.h); the seconds
   /// are host time spent issuing (start) and enqueuing the stream wait (wait), not device time.

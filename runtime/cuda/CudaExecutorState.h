@@ -10,6 +10,7 @@
 #include "runtime/comm/StreamCommunicator.h"
 #include "runtime/exec/BlockLayout.h"
 #include "runtime/exec/Executor.h"  // communicatorOf, reduceOpOf, countCollective
+#include "runtime/exec/PipelineRuntime.h"  // runSendRecv, checkPipelineStage
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
 #include "runtime/cuda/CudaOverlap.h"
@@ -29,6 +30,7 @@ namespace tessel::rt {
 
 /// Everything a CudaExecutor owns on the device; its destructor releases it all.
 struct CudaExecutor::State {
+  const Program* program = nullptr;  // the executor's (buffer dtypes of send_recv steps)
   const cuda::DriverApi* api = nullptr;
   const cuda::BlasLtApi* lt = nullptr;
   int ordinal = 0, major = 0, minor = 0;
@@ -127,6 +129,17 @@ struct CudaExecutor::State {
   /// stream, and the communicator's all-reduce between them.
   void collective(Fn& f, const Step& s, size_t index) {
     const CollectiveStep& c = *s.collective;
+    if (c.kind == CollectiveStep::Kind::SendRecv) {
+      // One NCCL group on the communication stream, after the compute stream's work so far;
+      // the compute stream then waits for it (Work::wait), so the step is synchronous.
+      auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::pair<void*, size_t>> tensors;
+      for (auto [ptr, bytes] : s.tensors) tensors.emplace_back(reinterpret_cast<void*>(ptr), bytes);
+      Communicator& group = communicatorOf(c, s.name, mesh, comm);
+      countCollective(counters, c, runSendRecv(c, *program, tensors, group, f.function->name));
+      counters.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return;
+    }
     if (c.movesShards()) {
       // A split all-gather (FSDP prefetch) runs whole at its Start here; its Wait has nothing
       // left to do: it touches the same tensors, so the compute stream waits for the

@@ -20,6 +20,11 @@ const CollectiveStep* asCollective(const Step& s) { return std::get_if<Collectiv
 /// What one collective step contributes per rank: a bucket's bytes, or a shard move's
 /// payload (Program.h).
 int64_t payloadOf(const Program& program, const CollectiveStep& c) {
+  if (c.kind == CollectiveStep::Kind::SendRecv) {  // the bytes sent
+    int64_t bytes = 0;
+    for (int64_t i = 0; i < c.sends; ++i) bytes += program.buffers.at(static_cast<size_t>(c.tensors.at(i))).bytes();
+    return bytes;
+  }
   if (!c.movesShards()) return program.buffers.at(static_cast<size_t>(c.buffer)).bytes();
   return shardMovePlan(program, c).payloadBytes;  // the executors count the same (padding included)
 }
@@ -48,8 +53,11 @@ CollectiveBytes collectiveBytes(const Program& program, const std::string& funct
     out.payloadBytes += bytes;
     // A ring all-reduce sends 2 (N - 1) / N of the payload; the shard moves (N - 1) / N.
     const double factor = c->movesShards() ? 1.0 : 2.0;
-    out.ringWireBytes += factor * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
-                         static_cast<double>(bytes);
+    if (c->kind == CollectiveStep::Kind::SendRecv)
+      out.ringWireBytes += static_cast<double>(bytes);  // point to point: what is sent is on the wire
+    else
+      out.ringWireBytes += factor * static_cast<double>(c->group - 1) / static_cast<double>(c->group) *
+                           static_cast<double>(bytes);
     const auto kind = static_cast<size_t>(collectiveKindIndex(*c));
     ++out.kindCollectives[kind];
     out.kindPayloadBytes[kind] += bytes;
@@ -68,6 +76,15 @@ std::string explainCollectives(const Program& program, const std::string& functi
     group = std::max(group, c->group);
     const int64_t bytes = payloadOf(program, *c);
     const std::string axes = fmt::format("{}", fmt::join(c->axes, ","));
+    if (c->kind == CollectiveStep::Kind::SendRecv) {
+      std::string transfers;
+      for (size_t t = 0; t < c->tensors.size(); ++t)
+        transfers += fmt::format("{}{} {} {} {}", t ? ", " : "", static_cast<int64_t>(t) < c->sends ? "send to" : "recv from",
+                                 axes, c->peers.at(t), t < c->names.size() ? "[" + c->names[t] + "]" : "");
+      out += fmt::format("send_recv over {} ({} ranks): {}; {} bytes sent, step {}/{}\n", axes, c->group, transfers,
+                         bytes, i, f->steps.size());
+      continue;
+    }
     if (c->movesShards() && c->phase == CollectiveStep::Phase::Wait) {
       out += fmt::format("  waits at step {}/{}: all_gather [{}]{}\n", i, f->steps.size(),
                          c->names.empty() ? "?" : c->names[0], c->unit.empty() ? "" : " unit " + c->unit);
@@ -147,6 +164,8 @@ uint64_t collectiveScheduleHash(const Program& program) {
       mixInt(c->concatDim);
       mixInt(c->group);
       for (int t : c->tensors) mixInt(program.buffers.at(static_cast<size_t>(t)).numel());
+      for (int64_t peer : c->peers) mixInt(peer);
+      mixInt(c->sends);
     }
   }
   return h;
@@ -155,24 +174,43 @@ uint64_t collectiveScheduleHash(const Program& program) {
 void checkCollectiveSchedule(const Program& program, Communicator& comm) {
   const int world = comm.worldSize();
   if (world == 1) return;
-  uint64_t mine = collectiveScheduleHash(program);
-  int32_t words[2];
-  static_assert(sizeof words == sizeof mine);
+  // Per rank: its hash (two words), its pipeline stage and stage count (-1 and 0 without a
+  // pipeline). Ranks of one stage run one program, so each rank is compared with the lowest
+  // rank of its stage; different stages run different programs, which the pipeline verifier
+  // (runtime/pipeline) proves together.
+  const uint64_t mine = collectiveScheduleHash(program);
+  int32_t words[4] = {0, 0, program.pipeline ? static_cast<int32_t>(program.pipeline->stage) : -1,
+                      program.pipeline ? static_cast<int32_t>(program.pipeline->stages) : 0};
   std::memcpy(words, &mine, sizeof mine);
-  std::vector<int32_t> all(static_cast<size_t>(2 * world));
-  comm.allGather(words, all.data(), 2 * world, DType::I32, "collective schedule hash")->wait();
-  std::vector<uint64_t> hashes(static_cast<size_t>(world));
-  std::memcpy(hashes.data(), all.data(), all.size() * sizeof(int32_t));
-  std::string differ;
+  std::vector<int32_t> all(static_cast<size_t>(4 * world));
+  comm.allGather(words, all.data(), 4 * world, DType::I32, "collective schedule hash")->wait();
+  auto hashOf = [&](int r) {
+    uint64_t h = 0;
+    std::memcpy(&h, all.data() + 4 * r, sizeof h);
+    return h;
+  };
+  auto stageOf = [&](int r) { return all[static_cast<size_t>(4 * r + 2)]; };
+  std::string stages;
   for (int r = 1; r < world; ++r)
-    if (hashes[static_cast<size_t>(r)] != hashes[0])
-      differ += fmt::format("{}rank {} ({:016x})", differ.empty() ? "" : ", ", r, hashes[static_cast<size_t>(r)]);
+    if (all[static_cast<size_t>(4 * r + 3)] != all[3])
+      stages += fmt::format("{}rank {} ({} stages)", stages.empty() ? "" : ", ", r, all[static_cast<size_t>(4 * r + 3)]);
+  if (!stages.empty())
+    throw std::runtime_error(fmt::format("--check-schedule: the pipeline of {} differs from rank 0's ({} stages); "
+                                         "were the ranks built with the same plan?",
+                                         stages, all[3]));
+  std::string differ;
+  for (int r = 1; r < world; ++r) {
+    int first = 0;  // the lowest rank of r's stage
+    while (stageOf(first) != stageOf(r)) ++first;
+    if (first != r && hashOf(r) != hashOf(first))
+      differ += fmt::format("{}rank {} ({:016x}) from rank {}'s ({:016x}){}", differ.empty() ? "" : ", ", r, hashOf(r),
+                            first, hashOf(first), stageOf(r) >= 0 ? fmt::format(" in stage {}", stageOf(r)) : "");
+  }
   if (!differ.empty())
     throw std::runtime_error(fmt::format(
-        "--check-schedule: the collective schedule of {} differs from rank 0's ({:016x}); the ranks would issue "
-        "different collectives and hang or reduce the wrong buffers (were they built from the same model, flags "
-        "and plan?)",
-        differ, hashes[0]));
+        "--check-schedule: the collective schedule differs: {}; the ranks would issue different collectives and "
+        "hang or reduce the wrong buffers (were they built from the same model, flags and plan?)",
+        differ));
 }
 
 std::string communicationSummary(const Program& program, const CollectiveCounters& c, int64_t steps, int world) {

@@ -61,13 +61,18 @@ std::string communicationSummary(const Program& program, const CollectiveCounter
 std::string communicationByKind(const CollectiveCounters& counters, int64_t steps);
 
 /// FNV-1a (64 bit) over every function's name and, per collective step in order, its kind,
-/// bucket index, reduce op, axes, synchronous flag, dimensions, group and tensor element counts:
+/// bucket index, reduce op, axes, synchronous flag, dimensions, group, tensor element counts
+/// and a send_recv's peers and sends:
 /// equal on ranks that will issue the same collectives with the same sizes in the same order.
 uint64_t collectiveScheduleHash(const Program& program);
 
 /// All-gathers every rank's collectiveScheduleHash over `comm` and throws
 /// std::runtime_error naming the ranks whose schedule differs from rank 0's (their
-/// collectives would pair up wrongly or deadlock). A world of one always passes.
+/// collectives would pair up wrongly or deadlock). A world of one always passes. Under
+/// pipeline parallelism (Program::pipeline) each rank is compared only with the lowest rank
+/// of its own stage (the ranks of a stage run one program; different stages run different
+/// programs, which runtime/pipeline's verifier proves together), and all ranks must agree on
+/// the number of stages.
 void checkCollectiveSchedule(const Program& program, Communicator& comm);
 
 }  // namespace tessel::rt

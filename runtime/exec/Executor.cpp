@@ -24,10 +24,13 @@
 #include "runtime/Init.h"
 #include "runtime/exec/BlockLayout.h"
 #include "runtime/exec/MemoryBreakdown.h"
+#include "runtime/exec/PipelineRuntime.h"  // defines: runSendRecv, ActionTracer, checkPipelineStage
 #include "runtime/exec/Sharding.h"
 
 namespace tessel::rt {
 std::string collectiveName(const CollectiveStep& c, const std::string& function) {
+  if (c.kind == CollectiveStep::Kind::SendRecv)
+    return fmt::format("send_recv [{}] of @{} over {}", fmt::join(c.names, ", "), function, fmt::join(c.axes, ","));
   if (c.movesShards())
     return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
                        fmt::join(c.axes, ","));
@@ -52,7 +55,9 @@ ReduceOp reduceOpOf(const std::string& reduce) {
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world) {
   Communicator* comm = world;
-  const char* verb = c.movesShards() ? "runs over" : "all-reduces over";
+  const char* verb = c.kind == CollectiveStep::Kind::SendRecv ? "exchanges over"
+                     : c.movesShards()                           ? "runs over"
+                                                                 : "all-reduces over";
   if (mesh) {
     comm = &mesh->group(c.axes);
   } else if (!comm) {
@@ -198,9 +203,12 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         const auto& col = std::get<CollectiveStep>(step);
         p.kind = Prepared::Collective;
         p.collective = &col;
-        p.bucket = static_cast<float*>(pointers_[static_cast<size_t>(col.buffer)]);
-        p.bytes = static_cast<size_t>(program_.buffers[static_cast<size_t>(col.buffer)].bytes());
-        p.tempEnd = tempEnd(col.buffer);
+        const bool p2p = col.kind == CollectiveStep::Kind::SendRecv;  // no bucket: bytes = the bytes sent
+        p.bucket = p2p ? nullptr : static_cast<float*>(pointers_[static_cast<size_t>(col.buffer)]);
+        p.bytes = p2p ? 0 : static_cast<size_t>(program_.buffers[static_cast<size_t>(col.buffer)].bytes());
+        p.tempEnd = p2p ? 0 : tempEnd(col.buffer);
+        for (size_t i = 0; p2p && i < static_cast<size_t>(col.sends); ++i)
+          p.bytes += static_cast<size_t>(program_.buffers[static_cast<size_t>(col.tensors[i])].bytes());
         for (int id : col.tensors) {
           p.tensors.emplace_back(pointers_[static_cast<size_t>(id)],
                                  static_cast<size_t>(program_.buffers[static_cast<size_t>(id)].bytes()));
@@ -278,6 +286,7 @@ void Executor::setMesh(DeviceMesh* mesh) {
                                          mesh->layout().describe()));
   mesh_ = mesh;
   if (!mesh_) return;
+  checkPipelineStage(program_, mesh_->layout(), mesh_->world().rank());
   for (const Function& f : program_.functions)
     for (const Step& step : f.steps)
       if (auto* c = std::get_if<CollectiveStep>(&step)) mesh_->group(c->axes);
@@ -344,8 +353,10 @@ void Executor::run(const std::string& function) {
     times->resize(pf.steps.size(), 0.0);
   }
   const bool tracing = trace_ && trace_->active();
+  ActionTracer actions(pf.function->actions, tracing ? trace_ : nullptr);
   for (size_t si = 0; si < pf.steps.size(); ++si) {
     const Prepared& p = pf.steps[si];
+    actions.beforeStep(si);
     auto t0 = times || tracing ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
     highWater_ = std::max(highWater_, p.tempEnd);
     switch (p.kind) {
@@ -380,6 +391,7 @@ void Executor::run(const std::string& function) {
     if (times)
       (*times)[si] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (tracing) traceStep(*pf.function, si, p, t0);
+    actions.afterStep(si);
   }
   highWater_ = std::max(highWater_, pf.outputsTempEnd);
 }
@@ -403,7 +415,8 @@ void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
     case Prepared::Copy: trace_->complete("copy", "copy", start, end, fmt::format("{} bytes", p.bytes)); return;
     case Prepared::Collective: {
       const CollectiveStep& c = *p.collective;
-      const char* category = c.movesShards() && c.phase == CollectiveStep::Phase::Whole ? "collective"
+      const char* category = c.kind == CollectiveStep::Kind::SendRecv ? "p2p"
+                             : c.movesShards() && c.phase == CollectiveStep::Phase::Whole ? "collective"
                              : c.movesShards() ? (c.phase == CollectiveStep::Phase::Start ? "collective_start"
                                                                                           : "collective_wait")
                              : c.kind == CollectiveStep::Kind::AllReduceStart ? "collective_start"
@@ -417,6 +430,13 @@ void Executor::traceStep(const Function& f, size_t index, const Prepared& p,
 
 void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   const CollectiveStep& c = *p.collective;
+  if (c.kind == CollectiveStep::Kind::SendRecv) {  // synchronous: all of its time is exposed
+    auto t0 = std::chrono::steady_clock::now();
+    Communicator& group = communicatorOf(c, p.name, mesh_, comm_);
+    countCollective(counters_, c, runSendRecv(c, program_, p.tensors, group, pf.function->name));
+    counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return;
+  }
   if (c.movesShards() && c.phase == CollectiveStep::Phase::Whole) {
     shardMove(p);
     return;

@@ -49,7 +49,7 @@ struct CollectiveCounters {
   int64_t payloadBytes = 0;  // their payload: the bucket bytes, once per start; for the
                              // shard moves Program.h's CollectiveStep payload
   /// The same two, per kind (index collectiveKindIndex: all_reduce, all_gather,
-  /// reduce_scatter, all_to_all); they sum to the totals above.
+  /// reduce_scatter, all_to_all, send_recv: the bytes sent); they sum to the totals above.
   std::array<int64_t, kCollectiveKinds> kindCollectives{};
   std::array<int64_t, kCollectiveKinds> kindPayloadBytes{};
   double startSeconds = 0;   // wall time in start steps (packing the bucket, issuing)
@@ -108,6 +108,7 @@ class Executor final : public ProgramExecutor {
   void setCommunicator(Communicator* comm) { comm_ = comm; }
   /// For a program with a mesh (Program::mesh): the device mesh its collectives run on (not
   /// owned; must outlive the runs). Each collective step goes to mesh->group(step.axes).
+  /// A pipelined program must be this rank's stage's (checkPipelineStage, else it throws).
   /// Creates every group the program's collectives name now, in program order (a collective
   /// call over the world: every rank calls setMesh at the same point). Throws
   /// std::runtime_error if the mesh's axes are not the program's (names and sizes, in order).
@@ -117,7 +118,9 @@ class Executor final : public ProgramExecutor {
 
   /// Executes the function's steps in order. A collective start packs its bucket and issues
   /// the all-reduce without waiting; its wait blocks (CommError on timeout) and unpacks. An
-  /// all_gather, reduce_scatter or all_to_all step repacks, runs and waits in the step.
+  /// all_gather, reduce_scatter or all_to_all step repacks, runs and waits in the step; a
+  /// send_recv posts all its transfers on the group along its axis and waits for them
+  /// (runtime/exec/PipelineRuntime.h runSendRecv).
   void run(const std::string& function) override;
   /// The function's outputs, in result order.
   std::vector<OutputView> outputs(const std::string& function) const override;
@@ -140,8 +143,9 @@ class Executor final : public ProgramExecutor {
   void writeBuffer(int buffer, const void* in) override;
   std::string deviceName() const override { return "cpu"; }
   /// Records every step of every run while `trace` is active (kernels by symbol, GEMMs by
-  /// shape, copies, collective starts and waits by the name they are issued under), with the
-  /// step's source location. Not owned; null stops recording.
+  /// shape, copies, collective starts and waits by the name they are issued under, send_recv
+  /// steps as "p2p"), with the step's source location, and each of the function's action spans
+  /// as a "pipeline" event enclosing its steps. Not owned; null stops recording.
   void setTrace(TraceRecorder* trace) override { trace_ = trace; }
 
  private:

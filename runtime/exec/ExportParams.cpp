@@ -1,6 +1,7 @@
 // Gathering and exporting the parameters; see ExportParams.h.
 #include "runtime/exec/ExportParams.h"
 
+#include "runtime/exec/PipelineRuntime.h"  // defines: gatherPipelineParameters
 #include "runtime/exec/Sharding.h"
 
 #include <fmt/format.h>
@@ -11,6 +12,8 @@ namespace tessel::rt {
 
 SafeTensorsFile gatherParameters(const ProgramExecutor& ex, Communicator* world) {
   const Program& p = ex.program();
+  // Each stage holds its own parameters: exchanged by name (runtime/exec/PipelineRuntime.h).
+  if (p.pipeline && world && world->worldSize() > 1) return gatherPipelineParameters(ex, *world);
   const int n = world ? world->worldSize() : 1;
   const int rank = world ? world->rank() : 0;
   // Without a mesh every rank holds whole replicas: one axis over the world.

@@ -4,6 +4,9 @@
 // Promise: the file is the same whatever the plan: a sharded parameter is reassembled from
 // every rank's shard by the layout rule (runtime/exec/Sharding.h), a replicated one is taken
 // from the replica at coordinate 0 of its replica group. Optimizer state is not exported.
+// Under pipeline parallelism (Program::pipeline) each stage's ranks hold only that stage's
+// parameters; world rank 0 still writes every parameter of every stage, a tied one once
+// (runtime/exec/PipelineRuntime.h gatherPipelineParameters).
 // The write is atomic (runtime/io/SafeTensors.h: temp file, fsync, rename), so a reader never
 // sees half a file.
 #pragma once

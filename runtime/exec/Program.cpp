@@ -59,6 +59,7 @@ int collectiveKindIndex(const CollectiveStep& c) {
     case CollectiveStep::Kind::AllGather: return 1;
     case CollectiveStep::Kind::ReduceScatter: return 2;
     case CollectiveStep::Kind::AllToAll: return 3;
+    case CollectiveStep::Kind::SendRecv: return 4;
     default: return 0;
   }
 }
@@ -69,12 +70,13 @@ std::vector<int> stepBuffers(const Step& step) {
   if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
   const auto& col = std::get<CollectiveStep>(step);
   std::vector<int> ids = col.tensors;
-  ids.push_back(col.buffer);
+  if (col.kind != CollectiveStep::Kind::SendRecv) ids.push_back(col.buffer);
   return ids;
 }
 
 const char* collectiveKindName(int index) {
-  static constexpr const char* kNames[kCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+  static constexpr const char* kNames[kCollectiveKinds] = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+                                                                   "send_recv"};
   return index >= 0 && index < kCollectiveKinds ? kNames[index] : "?";
 }
 
@@ -180,7 +182,7 @@ Program loadProgram(const std::string& dir) {
   std::string text = readFile(path);
   int64_t version = 0;
   Program p = decodeProgramJson(text, file, version);
-  const bool cuda = version == kProgramFormatVersion;
+  const bool cuda = programFormatHasCuda(version);
   p.kernelSource = readFile(fs::path(dir) / "kernels.cpp");
   if (cuda) {
     p.cudaSource = readFile(fs::path(dir) / "kernels.cu");

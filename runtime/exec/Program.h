@@ -171,8 +171,21 @@ struct CopyStep {
 /// the same tensors, buffer, dim, axes and group, and `bucket` numbers the in-flight slot
 /// (after the function's all-reduce buckets); input, staging and output stay live from the
 /// Start to the Wait. Only the Start counts towards the payload.
+///
+/// A SendRecv step (pipeline parallelism, tessel.send / tessel.recv grouped by the schedule)
+/// is one group of point-to-point transfers that are all posted, then all waited for, so
+/// that a rank may send and receive in one step without deadlock (MPI Isend/Irecv + Waitall;
+/// ncclGroupStart/ncclSend/ncclRecv/ncclGroupEnd). `axes` is exactly one axis, the pipeline
+/// axis ("pp"), and `group` its size; `tensors` are the buffers, `peers[i]` the peer of
+/// tensor i as its coordinate along that axis (the group rank of DeviceMesh::group(axes),
+/// never this rank's own coordinate), and the first `sends` tensors are sent, the others
+/// received, each whole, into its own buffer (same dtype and bytes as the peer's send);
+/// `names[i]` labels transfer i ("SEND_F mb 2 chunk 0"). `buffer` is unused (-1), as are
+/// bucket, reduce, dim, concatDim, phase, unit, anchor and synchronous: program.json does not
+/// store them, so they keep their defaults (a program built with other values does not
+/// round-trip equal). Payload: the bytes sent.
 struct CollectiveStep {
-  enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll };
+  enum class Kind { AllReduceStart, AllReduceWait, AllGather, ReduceScatter, AllToAll, SendRecv };
   /// Whole: the one-step shard move; Start / Wait: the two halves of an asynchronous one.
   enum class Phase { Whole, Start, Wait };
   Kind kind = Kind::AllReduceStart;
@@ -194,25 +207,44 @@ struct CollectiveStep {
   std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
   int64_t dim = 0;                 // AllGather/ReduceScatter/AllToAll: gathered/scattered/split dim
   int64_t concatDim = 0;           // AllToAll: the dimension the received blocks are concatenated on
+  /// SendRecv: per tensor, the peer's coordinate along the one axis (a group rank).
+  std::vector<int64_t> peers;
+  /// SendRecv: how many of `tensors` (the first ones) are sent; the rest are received.
+  int64_t sends = 0;
   /// True for AllGather, ReduceScatter and AllToAll (the one-step collectives above).
-  bool movesShards() const { return kind != Kind::AllReduceStart && kind != Kind::AllReduceWait; }
+  bool movesShards() const {
+    return kind == Kind::AllGather || kind == Kind::ReduceScatter || kind == Kind::AllToAll;
+  }
   bool operator==(const CollectiveStep&) const = default;
 };
 
 /// The collective kinds counted apart (CollectiveCounters, --explain): all_reduce (buckets and
-/// synchronous), all_gather, reduce_scatter, all_to_all, in this order.
-inline constexpr int kCollectiveKinds = 4;
+/// synchronous), all_gather, reduce_scatter, all_to_all, send_recv, in this order.
+inline constexpr int kCollectiveKinds = 5;
 /// The index of `c`'s kind in [0, kCollectiveKinds) (both halves of an all-reduce: 0).
 int collectiveKindIndex(const CollectiveStep& c);
-/// "all_reduce", "all_gather", "reduce_scatter" or "all_to_all" for an index of collectiveKindIndex.
+/// "all_reduce", "all_gather", "reduce_scatter", "all_to_all" or "send_recv" for an index of
+/// collectiveKindIndex.
 const char* collectiveKindName(int index);
 
 using Step = std::variant<KernelStep, GemmStep, CopyStep, CollectiveStep>;
 
 /// Every buffer id a step names: a kernel's arguments, a GEMM's a, b and c, a copy's source and
-/// destination, a collective's tensors then its bucket or staging buffer. What a temporary's
+/// destination, a collective's tensors then its bucket or staging buffer (a SendRecv has
+/// none). What a temporary's
 /// lifetime is read from (validateProgram's liveness check, runtime/exec/MemoryBreakdown.h).
 std::vector<int> stepBuffers(const Step& step);
+
+/// One pipeline action of a function (pp-design: torch.distributed.pipelining's vocabulary):
+/// the steps [firstStep, endStep) that carry it out. `name` is the action's full text as
+/// runtime/pipeline's Action::text prints it ("0F2": chunk 0, forward, microbatch 2;
+/// "1SEND_B3"). Traces show each span as an event enclosing its steps (cat "pipeline").
+struct ActionSpan {
+  std::string name;
+  int64_t firstStep = 0;  // index of the first step of the action
+  int64_t endStep = 0;    // one past its last step; firstStep < endStep <= steps.size()
+  bool operator==(const ActionSpan&) const = default;
+};
 
 /// One callable function (forward, train_step).
 struct Function {
@@ -226,7 +258,26 @@ struct Function {
   /// microsteps: tessel-shard-batch's tessel.batch_shards), 0 when the batch was never split.
   /// What a bundle's plan is checked against (runtime/bundle/BundleConfig.h).
   int64_t batchShards = 0;
+  /// The pipeline actions the steps carry out, in step order and non-overlapping (steps
+  /// outside every span belong to no action: the optimizer, the loss all-reduce); empty in a
+  /// program without pipeline parallelism.
+  std::vector<ActionSpan> actions;
   bool operator==(const Function&) const = default;
+};
+
+/// What a pipelined program is: the stage of the pipeline it was compiled for. Every rank
+/// compiles only its own stage, so the programs of different pp coordinates differ (their
+/// parameters, their steps); the ranks of one stage run the same program. Parameters of a
+/// pipelined program are those of its stage only; a parameter present on two stages (a tied
+/// embedding) is replicated across them.
+struct PipelineInfo {
+  std::string axis = "pp";       // the mesh axis the stages lie along (outermost in the plan)
+  int64_t stages = 0;            // the axis' size: ranks along the pipeline (p)
+  int64_t stage = 0;             // this program's coordinate along `axis`, in [0, stages)
+  int64_t microbatches = 1;      // microbatches per train_step (M, grad accumulation included)
+  int64_t virtualStages = 1;     // chunks per rank (v; interleaved schedules have v >= 2)
+  std::string schedule;          // "gpipe", "1f1b", "interleaved", "zero-bubble" or a CSV's name
+  bool operator==(const PipelineInfo&) const = default;
 };
 
 /// A whole compiled program.
@@ -244,6 +295,9 @@ struct Program {
   /// The arguments of every kernel symbol, in order (outputs first, then inputs): what each
   /// step calling it must pass. Recorded by codegen/Lowering from the op's types.
   std::map<std::string, std::vector<KernelArg>> kernels;
+  /// Set for a program of one pipeline stage (PipelineInfo), empty without pipeline
+  /// parallelism.
+  std::optional<PipelineInfo> pipeline;
 
   const Function* function(const std::string& name) const;
   int findBuffer(const std::string& name) const;  // -1 if absent
@@ -257,9 +311,13 @@ struct Program {
 /// configurations on kernel steps, kernels.cu), and for a CPU-only one; loadProgram reads
 /// both. Older versions are refused with a message saying to recompile: 1 (CPU) and 2 (CUDA),
 /// from before kernel signatures and bucket numbers; 3 (CPU) and 4 (CUDA), from before the
-/// mesh, sharded buffers and collectives over a list of axes.
-inline constexpr int kProgramFormatVersion = 6;
-inline constexpr int kProgramFormatVersionCpu = 5;
+/// mesh, sharded buffers and collectives over a list of axes. 5 (CPU) and 6 (CUDA), from
+/// before pipeline parallelism (no send_recv steps, action spans or pipeline record), are
+/// still read: they are this format without those keys.
+inline constexpr int kProgramFormatVersion = 8;
+inline constexpr int kProgramFormatVersionCpu = 7;
+/// True for the versions whose programs have CUDA kernels (kernels.cu, launches): 6 and 8.
+inline constexpr bool programFormatHasCuda(int64_t version) { return version == 6 || version == 8; }
 
 /// Checks every invariant loadProgram checks (the mesh, buffer shardings and collective axes
 /// against it: runtime/exec/ProgramMesh.cpp; ids in range, kinds, dtypes, positive shapes,

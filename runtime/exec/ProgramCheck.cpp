@@ -30,7 +30,9 @@
 //  6. the mesh, each sharded buffer and each collective's axes against it
 //     (runtime/exec/ProgramMesh.cpp, checkProgramMesh); a synchronous collective's wait is
 //     the step right after its start.
-//  7. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
+//  7. the pipeline parts: the pipeline record, send_recv steps and action spans
+//     (runtime/exec/PipelineCheck.cpp, checkProgramPipeline).
+//  8. launches: with CUDA kernels (cudaSource non-empty) every kernel step has one, and
 //     without them none does; grid x in [1, 2^31), grid y and z in [1, 65535], a block of
 //     1 to 1024 threads with z <= 64, dynamic shared memory <= 227 KiB (sm_90's opt-in
 //     maximum per block); all steps of one symbol share one launch (a kernel's static shared
@@ -48,6 +50,7 @@
 #include <stdexcept>
 #include <unordered_set>
 
+#include "runtime/exec/PipelineRuntime.h"  // defines: checkProgramPipeline
 #include "runtime/exec/Program.h"
 #include "runtime/exec/Sharding.h"
 
@@ -64,6 +67,7 @@ class Checker {
 
   void run() {
     checkProgramMesh(p_, context_);
+    checkProgramPipeline(p_, context_);
     arena_ = p_.arenaBytes();
     for (size_t i = 0; i < p_.buffers.size(); ++i) checkBuffer(static_cast<int>(i));
     std::set<std::string> names;
@@ -179,6 +183,13 @@ class Checker {
         used.emplace_back(c->dst, f + ".dst");
       } else {
         const auto& col = std::get<CollectiveStep>(fn.steps[s]);
+        if (col.kind == CollectiveStep::Kind::SendRecv) {  // checkProgramPipeline checks the rest
+          for (size_t i = 0; i < col.tensors.size(); ++i) {
+            buffer(col.tensors[i], fmt::format("{}.tensors[{}]", f, i));
+            used.emplace_back(col.tensors[i], fmt::format("{}.tensors[{}]", f, i));
+          }
+          continue;
+        }
         if (col.movesShards()) {
           checkShardMove(col, f);
           checkAsyncGather(col, f, openGathers);
@@ -202,7 +213,8 @@ class Checker {
                                          openGathers.begin()->first));
     // Numbers 0 .. n-1: starts are unique and all waited, so a number >= n leaves a gap.
     for (size_t s = 0; s < fn.steps.size(); ++s)
-      if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]); c && !c->movesShards() && c->bucket >= buckets)
+      if (auto* c = std::get_if<CollectiveStep>(&fn.steps[s]);
+          c && !c->movesShards() && c->kind != CollectiveStep::Kind::SendRecv && c->bucket >= buckets)
         fail(fmt::format("{}.steps[{}].bucket", field, s),
              fmt::format("bucket number {} is not in [0, {}) (the function's bucket count)", c->bucket, buckets));
     for (const auto& [id, f] : used) {

@@ -2,8 +2,11 @@
 // loads it beside kernels.cpp and, for a program with CUDA kernels, kernels.cu).
 //
 // program.json (written with keys in this order; `?` marks optional keys and their defaults):
-//   {"format": "tessel-program", "version": 5 (CPU only) or 6 (with CUDA kernels),
+//   {"format": "tessel-program", "version": 7 (CPU only) or 8 (with CUDA kernels); 5 and 6,
+//    written before pipeline parallelism, are read too (they lack the pipeline keys),
 //    "mesh"? []: [{"axis", "size"}] (the plan's mesh, outermost axis first),
+//    "pipeline"? (a pipelined program only): {"axis", "stages", "stage", "microbatches",
+//                "virtual_stages", "schedule"} (Program.h PipelineInfo),
 //    "buffers": [{"name", "dtype": "f32"|"i32", "shape": [..], "kind":
 //                 "parameter"|"state"|"input"|"temp", "offset" (temp only, required there),
 //                 "init" + "stddev"? 0 (parameter only, init required), "location"? "",
@@ -11,7 +14,9 @@
 //                   "dims": [{"axes": [names], "blocks"? 1, "padding"? 0}] (one per
 //                   dimension)}}],
 //    "functions": [{"name", "inputs": [ids], "outputs": [ids], "outputNames": [..],
-//                   "arenaBytes", "batch_shards"? 0, "steps": [
+//                   "arenaBytes", "batch_shards"? 0,
+//                   "actions"? []: [[name, first step, end step]] (Program.h ActionSpan),
+//                   "steps": [
 //       {"op": "kernel", "symbol", "args": [ids], "location"? "",
 //        "launch" (version 6 only, and there required): {"grid": [x, y, z], "block": [x, y, z],
 //                                                         "shared": bytes}},
@@ -25,7 +30,9 @@
 //        "anchor"? ""},
 //       {"op": "all_gather"|"reduce_scatter"|"all_to_all", "buffer" (the staging temp),
 //        "tensors": [input, output], "dim", "concat_dim" (all_to_all only), "names"? [],
-//        "reduce"? "sum" (reduce_scatter only), "axes", "group", "location"? ""}]}],
+//        "reduce"? "sum" (reduce_scatter only), "axes", "group", "location"? ""},
+//       {"op": "send_recv", "tensors": [ids], "peers": [coordinates], "sends", "names"? [],
+//        "axes", "group", "location"? ""}]}],
 //    "kernels": [{"symbol", "args": [{"dtype", "numel", "at_least"?}]}]}
 // Unknown keys are errors (a misspelt optional key would otherwise silently take its
 // default). Version 6 means kernels.cu exists and every kernel step has a launch. After
@@ -33,6 +40,8 @@
 // kernels.cpp (and kernels.cu). Every error names the file and the field, e.g.
 // "out/program.json: functions[0].steps[3].m: ...".
 #include "runtime/exec/ProgramJson.h"
+
+#include "runtime/exec/ProgramJsonParts.h"  // defines: ProgramJsonReader, the pipeline parts
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -43,8 +52,8 @@
 namespace tessel::rt {
 namespace {
 
-using nlohmann::json;
-using nlohmann::ordered_json;
+using namespace json_detail;
+using Reader = ProgramJsonReader;
 
 constexpr const char* kFormat = "tessel-program";
 
@@ -85,6 +94,7 @@ ordered_json toJson(const Step& step) {
     j["dst"] = c->dst;
   } else {
     const auto& col = std::get<CollectiveStep>(step);
+    if (col.kind == CollectiveStep::Kind::SendRecv) return sendRecvToJson(col);
     if (col.movesShards()) {
       j["op"] = collectiveKindName(collectiveKindIndex(col));
       j["buffer"] = col.buffer;
@@ -127,6 +137,7 @@ ordered_json toJson(const Program& p) {
     for (const MeshAxis& a : p.mesh) mesh.push_back({{"axis", a.name}, {"size", a.size}});
     root["mesh"] = std::move(mesh);
   }
+  if (p.pipeline) root["pipeline"] = pipelineToJson(*p.pipeline);
   ordered_json buffers = ordered_json::array();
   for (const Buffer& b : p.buffers) {
     ordered_json j;
@@ -163,6 +174,7 @@ ordered_json toJson(const Program& p) {
     j["outputNames"] = f.outputNames;
     j["arenaBytes"] = f.arenaBytes;
     if (f.batchShards != 0) j["batch_shards"] = f.batchShards;
+    if (!f.actions.empty()) j["actions"] = actionsToJson(f.actions);
     ordered_json steps = ordered_json::array();
     for (const Step& s : f.steps) steps.push_back(toJson(s));
     j["steps"] = std::move(steps);
@@ -184,108 +196,6 @@ ordered_json toJson(const Program& p) {
 }
 
 // ---- reading --------------------------------------------------------------
-
-/// Typed access to JSON values, failing with "<file>: <field>: <problem>".
-class Reader {
- public:
-  explicit Reader(std::string file) : file_(std::move(file)) {}
-
-  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw std::runtime_error(fmt::format("{}: {}: {}", file_, field, problem));
-  }
-
-  /// Checks `j` is an object holding only `allowed` keys.
-  void object(const json& j, const std::string& field, std::initializer_list<const char*> allowed) const {
-    if (!j.is_object()) fail(field, fmt::format("expected an object, got {}", j.type_name()));
-    for (const auto& [key, value] : j.items()) {
-      bool ok = false;
-      for (const char* a : allowed) ok = ok || key == a;
-      if (!ok) fail(field, fmt::format("unknown field '{}'", key));
-    }
-  }
-
-  const json* find(const json& obj, const char* key) const {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-
-  const json& need(const json& obj, const char* key, const std::string& field) const {
-    const json* v = find(obj, key);
-    if (!v) fail(join(field, key), "missing");
-    return *v;
-  }
-
-  static std::string join(const std::string& field, const char* key) {
-    return field.empty() ? key : field + "." + key;
-  }
-
-  int64_t integer(const json& v, const std::string& field) const {
-    if (!v.is_number_integer()) fail(field, fmt::format("expected an integer, got {}", v.dump()));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
-      fail(field, fmt::format("{} is too large", v.dump()));
-    return v.get<int64_t>();
-  }
-  int64_t integer(const json& obj, const char* key, const std::string& field) const {
-    return integer(need(obj, key, field), join(field, key));
-  }
-  int64_t integer(const json& obj, const char* key, const std::string& field, int64_t dflt) const {
-    const json* v = find(obj, key);
-    return v ? integer(*v, join(field, key)) : dflt;
-  }
-
-  /// A buffer id: range-checked here only against int (validateProgram checks the count).
-  int id(const json& v, const std::string& field) const {
-    int64_t i = integer(v, field);
-    if (i < INT_MIN || i > INT_MAX) fail(field, fmt::format("buffer id {} out of range", i));
-    return static_cast<int>(i);
-  }
-  int id(const json& obj, const char* key, const std::string& field) const {
-    return id(need(obj, key, field), join(field, key));
-  }
-
-  bool boolean(const json& obj, const char* key, const std::string& field) const {
-    const json* v = find(obj, key);
-    if (!v) return false;
-    if (!v->is_boolean()) fail(join(field, key), fmt::format("expected true or false, got {}", v->dump()));
-    return v->get<bool>();
-  }
-
-  double number(const json& obj, const char* key, const std::string& field) const {
-    const json* v = find(obj, key);
-    if (!v) return 0.0;
-    if (!v->is_number()) fail(join(field, key), fmt::format("expected a number, got {}", v->dump()));
-    return v->get<double>();
-  }
-
-  std::string string(const json& v, const std::string& field) const {
-    if (!v.is_string()) fail(field, fmt::format("expected a string, got {}", v.dump()));
-    return v.get<std::string>();
-  }
-  std::string string(const json& obj, const char* key, const std::string& field) const {
-    return string(need(obj, key, field), join(field, key));
-  }
-  std::string string(const json& obj, const char* key, const std::string& field, const char* dflt) const {
-    const json* v = find(obj, key);
-    return v ? string(*v, join(field, key)) : dflt;
-  }
-
-  const json& array(const json& obj, const char* key, const std::string& field) const {
-    const json& v = need(obj, key, field);
-    if (!v.is_array()) fail(join(field, key), fmt::format("expected an array, got {}", v.type_name()));
-    return v;
-  }
-
-  template <typename T, typename F>
-  std::vector<T> list(const json& obj, const char* key, const std::string& field, F element) const {
-    std::vector<T> out;
-    const json& a = array(obj, key, field);
-    for (size_t i = 0; i < a.size(); ++i) out.push_back(element(a[i], fmt::format("{}[{}]", join(field, key), i)));
-    return out;
-  }
-
- private:
-  std::string file_;
-};
 
 DType readDType(const Reader& r, const json& j, const std::string& field) {
   std::string dtype = r.string(j, "dtype", field);
@@ -482,12 +392,13 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     }
     return c;
   }
+  if (op == "send_recv") return readSendRecv(r, j, field);
   r.fail(field + ".op", fmt::format("unknown step '{}' (expected kernel, gemm, copy, all_reduce_start, "
-                                    "all_reduce_wait, all_gather, reduce_scatter or all_to_all)", op));
+                                    "all_reduce_wait, all_gather, reduce_scatter, all_to_all or send_recv)", op));
 }
 
 Function readFunction(const Reader& r, const json& j, const std::string& field, bool cuda) {
-  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "batch_shards", "steps"});
+  r.object(j, field, {"name", "inputs", "outputs", "outputNames", "arenaBytes", "batch_shards", "actions", "steps"});
   Function f;
   f.name = r.string(j, "name", field);
   auto ids = [&](const json& v, const std::string& fl) { return r.id(v, fl); };
@@ -497,6 +408,7 @@ Function readFunction(const Reader& r, const json& j, const std::string& field, 
                                       [&](const json& v, const std::string& fl) { return r.string(v, fl); });
   f.arenaBytes = r.integer(j, "arenaBytes", field);
   f.batchShards = r.integer(j, "batch_shards", field, 0);
+  if (j.contains("actions")) f.actions = readActions(r, j, field);
   f.steps = r.list<Step>(j, "steps", field,
                          [&](const json& v, const std::string& fl) { return readStep(r, v, fl, cuda); });
   return f;
@@ -514,7 +426,7 @@ Program decodeProgramJson(const std::string& text, const std::string& file, int6
   } catch (const json::parse_error& e) {
     r.fail("(document)", fmt::format("invalid JSON: {}", e.what()));
   }
-  r.object(root, "(document)", {"format", "version", "mesh", "buffers", "functions", "kernels"});
+  r.object(root, "(document)", {"format", "version", "mesh", "pipeline", "buffers", "functions", "kernels"});
   if (std::string format = r.string(root, "format", ""); format != kFormat)
     r.fail("format", fmt::format("'{}' is not '{}'", format, kFormat));
   version = r.integer(root, "version", "");
@@ -524,13 +436,16 @@ Program decodeProgramJson(const std::string& text, const std::string& file, int6
   if (version == 3 || version == 4)
     r.fail("version", fmt::format("version {} was written by an older Tessel (no mesh, no sharded buffers, a "
                                   "collective over one 'axis'); compile the program again", version));
-  if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu)
-    r.fail("version", fmt::format("unsupported version {} (this build reads {} and {})", version,
-                                  kProgramFormatVersionCpu, kProgramFormatVersion));
-  const bool cuda = version == kProgramFormatVersion;
+  const bool older = version == 5 || version == 6;  // before pipeline parallelism: no pipeline keys
+  if (version != kProgramFormatVersion && version != kProgramFormatVersionCpu && !older)
+    r.fail("version", fmt::format("unsupported version {} (this build reads 5 to {})", version, kProgramFormatVersion));
+  const bool cuda = programFormatHasCuda(version);
+  if (older && root.contains("pipeline"))
+    r.fail("pipeline", fmt::format("version {} predates pipeline parallelism", version));
   Program p;
   if (root.contains("mesh"))
     p.mesh = r.list<MeshAxis>(root, "mesh", "", [&](const json& v, const std::string& f) { return readMeshAxis(r, v, f); });
+  if (const json* pl = r.find(root, "pipeline")) p.pipeline = readPipeline(r, *pl, "pipeline");
   p.buffers = r.list<Buffer>(root, "buffers", "", [&](const json& v, const std::string& f) { return readBuffer(r, v, f); });
   p.functions = r.list<Function>(root, "functions", "",
                                  [&](const json& v, const std::string& f) { return readFunction(r, v, f, cuda); });

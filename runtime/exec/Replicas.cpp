@@ -1,6 +1,7 @@
 // The replica check; see Replicas.h.
 #include "runtime/exec/Replicas.h"
 
+#include "runtime/exec/PipelineRuntime.h"  // defines: pipelineReplicaMismatches
 #include "runtime/exec/Sharding.h"
 #include "runtime/numeric/Fnv1a.h"
 
@@ -88,6 +89,11 @@ std::string replicaMismatches(const Program& program, const std::vector<std::vec
 void checkReplicas(const ProgramExecutor& ex, Communicator& world, int64_t step) {
   const int n = world.worldSize();
   if (n == 1) return;
+  if (ex.program().pipeline) {  // stages hold different buffers: compared by name
+    const std::string problems = pipelineReplicaMismatches(ex, world, step);
+    if (!problems.empty()) throw std::runtime_error(fmt::format("replicas diverged after step {}: {}", step, problems));
+    return;
+  }
   // One more word per rank: 1 + the index of the first buffer whose padding is not zero.
   const Program& p = ex.program();
   uint64_t badPadding = 0;

@@ -2,7 +2,11 @@
 // across that group. A buffer's replica group is the ranks that differ only along the mesh
 // axes that do not shard it (runtime/exec/Sharding.h replicaAxes): under dp=2,tp=2 a
 // tp-sharded weight is compared across dp only, a LayerNorm weight across all four ranks.
-// A program without a mesh replicates every buffer over the whole world.
+// A program without a mesh replicates every buffer over the whole world. Under pipeline
+// parallelism the pipeline axis never joins a replica group of different buffers: buffers are
+// compared by name among the ranks holding them, so a parameter present on several stages (a
+// tied embedding) is also compared bitwise across them (PipelineRuntime.h
+// pipelineReplicaMismatches).
 #pragma once
 
 #include "runtime/comm/Communicator.h"

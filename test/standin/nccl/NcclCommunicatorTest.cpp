@@ -9,6 +9,8 @@
 // - all_to_all (grouped ncclSend/ncclRecv with every peer, oneself included), broadcast from
 //   the last rank, send/recv around the ring, and a group communicator (subgroup: even and
 //   odd ranks) with its own unique id;
+// - a grouped sendRecv (ncclGroupStart, ncclSend / ncclRecv to both neighbours, ncclGroupEnd)
+//   that would deadlock ungrouped;
 // - a collective only rank 0 issues times out after the communicator's timeout with the
 //   backend's message (the watchdog, then ncclCommAbort of the blocked collective).
 // Values are small integers, exact in every type, so the sums are exact; avg over 3 ranks is
@@ -203,6 +205,35 @@ void timeout(MpiCommunicator& world) {
   comm.reset();
 }
 
+/// Communicator::sendRecv (pipeline parallelism's send_recv step): in ONE group every rank
+/// sends A to the next rank and B to the previous, and receives from both, all before waiting;
+/// ungrouped, every rank's first ncclSend would wait for a receive its peer has not posted.
+/// Received: from the previous rank its A, from the next its B (FIFO per channel, also when
+/// next and previous are the same rank).
+void groupedSendRecv(Communicator& c) {
+  const int N = c.worldSize(), R = c.rank();
+  const int next = (R + 1) % N, prev = (R + N - 1) % N;
+  const int64_t n = 1000;
+  auto values = [&](int rank, int which) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(10000 * rank + 5000 * which + i);
+    return v;
+  };
+  Device a(values(R, 0)), b(values(R, 1)), x(std::vector<float>(n, -1.0f)), y(std::vector<float>(n, -1.0f));
+  std::vector<P2pTransfer> transfers = {{true, a.ptr(), n, DType::F32, next, "A"},
+                                        {true, b.ptr(), n, DType::F32, prev, "B"},
+                                        {false, x.ptr(), n, DType::F32, prev, "X"},
+                                        {false, y.ptr(), n, DType::F32, next, "Y"}};
+  const CommStats before = c.stats();
+  c.sendRecv(transfers, "grouped")->wait();
+  const std::vector<float> gx = x.read<float>(n), gy = y.read<float>(n), wx = values(prev, 0), wy = values(next, 1);
+  CHECK(gx == wx, "send_recv: the values from rank %d differ", prev);
+  CHECK(gy == wy, "send_recv: the values from rank %d differ", next);
+  const CommStats after = c.stats();
+  CHECK(after.payloadBytes - before.payloadBytes == 2 * n * 4, "send_recv counted %lld payload bytes",
+        static_cast<long long>(after.payloadBytes - before.payloadBytes));
+}
+
 void run(MpiCommunicator& world) {
   NcclCommunicator nccl(world, NcclOptions{.timeoutSeconds = 60, .hostWait = true});
   cu = &cuda::driverApi();
@@ -211,6 +242,7 @@ void run(MpiCommunicator& world) {
   allReduces(nccl);
   shardedCollectives(nccl);
   pointToPoint(nccl);
+  groupedSendRecv(nccl);
   // Even and odd ranks: each group forms its own NCCL communicator.
   std::vector<int> group;
   for (int r = world.rank() % 2; r < world.worldSize(); r += 2) group.push_back(r);

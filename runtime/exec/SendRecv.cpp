@@ -1,0 +1,87 @@
+// Running send_recv steps and tracing action spans; see PipelineRuntime.h.
+#include "runtime/exec/PipelineRuntime.h"
+
+#include "runtime/exec/Executor.h"  // defines: collectiveName
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <stdexcept>
+
+namespace tessel::rt {
+
+void checkPipelineStage(const Program& program, const MeshLayout& mesh, int worldRank) {
+  if (!program.pipeline) return;
+  const int at = mesh.coordinates(worldRank)[static_cast<size_t>(mesh.axisIndex(program.pipeline->axis))];
+  if (at != program.pipeline->stage)
+    throw std::runtime_error(fmt::format("world rank {} is at {} coordinate {} of the mesh {}, but its program was "
+                                         "compiled for stage {}; every rank must run its own stage's program",
+                                         worldRank, program.pipeline->axis, at, mesh.describe(),
+                                         program.pipeline->stage));
+}
+
+std::string sendRecvTransferName(const CollectiveStep& c, size_t i, const std::string& function) {
+  const bool send = static_cast<int64_t>(i) < c.sends;
+  const std::string label = i < c.names.size() && !c.names[i].empty() ? c.names[i] : fmt::format("transfer {}", i);
+  return fmt::format("{} ({} {} {}{}, send_recv of @{})", label, send ? "send to" : "receive from",
+                     c.axes.empty() ? "?" : c.axes[0], c.peers.at(i), c.location.empty() ? "" : " at " + c.location,
+                     function);
+}
+
+std::vector<P2pTransfer> sendRecvTransfers(const CollectiveStep& c, const Program& program,
+                                           const std::vector<void*>& pointers, const std::string& function) {
+  std::vector<P2pTransfer> transfers;
+  transfers.reserve(c.tensors.size());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const Buffer& b = program.buffers.at(static_cast<size_t>(c.tensors[i]));
+    transfers.push_back(P2pTransfer{static_cast<int64_t>(i) < c.sends, pointers.at(i), b.numel(), b.dtype,
+                                    static_cast<int>(c.peers.at(i)), sendRecvTransferName(c, i, function)});
+  }
+  return transfers;
+}
+
+int64_t runSendRecv(const CollectiveStep& c, const Program& program,
+                    const std::vector<std::pair<void*, size_t>>& tensors, Communicator& group,
+                    const std::string& function) {
+  // Post every transfer first (Communicator::sendRecv): a rank that sends to its successor
+  // and receives from it (1F1B's send_forward_recv_backward) would deadlock on
+  // rendezvous-sized messages if it waited for its send before posting its receive, as would
+  // its peer.
+  std::vector<void*> pointers;
+  int64_t sent = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    pointers.push_back(tensors[i].first);
+    if (static_cast<int64_t>(i) < c.sends) sent += static_cast<int64_t>(tensors[i].second);
+  }
+  const std::vector<P2pTransfer> transfers = sendRecvTransfers(c, program, pointers, function);
+  std::unique_ptr<Work> work = group.sendRecv(transfers, collectiveName(c, function));
+  try {
+    work->wait();
+  } catch (const CommError& e) {
+    // The communicator names the transfer it issued; name the step's labels if it did not.
+    const std::string what = e.what();
+    for (const P2pTransfer& t : transfers)
+      if (what.find(t.name) != std::string::npos) throw;
+    throw CommError(fmt::format("{}: {}", collectiveName(c, function), what));
+  }
+  return sent;
+}
+
+ActionTracer::ActionTracer(const std::vector<ActionSpan>& actions, TraceRecorder* trace)
+    : actions_(actions), trace_(trace && trace->active() && !actions.empty() ? trace : nullptr) {}
+
+void ActionTracer::beforeStep(size_t step) {
+  if (!trace_ || next_ >= actions_.size()) return;
+  if (static_cast<int64_t>(step) == actions_[next_].firstStep) start_ = std::chrono::steady_clock::now();
+}
+
+void ActionTracer::afterStep(size_t step) {
+  if (!trace_ || next_ >= actions_.size()) return;
+  const ActionSpan& a = actions_[next_];
+  if (static_cast<int64_t>(step) + 1 != a.endStep) return;
+  trace_->complete(a.name, "pipeline", start_, std::chrono::steady_clock::now(),
+                   fmt::format("steps {} to {}", a.firstStep, a.endStep - 1));
+  ++next_;
+}
+
+}  // namespace tessel::rt
