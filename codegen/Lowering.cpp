@@ -34,6 +34,7 @@
 #include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/MeshLowering.h"
+#include "codegen/PipelineLowering.h"
 #include "codegen/ShardMoveLowering.h"
 #include "compiler/FunctionAttrs.h"
 #include "compiler/Location.h"
@@ -240,6 +241,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   std::set<std::string> assigned;
   std::map<size_t, std::vector<std::pair<int, int>>> pendingCopies;  // op index -> copies after it
   llvm::DenseMap<mlir::Value, rt::CollectiveStep> asyncGathers;       // in-flight value -> its Start
+  llvm::DenseSet<mlir::Operation*> p2pDone;  // transfers already emitted with their group
   // Synchronous all-reduces are numbered after the gradient buckets the IR numbers, and the
   // in-flight slots of asynchronous all-gathers after every all-reduce (the executors index
   // one in-flight table by these numbers; all-reduce buckets must be 0 .. n-1).
@@ -304,7 +306,31 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       }
       return ids;
     };
-    if (auto r = mlir::dyn_cast<ReshapeOp>(op)) {
+    std::string action = actionName(op);  // its schedule action, for the function's spans
+    if (p2pDone.contains(op)) {
+      // 6. Emitted with the first transfer of its group.
+    } else if (mlir::isa<SendOp, RecvOp>(op)) {
+      // 6. A group of pipeline transfers: one send_recv step, sends' operands then recvs'
+      // results (fresh temps, written by this step).
+      mlir::FailureOr<llvm::SmallVector<mlir::Operation*>> members = p2pGroup(ops, i);
+      if (mlir::failed(members)) return mlir::failure();
+      llvm::SmallVector<mlir::Operation*> ordered;
+      rt::CollectiveStep c = lowerP2PGroup(*members, ordered);
+      std::vector<std::string> actions;
+      for (mlir::Operation* m : ordered) {
+        p2pDone.insert(m);
+        if (auto send = mlir::dyn_cast<SendOp>(m)) {
+          c.tensors.push_back(buffer.at(send.getInput()));
+          use(buffer.at(send.getInput()), step);
+        } else {
+          auto recv = mlir::cast<RecvOp>(m);
+          c.tensors.push_back(buffer[recv.getResult()] = temp(recv.getResult(), step));
+        }
+        if (std::string a = actionName(m); !a.empty()) actions.push_back(a);
+      }
+      action = fmt::format("{}", fmt::join(actions, "+"));
+      fn.steps.push_back(std::move(c));
+    } else if (auto r = mlir::dyn_cast<ReshapeOp>(op)) {
       buffer[r.getResult()] = buffer.at(r.getInput());
     } else if (auto rep = mlir::dyn_cast<ReplicateOp>(op)) {
       buffer[rep.getResult()] = buffer.at(rep.getInput());  // the identity forward (Megatron's f)
@@ -496,6 +522,13 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
                              << (options_.cuda ? "' has no CUDA kernel; it cannot be compiled for the GPU"
                                                : "' has no C++ kernel; it cannot be compiled for the CPU");
     }
+    if (!action.empty() && fn.steps.size() > step) {
+      const auto now = static_cast<int64_t>(fn.steps.size());
+      if (!fn.actions.empty() && fn.actions.back().name == action && fn.actions.back().endStep == static_cast<int64_t>(step))
+        fn.actions.back().endStep = now;
+      else
+        fn.actions.push_back({action, static_cast<int64_t>(step), now});
+    }
     // Assignment copies whose last reader was this op.
     auto pending = pendingCopies.find(i);
     if (pending != pendingCopies.end()) {
@@ -559,6 +592,7 @@ mlir::LogicalResult lowerToProgram(mlir::ModuleOp module, rt::Program& program,
   mlir::FailureOr<std::vector<rt::MeshAxis>> mesh = lowerMesh(module);
   if (mlir::failed(mesh)) return mlir::failure();
   program.mesh = std::move(*mesh);
+  program.pipeline = programPipeline(module);
   Lowerer lowerer(program, options);
   for (auto f : functions)
     if (mlir::failed(lowerer.lower(f))) return mlir::failure();

@@ -89,10 +89,36 @@ std::vector<Stage> stages(const PipelineOptions& o) {
     s.push_back({"mixed-precision", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createMixedPrecision(MixedPrecisionOptions{o.forwardName}));
                  }});
+  // Pipeline parallelism: this rank's stage of @forward, on local shapes and final ops (so
+  // that every op autodiff and the microbatch unrolling see carries its chunk).
+  const bool pipelined = o.train && !o.pipelineAxis.empty() && o.pipelineStages > 1;
+  if (pipelined)
+    s.push_back({"split-stages", [o](mlir::OpPassManager& pm) {
+                   SplitStagesOptions sp;
+                   sp.axis = o.pipelineAxis;
+                   sp.stage = o.pipelineStage;
+                   sp.virtualStages = o.pipelineVirtualStages;
+                   std::string ranges;
+                   for (const auto& [first, last] : o.pipelineLayerRanges)
+                     ranges += fmt::format("{}{}-{}", ranges.empty() ? "" : ",", first, last);
+                   sp.layerRanges = ranges;
+                   sp.forwardName = o.forwardName;
+                   sp.planSite = o.pipelineSite;
+                   pm.addPass(createSplitStages(sp));
+                 }});
   if (o.train) {
     s.push_back({"autodiff", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createAutodiff(AutodiffOptions{o.forwardName, "train_step"}));
                  }});
+    if (pipelined) {
+      s.push_back({"microbatch", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createMicrobatch(MicrobatchOptions{o.pipelineMicrobatches, "train_step"}));
+                   }});
+      s.push_back({"schedule-pipeline", [o](mlir::OpPassManager& pm) {
+                     pm.addPass(createSchedulePipeline(
+                         SchedulePipelineOptions{o.pipelineSchedule, "train_step", o.pipelineSite}));
+                   }});
+    }
     // ZeRO-1/2 over the fsdp axis: parameters stay replicated, the optimizer state (and at
     // stage 2 each gradient, reduce-scattered here, before any accumulation) is split.
     const std::string blockAxis = !o.fullyShardAxis.empty() && o.zeroStage < 3 ? o.fullyShardAxis : "";

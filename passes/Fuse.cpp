@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/PipelineAttrs.h"
+
 #include "passes/PipelineStage.h"
 
 #include "compiler/RowLocal.h"
@@ -52,6 +54,7 @@ void outline(Group& g) {
   llvm::SmallVector<mlir::Type> resultTypes;
   for (mlir::Value v : outputs) resultTypes.push_back(v.getType());
   auto fused = FusedOp::create(b, g.ops.front()->getLoc(), resultTypes, inputs);
+  copyPipelineTags(g.ops.front(), fused);  // a pipeline stage's action it runs in
   mlir::Block* body = new mlir::Block();
   fused.getBody().push_back(body);
   mlir::IRMapping map;

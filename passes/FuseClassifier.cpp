@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------------===//
 #include "passes/Passes.h"
 
+#include "compiler/PipelineAttrs.h"
+
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/Builders.h"
@@ -76,6 +78,7 @@ struct FuseClassifierPass : impl::FuseClassifierBase<FuseClassifierPass> {
       mlir::OpBuilder b(anchor);
       auto fused = FusedClassifierOp::create(b, ce.getLoc(), ce.getType(), grad.getType(),
                                              ce.getLogits(), ce.getTargets(), grad.getDloss());
+      copyPipelineTags(ce, fused);  // a pipeline stage's forward action of its microbatch
       ce.getResult().replaceAllUsesWith(fused.getLoss());
       grad.getResult().replaceAllUsesWith(fused.getDlogits());
       grad.erase();

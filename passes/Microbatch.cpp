@@ -111,10 +111,13 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
     // 2. The new arguments: k per microbatch.
     llvm::SmallVector<mlir::Type> argTypes;
     llvm::SmallVector<mlir::DictionaryAttr> argAttrs;
+    // Microbatch i > 0 names its copy of input "x" "x.mb<i>" (buffer names stay unique).
     for (int64_t i = 0; i < m; ++i)
       for (unsigned a = 0; a < k; ++a) {
         argTypes.push_back(body.getArgument(a).getType());
-        argAttrs.push_back(f.getArgAttrDict(a));
+        auto name = inputName(f, a);
+        argAttrs.push_back(i == 0 || !name ? f.getArgAttrDict(a)
+                                           : inputAttrs(f.getContext(), (name.getValue() + ".mb" + llvm::Twine(i)).str()));
       }
     llvm::SmallVector<Value> args;
     for (int64_t i = 0; i < m * static_cast<int64_t>(k); ++i)
