@@ -106,9 +106,12 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       grads[loss] = ConstantOp::create(b, ret.getLoc(), loss.getType(), b.getF64FloatAttr(1.0));
     llvm::SmallVector<mlir::Operation*> forwardOps;
     for (mlir::Operation& op : body.without_terminator()) forwardOps.push_back(&op);
-    // The ops built from `op` (since `last`) belong to its chunk's backward action.
-    auto tag = [&](mlir::Operation* op, mlir::Operation* last) {
+    // The ops built from `op` (since `last`) belong to its chunk's backward action; those
+    // built from a free op (a parameter's cast or all-gather, which every chunk using it
+    // computes) to the action that produced its gradient (`from`).
+    auto tag = [&](mlir::Operation* op, mlir::Operation* last, Value from = Value()) {
       std::optional<int64_t> chunk = pipelineTag(op, PipelineTag::Chunk);
+      if (!chunk && from && from.getDefiningOp()) chunk = pipelineTag(from.getDefiningOp(), PipelineTag::Chunk);
       if (!chunk) return;
       for (mlir::Operation* o = last ? last->getNextNode() : &body.front(); o && o != ret.getOperation();
            o = o->getNextNode()) {
@@ -153,7 +156,7 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
       if (mlir::failed(vjp.buildVJP(b, resultGrads, operandGrads))) return mlir::failure();
       for (auto [operand, g] : llvm::zip(op->getOperands(), operandGrads))
         if (g && fromParams.contains(operand)) accumulate(operand, g, op->getLoc());
-      tag(op, last);
+      tag(op, last, *llvm::find_if(resultGrads, [](Value g) { return static_cast<bool>(g); }));
     }
 
     // 4. One gradient per trainable parameter, explicit zeros where the loss ignores it.

@@ -34,8 +34,14 @@ std::string collectiveName(const CollectiveStep& c, const std::string& function)
   if (c.movesShards())
     return fmt::format("{} along dim {} of @{} over {}", collectiveKindName(collectiveKindIndex(c)), c.dim, function,
                        fmt::join(c.axes, ","));
-  return c.synchronous ? fmt::format("all_reduce {} of @{} over {}", c.bucket, function, fmt::join(c.axes, ","))
-                       : fmt::format("bucket {} of @{}", c.bucket, function);
+  // A synchronous all-reduce is named by its op's path, not by its number: the stages of a
+  // pipeline number theirs differently, and the ranks of one all-reduce over the pipeline
+  // axis must issue it under one name.
+  if (c.synchronous)
+    return !c.names.empty() && !c.names[0].empty()
+               ? fmt::format("all_reduce '{}' of @{} over {}", c.names[0], function, fmt::join(c.axes, ","))
+               : fmt::format("all_reduce of @{} over {}", function, fmt::join(c.axes, ","));
+  return fmt::format("bucket {} of @{}", c.bucket, function);
 }
 
 void countCollective(CollectiveCounters& counters, const CollectiveStep& c, int64_t payloadBytes) {

@@ -63,7 +63,7 @@ struct CollectiveCounters {
 Communicator& communicatorOf(const CollectiveStep& c, const std::string& name, DeviceMesh* mesh,
                              Communicator* world);
 /// The name a collective step is issued under (timeouts and traces name it): "bucket 3 of
-/// @train_step" for a gradient bucket, "all_reduce 5 of @train_step over tp" for a synchronous one,
+/// @train_step" for a gradient bucket, "all_reduce 'blocks.0.attn.proj' of @train_step over tp" for a synchronous one (by its op's path),
 /// "all_gather along dim 1 of @forward over tp" for a shard move.
 std::string collectiveName(const CollectiveStep& c, const std::string& function);
 /// Adds one issued collective of `c`'s kind with `payloadBytes` to `counters` (totals and
