@@ -29,11 +29,13 @@ int64_t payloadOf(const Program& program, const CollectiveStep& c) {
   return shardMovePlan(program, c).payloadBytes;  // the executors count the same (padding included)
 }
 
-/// "all_reduce A bytes, all_gather B bytes, reduce_scatter C bytes, all_to_all D bytes".
+/// "all_reduce A bytes, all_gather B bytes, reduce_scatter C bytes, all_to_all D bytes", then
+/// ", send_recv E bytes" in a pipelined program (E > 0).
 std::string bytesByKind(const std::array<int64_t, kCollectiveKinds>& bytes) {
   std::string out;
   for (int k = 0; k < kCollectiveKinds; ++k)
-    out += fmt::format("{}{} {} bytes", k ? ", " : "", collectiveKindName(k), bytes[static_cast<size_t>(k)]);
+    if (k < 4 || bytes[static_cast<size_t>(k)] > 0)
+      out += fmt::format("{}{} {} bytes", k ? ", " : "", collectiveKindName(k), bytes[static_cast<size_t>(k)]);
   return out;
 }
 
@@ -130,8 +132,9 @@ std::string explainCollectives(const Program& program, const std::string& functi
   }
   if (out.empty()) return out;
   CollectiveBytes b = collectiveBytes(program, function);
-  const std::string wire = b.movesShards() ? "ring wire bytes 2(N-1)/N x all_reduce payload + (N-1)/N x the rest"
-                                           : "ring all-reduce wire bytes 2(N-1)/N x payload";
+  std::string wire = b.movesShards() ? "ring wire bytes 2(N-1)/N x all_reduce payload + (N-1)/N x the rest"
+                                     : "ring all-reduce wire bytes 2(N-1)/N x payload";
+  if (b.kindCollectives[4] > 0) wire += " + send_recv payload";
   return fmt::format("collectives of @{}: {} bucket{}{}\n", function, b.buckets, b.buckets == 1 ? "" : "s",
                      b.synchronous == 0 ? std::string()
                                         : fmt::format(", {} forward/backward collective{}", b.synchronous,

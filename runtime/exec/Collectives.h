@@ -22,7 +22,7 @@ namespace tessel::rt {
 /// Patarasuk & Yuan 2009, the nccl-tests "busbw" factor).
 /// The shard moves (all_gather, reduce_scatter, all_to_all; Program.h) add their payload
 /// (Program.h's rule) and a wire of (N - 1) / N x payload (each rank sends or receives all
-/// blocks but its own).
+/// blocks but its own); send_recv steps their bytes sent, as payload and as wire.
 struct CollectiveBytes {
   int64_t buckets = 0;      // gradient buckets
   int64_t synchronous = 0;  // forward/backward collectives (CollectiveStep::synchronous)

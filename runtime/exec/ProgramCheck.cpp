@@ -45,12 +45,12 @@
 #include <climits>
 #include <cmath>
 #include <map>
-#include <queue>
 #include <set>
 #include <stdexcept>
 #include <unordered_set>
 
 #include "runtime/exec/PipelineRuntime.h"  // defines: checkProgramPipeline
+#include "runtime/exec/ProgramCheckParts.h"  // defines: checkLiveTemps
 #include "runtime/exec/Program.h"
 #include "runtime/exec/Sharding.h"
 
@@ -223,50 +223,7 @@ class Checker {
         fail(f, fmt::format("temp '{}' [{}, {}) lies past function '{}' arenaBytes {}", b.name, b.offset,
                             b.offset + b.bytes(), fn.name, fn.arenaBytes));
     }
-    checkLiveTemps(fn);
-  }
-
-  /// No two temps live at one step share arena bytes. A temp is live from the first step that
-  /// names one to the last (a function output: to the end). Sweep over the temps by first
-  /// step, keeping the live ones by offset: they are pairwise disjoint (each was checked when
-  /// it joined), so a new temp overlaps one of them iff it overlaps its neighbour below or
-  /// above in offset order. O(temps log temps), so it stays cheap for deep models.
-  void checkLiveTemps(const Function& fn) const {
-    std::map<int, std::pair<size_t, size_t>> live;  // temp -> [first, last] step
-    auto touch = [&](int id, size_t step) {
-      if (p_.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
-      auto [it, fresh] = live.emplace(id, std::pair{step, step});
-      if (!fresh) it->second.second = std::max(it->second.second, step);
-    };
-    for (size_t s = 0; s < fn.steps.size(); ++s)
-      for (int id : stepBuffers(fn.steps[s])) touch(id, s);
-    for (int id : fn.outputs) touch(id, fn.steps.size());
-    std::vector<std::pair<std::pair<size_t, size_t>, int>> order;
-    for (const auto& [id, range] : live) order.push_back({range, id});
-    std::sort(order.begin(), order.end());
-    std::map<int64_t, int> byOffset;  // live temps: offset -> temp
-    std::priority_queue<std::pair<size_t, int>, std::vector<std::pair<size_t, int>>, std::greater<>> ends;
-    for (const auto& [range, id] : order) {
-      while (!ends.empty() && ends.top().first < range.first) {
-        byOffset.erase(p_.buffers[static_cast<size_t>(ends.top().second)].offset);
-        ends.pop();
-      }
-      const int64_t offset = p_.buffers[static_cast<size_t>(id)].offset;
-      auto above = byOffset.lower_bound(offset);
-      for (auto it : {above, above == byOffset.begin() ? byOffset.end() : std::prev(above)})
-        if (it != byOffset.end() && overlaps(id, it->second)) failShared(id, it->second, range.first);
-      byOffset.emplace(offset, id);
-      ends.emplace(range.second, id);
-    }
-  }
-
-  [[noreturn]] void failShared(int id, int other, size_t step) const {
-    auto span = [&](int b) {
-      const Buffer& x = p_.buffers[static_cast<size_t>(b)];
-      return fmt::format("'{}' [{}, {})", x.name, x.offset, x.offset + x.bytes());
-    };
-    fail(fmt::format("buffers[{}].offset", id),
-         fmt::format("temps {} and {} share arena bytes while both are live at step {}", span(id), span(other), step));
+    checkLiveTemps(p_, fn, [&](const std::string& f, const std::string& problem) { fail(f, problem); });
   }
 
   void checkKernel(const KernelStep& k, const std::string& field, std::vector<std::pair<int, std::string>>& used) {

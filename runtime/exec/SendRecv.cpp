@@ -58,11 +58,13 @@ int64_t runSendRecv(const CollectiveStep& c, const Program& program,
   try {
     work->wait();
   } catch (const CommError& e) {
-    // The communicator names the transfer it issued; name the step's labels if it did not.
-    const std::string what = e.what();
+    // The communicator names what it issued (a transfer, or the group: NCCL); name the
+    // step's labels if it did not.
+    const std::string what = e.what(), step = collectiveName(c, function);
+    if (what.find(step) != std::string::npos) throw;
     for (const P2pTransfer& t : transfers)
       if (what.find(t.name) != std::string::npos) throw;
-    throw CommError(fmt::format("{}: {}", collectiveName(c, function), what));
+    throw CommError(fmt::format("{}: {}", step, what));
   }
   return sent;
 }

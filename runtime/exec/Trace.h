@@ -28,7 +28,8 @@ namespace tessel::rt {
 struct TraceEvent {
   std::string name;
   std::string category;  // "step", "data", "function", "kernel", "gemm", "copy", "collective_start",
-                         // "collective_wait", "collective", "idle"
+                         // "collective_wait", "collective", "p2p" (a send_recv step), "pipeline"
+                         // (a pipeline action: encloses its steps' events), "idle"
   double startUs = 0;    // since the aligned time 0
   double durationUs = 0;
   std::string detail;    // shown as args.detail (a step's number, a GEMM's shape, a location)

@@ -44,6 +44,7 @@ using namespace tessel::rt;
 namespace {
 
 using namespace tessel::test::pipeline;
+using tessel::test::expectThrows;
 using tessel::test::failures;
 using tessel::test::W;
 
@@ -52,19 +53,6 @@ constexpr int64_t kBig = 1 << 16;  // f32 elements of the large transfer (256 Ki
 
 /// The value element i of the large tensor has on world rank r (exact in f32: below 2^24).
 float big(int r, int64_t i) { return static_cast<float>(100000 * r + i); }
-
-/// Runs `f`, which must throw std::runtime_error whose message holds every one of `parts`.
-template <typename F>
-void expectThrows(F f, std::vector<std::string> parts, const char* what) {
-  try {
-    f();
-    CHECK(false, "%s: no error", what);
-  } catch (const std::runtime_error& e) {
-    for (const std::string& part : parts)
-      CHECK(std::string(e.what()).find(part) != std::string::npos, "%s: '%s' not in: %s", what, part.c_str(),
-            e.what());
-  }
-}
 
 void run(MpiCommunicator& world) {
   const bool dp = world.worldSize() == 4;

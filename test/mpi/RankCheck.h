@@ -4,6 +4,9 @@
 #pragma once
 
 #include <cstdio>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace tessel::test {
 inline int failures = 0;  // failed checks on this rank
@@ -22,3 +25,19 @@ inline int W = 0;         // this rank's world rank, for the messages (main sets
       }                                                                         \
     }                                                                           \
   } while (0)
+
+namespace tessel::test {
+/// Runs `f`, which must throw std::runtime_error whose message holds every one of `parts`;
+/// each missing part (or no error) is a failed CHECK naming `what`.
+template <typename F>
+void expectThrows(F f, const std::vector<std::string>& parts, const char* what) {
+  try {
+    f();
+    CHECK(false, "%s: no error", what);
+  } catch (const std::runtime_error& e) {
+    for (const std::string& part : parts)
+      CHECK(std::string(e.what()).find(part) != std::string::npos, "%s: '%s' not in: %s", what, part.c_str(),
+            e.what());
+  }
+}
+}  // namespace tessel::test

@@ -35,6 +35,7 @@ using namespace tessel::rt;
 
 namespace {
 
+using tessel::test::expectThrows;
 using tessel::test::failures;
 using tessel::test::W;
 
@@ -72,19 +73,6 @@ Program program() {
                            synchronousAllReduce(K::AllReduceWait, 1, 7, 8, "max", {"dp", "tp"}, 4)},
                           320}};
   return p;
-}
-
-/// Runs `f`, which must throw std::runtime_error whose message holds every one of `parts`.
-template <typename F>
-void expectThrows(F f, std::vector<std::string> parts, const char* what) {
-  try {
-    f();
-    CHECK(false, "%s: no error", what);
-  } catch (const std::runtime_error& e) {
-    for (const std::string& part : parts)
-      CHECK(std::string(e.what()).find(part) != std::string::npos, "%s: '%s' not in: %s", what, part.c_str(),
-            e.what());
-  }
 }
 
 void run(MpiCommunicator& world) {

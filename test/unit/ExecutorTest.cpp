@@ -253,7 +253,7 @@ struct Corruption {
 
 TEST(ProgramTest, LoadRejectsCorruptPrograms) {
   std::vector<Corruption> cases = {
-      {"version", [](json& j) { j["version"] = 7; }, {"version", "unsupported version 7"}},
+      {"version", [](json& j) { j["version"] = 9; }, {"version", "unsupported version 9"}},
       {"old version", [](json& j) { j["version"] = 1; }, {"version", "older Tessel", "compile the program again"}},
       // Version 6 is a program with CUDA kernels: every kernel step then needs a launch.
       {"cuda version", [](json& j) { j["version"] = 6; }, {"steps[1].launch", "missing"}},

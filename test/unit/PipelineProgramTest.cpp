@@ -371,6 +371,15 @@ TEST(PipelineExecutor, RankOnAnotherStageIsRefused) {
   }
 }
 
+TEST(PipelineExecutor, ExplainListsEachSendRecvWithItsBytesSent) {
+  const std::string report = explainCollectives(stageProgram(0), "train_step");
+  EXPECT_NE(report.find("send_recv over pp (2 ranks): send to pp 1 [SEND_F mb 0 chunk 0], recv from pp 1 "
+                        "[RECV_B mb 0 chunk 0]; 16 bytes sent, step 1/3"),
+            std::string::npos)
+      << report;
+  EXPECT_NE(report.find("send_recv 16 bytes"), std::string::npos) << report;
+}
+
 TEST(PipelineExecutor, ScheduleHashCoversPeersAndSends) {
   Program a = stageProgram(0), b = stageProgram(0);
   sendRecv(b).sends = 2;

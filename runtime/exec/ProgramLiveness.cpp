@@ -1,0 +1,59 @@
+// checkLiveTemps (ProgramCheckParts.h): the liveness half of validateProgram's arena check.
+//
+// Sweep over the temps by first step, keeping the live ones by offset: they are pairwise
+// disjoint (each was checked when it joined), so a new temp overlaps one of them iff it
+// overlaps its neighbour below or above in offset order. O(temps log temps), so it stays
+// cheap for deep models.
+#include "runtime/exec/ProgramCheckParts.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <queue>
+#include <vector>
+
+namespace tessel::rt {
+
+void checkLiveTemps(const Program& p, const Function& fn, const CheckFailure& fail) {
+  auto overlaps = [&](int x, int y) {
+    const Buffer& a = p.buffers[static_cast<size_t>(x)];
+    const Buffer& b = p.buffers[static_cast<size_t>(y)];
+    return x == y || (a.offset < b.offset + b.bytes() && b.offset < a.offset + a.bytes());
+  };
+  auto span = [&](int b) {
+    const Buffer& x = p.buffers[static_cast<size_t>(b)];
+    return fmt::format("'{}' [{}, {})", x.name, x.offset, x.offset + x.bytes());
+  };
+  std::map<int, std::pair<size_t, size_t>> live;  // temp -> [first, last] step
+  auto touch = [&](int id, size_t step) {
+    if (p.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
+    auto [it, fresh] = live.emplace(id, std::pair{step, step});
+    if (!fresh) it->second.second = std::max(it->second.second, step);
+  };
+  for (size_t s = 0; s < fn.steps.size(); ++s)
+    for (int id : stepBuffers(fn.steps[s])) touch(id, s);
+  for (int id : fn.outputs) touch(id, fn.steps.size());
+  std::vector<std::pair<std::pair<size_t, size_t>, int>> order;
+  for (const auto& [id, range] : live) order.push_back({range, id});
+  std::sort(order.begin(), order.end());
+  std::map<int64_t, int> byOffset;  // live temps: offset -> temp
+  std::priority_queue<std::pair<size_t, int>, std::vector<std::pair<size_t, int>>, std::greater<>> ends;
+  for (const auto& [range, id] : order) {
+    while (!ends.empty() && ends.top().first < range.first) {
+      byOffset.erase(p.buffers[static_cast<size_t>(ends.top().second)].offset);
+      ends.pop();
+    }
+    const int64_t offset = p.buffers[static_cast<size_t>(id)].offset;
+    auto above = byOffset.lower_bound(offset);
+    for (auto it : {above, above == byOffset.begin() ? byOffset.end() : std::prev(above)})
+      if (it != byOffset.end() && overlaps(id, it->second))
+        fail(fmt::format("buffers[{}].offset", id),
+             fmt::format("temps {} and {} share arena bytes while both are live at step {}", span(id),
+                         span(it->second), range.first));
+    byOffset.emplace(offset, id);
+    ends.emplace(range.second, id);
+  }
+}
+
+}  // namespace tessel::rt
