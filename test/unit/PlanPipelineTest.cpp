@@ -223,6 +223,31 @@ TEST(PlanPipelineErrors, GlobalBatchNotDivisibleByDpTimesMicrobatchesTimesAccumu
            "the global batch 6 is not divisible by 1 data-parallel rank x 4 microbatches");
 }
 
+TEST(PlanPipelineErrors, MoreStagesThanLayersOrRangesPastTheModel) {
+  // The layers are the blocks: "blocks.<i>", not their submodules or other modules.
+  const std::vector<std::string> modules = {"wte", "blocks.0", "blocks.0.ln1", "blocks.1", "blocks.1.attn", "ln_f"};
+  EXPECT_EQ(Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 2).resolve_pipeline_layers(modules), 2);
+  EXPECT_EQ(Plan().resolve_pipeline_layers({"fc1", "fc2"}), 0);
+  const int fourLine = __LINE__ + 1;
+  Plan four = Plan(Mesh{{"pp", 4}}).pipeline("pp", Schedule::GPipe, 4);
+  expectAt(errorOf([&] { four.resolve_pipeline_layers(modules); }), fourLine,
+           "pipeline(\"pp\"): more stages than layers: pp=4 make 4 stages, but the model has 2 layers (blocks.0 to "
+           "blocks.1)");
+  int line = __LINE__ + 1;
+  Plan virtualStages = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::Interleaved, 2, {.virtual_stages = 2});
+  expectAt(errorOf([&] { virtualStages.resolve_pipeline_layers(modules); }), line,
+           "pp=2 x 2 virtual stages make 4 stages, but the model has 2 layers");
+  line = __LINE__ + 1;
+  Plan past = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 2, {.stages = {{0, 0}, {1, 2}}});
+  expectAt(errorOf([&] { past.resolve_pipeline_layers(modules); }), line,
+           "the layer ranges end at layer 2, but the model has 2 layers (blocks.0 to blocks.1); the last range must "
+           "end at layer 1");
+  // When the model compiles, at the plan's line.
+  gpt::GPT model(gpt::Config{2, 16, 2, 8, 256});
+  gpt::build(model, 8);
+  expectAt(errorOf([&] { model.compile({.plan = four}); }), fourLine, "more stages than layers");
+}
+
 TEST(PlanPipeline, CompileStageIsRangeChecked) {
   Plan plan = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 2);
   for (int64_t stage : {-1, 2}) {
