@@ -4,6 +4,7 @@
 // plan: the batch split into dp x M_eff microbatches with no gradient accumulation stage.
 #include "dsl/tessel.h"
 #include "examples/gpt/model.h"
+#include "test/unit/GptPlanErrors.h"  // errorOf
 
 #include <gtest/gtest.h>
 
@@ -18,20 +19,10 @@ using tessel::Mesh;
 using tessel::ModelError;
 using tessel::Plan;
 using tessel::Schedule;
+using tessel::testing::errorOf;
 
 const char* const kThisFile = std::source_location::current().file_name();
 
-/// Runs `body`, expects a ModelError, and returns it.
-template <typename F>
-std::optional<ModelError> errorOf(F&& body) {
-  try {
-    body();
-  } catch (const ModelError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a tessel::ModelError";
-  return std::nullopt;
-}
 
 /// Expects `e` at `file`:`line`:`column` (column 0: any), with `text` in its message.
 void expectAt(const std::optional<ModelError>& e, const std::string& file, int line, int column,
