@@ -79,6 +79,7 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
     sizes.emplace_back(name, n);
   }
   std::vector<std::string> fsdpUnits = plan.resolve_fsdp_units(graph.modulePaths(), sizes);
+  plan.resolve_pipeline_layers(graph.modulePaths());
   applyPipeline(plan, pipeline);
   if (!plan.needs_grid()) return;
   mlir::ModuleOp module = graph.module();

@@ -168,6 +168,33 @@ std::string Plan::describePipeline() const {
                      ranges.empty() ? std::string() : ", layers " + ranges);
 }
 
+int64_t Plan::resolve_pipeline_layers(const std::vector<std::string>& modules) const {
+  int64_t layers = 0;
+  const std::string prefix = "blocks.";
+  for (const std::string& m : modules)
+    if (m.size() > prefix.size() && m.compare(0, prefix.size(), prefix) == 0 &&
+        m.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
+      ++layers;
+  if (pp() == 1 || layers == 0) return layers;
+  const int64_t chunks = pp() * pipelineVirtualStages_;
+  const std::string label = fmt::format("pipeline(\"{}\")", pipelineAxis_);
+  if (!pipelineLayerRanges_.empty() && pipelineLayerRanges_.back().second != layers - 1)
+    fail(pipelineSites_.stages.empty() ? pipelineSites_.call : PlanSite{pipelineSites_.stages.front().file, 1, 1},
+         fmt::format("{}: the layer ranges end at layer {}, but the model has {} layer{} (blocks.0 to blocks.{}); "
+                     "the last range must end at layer {}",
+                     label, pipelineLayerRanges_.back().second, layers, layers == 1 ? "" : "s", layers - 1,
+                     layers - 1));
+  if (chunks > layers)
+    fail(pipelineSites_.call, fmt::format("{}: more stages than layers: {}={}{} make {} stages, but the model has {} "
+                                          "layer{} (blocks.0 to blocks.{}); each stage needs at least one",
+                                          label, pipelineAxis_, pp(),
+                                          pipelineVirtualStages_ == 1
+                                              ? std::string()
+                                              : fmt::format(" x {} virtual stages", pipelineVirtualStages_),
+                                          chunks, layers, layers == 1 ? "" : "s", layers - 1));
+  return layers;
+}
+
 void Plan::checkPipelineAxes() const {
   if (pipelineAxis_.empty()) return;
   const char* role = pipelineAxis_ == batchAxis_            ? "batch (shard_batch)"

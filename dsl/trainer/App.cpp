@@ -189,7 +189,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                          : resolveDeviceFlag(flags_, name, /*cudaReady=*/true);
   std::unique_ptr<rt::NcclCommunicator> nccl;  // declared before the executor, which holds its work
   // This rank's stage: its coordinate along the pipeline axis (stage 0 when only compiling).
-  const int64_t stage = plan.pp() > 1 ? batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, rank).first : 0;
+  const int64_t stage =
+      plan.pp() > 1 ? batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, rank).first : 0;
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),

@@ -15,9 +15,10 @@ std::vector<StepStats> train(NativeProgram& native, const Program& program, cons
                              const BatchFeeder& trainBatch, const ValidationFeeder& valBatch) {
   // The loop reads the hyper-parameter names from the lowered program; they must agree with
   // the compiled model's signature.
-  std::vector<std::string> hyper = hyperParameterNames(native.program());
+  std::vector<std::string> hyper = hyperParameterNames(native.program(), o.pipelineMicrobatches);
   const std::vector<std::string>& names = program.train_inputs();
-  size_t first = program.inputs().size();
+  // A pipelined @train_step takes the model's inputs once per microbatch (Loop.h).
+  size_t first = program.inputs().size() * static_cast<size_t>(std::max<int64_t>(1, o.pipelineMicrobatches));
   if (names.size() != first + hyper.size() ||
       !std::equal(hyper.begin(), hyper.end(), names.begin() + static_cast<long>(first)))
     throw std::logic_error("the lowered @train_step inputs differ from the model's signature");

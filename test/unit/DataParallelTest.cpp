@@ -259,12 +259,14 @@ TEST(DataParallel, PlanErrorsPointAtThePlanLine) {
     EXPECT_NE(std::string(e.what()).find("global batch 7 is not divisible by the data-parallel degree 2"),
               std::string::npos) << e.what();
   }
-  // Tensor parallelism is accepted now (test/unit/PlanTest.cpp); pipelines are not yet.
+  // Tensor parallelism and pipelines are accepted (test/unit/PlanTest.cpp, PlanPipelineTest.cpp);
+  // a pp axis needs pipeline(), which --plan's pp item is.
+  EXPECT_NO_THROW(tessel::parsePlan("pp=2,dp=2").check_world_size(4));
   try {
-    tessel::parsePlan("pp=2,dp=2").check_world_size(4);
-    FAIL() << "pp must be rejected";
+    tessel::Plan(tessel::Mesh{{"pp", 2}, {"dp", 2}}).shard_batch("dp").check_world_size(4);
+    FAIL() << "a pp axis without pipeline() must be rejected";
   } catch (const tessel::ModelError& e) {
-    EXPECT_NE(std::string(e.what()).find("pipeline parallelism is not supported yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("mesh axis pp=2 has no pipeline"), std::string::npos) << e.what();
   }
 }
 

@@ -4,6 +4,7 @@
 // plan: the batch split into dp x M_eff microbatches with no gradient accumulation stage.
 #include "dsl/tessel.h"
 #include "examples/gpt/model.h"
+#include "test/unit/GptPlanErrors.h"  // errorOf
 
 #include <gtest/gtest.h>
 
@@ -18,20 +19,10 @@ using tessel::Mesh;
 using tessel::ModelError;
 using tessel::Plan;
 using tessel::Schedule;
+using tessel::testing::errorOf;
 
 const char* const kThisFile = std::source_location::current().file_name();
 
-/// Runs `body`, expects a ModelError, and returns it.
-template <typename F>
-std::optional<ModelError> errorOf(F&& body) {
-  try {
-    body();
-  } catch (const ModelError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a tessel::ModelError";
-  return std::nullopt;
-}
 
 /// Expects `e` at `file`:`line`:`column` (column 0: any), with `text` in its message.
 void expectAt(const std::optional<ModelError>& e, const std::string& file, int line, int column,
@@ -221,6 +212,31 @@ TEST(PlanPipelineErrors, GlobalBatchNotDivisibleByDpTimesMicrobatchesTimesAccumu
   Plan odd = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 4);
   expectAt(errorOf([&] { model.compile({.plan = odd}); }), line,
            "the global batch 6 is not divisible by 1 data-parallel rank x 4 microbatches");
+}
+
+TEST(PlanPipelineErrors, MoreStagesThanLayersOrRangesPastTheModel) {
+  // The layers are the blocks: "blocks.<i>", not their submodules or other modules.
+  const std::vector<std::string> modules = {"wte", "blocks.0", "blocks.0.ln1", "blocks.1", "blocks.1.attn", "ln_f"};
+  EXPECT_EQ(Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 2).resolve_pipeline_layers(modules), 2);
+  EXPECT_EQ(Plan().resolve_pipeline_layers({"fc1", "fc2"}), 0);
+  const int fourLine = __LINE__ + 1;
+  Plan four = Plan(Mesh{{"pp", 4}}).pipeline("pp", Schedule::GPipe, 4);
+  expectAt(errorOf([&] { four.resolve_pipeline_layers(modules); }), fourLine,
+           "pipeline(\"pp\"): more stages than layers: pp=4 make 4 stages, but the model has 2 layers (blocks.0 to "
+           "blocks.1)");
+  int line = __LINE__ + 1;
+  Plan virtualStages = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::Interleaved, 2, {.virtual_stages = 2});
+  expectAt(errorOf([&] { virtualStages.resolve_pipeline_layers(modules); }), line,
+           "pp=2 x 2 virtual stages make 4 stages, but the model has 2 layers");
+  line = __LINE__ + 1;
+  Plan past = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 2, {.stages = {{0, 0}, {1, 2}}});
+  expectAt(errorOf([&] { past.resolve_pipeline_layers(modules); }), line,
+           "the layer ranges end at layer 2, but the model has 2 layers (blocks.0 to blocks.1); the last range must "
+           "end at layer 1");
+  // When the model compiles, at the plan's line.
+  gpt::GPT model(gpt::Config{2, 16, 2, 8, 256});
+  gpt::build(model, 8);
+  expectAt(errorOf([&] { model.compile({.plan = four}); }), fourLine, "more stages than layers");
 }
 
 TEST(PlanPipeline, CompileStageIsRangeChecked) {

@@ -3,6 +3,7 @@
 // line of the plan call that caused it (with a note at the other call for conflicts); and the
 // plan reaches the IR: the grid and the parameters' shardings in the module the DSL builds.
 #include "dsl/tessel.h"
+#include "test/unit/GptPlanErrors.h"  // errorOf
 
 #include <gtest/gtest.h>
 
@@ -20,20 +21,10 @@ using tessel::Mesh;
 using tessel::ModelError;
 using tessel::Plan;
 using tessel::Tensor;
+using tessel::testing::errorOf;
 
 const char* const kThisFile = std::source_location::current().file_name();
 
-/// Runs `body`, expects a ModelError, and returns it (its what() and diagnostic()).
-template <typename F>
-std::optional<ModelError> errorOf(F&& body) {
-  try {
-    body();
-  } catch (const ModelError& e) {
-    return e;
-  }
-  ADD_FAILURE() << "expected a tessel::ModelError";
-  return std::nullopt;
-}
 
 /// "<this file>:<line>:", how a note at `line` of this file starts.
 std::string here(int line) { return std::string(kThisFile) + ":" + std::to_string(line) + ":"; }
