@@ -241,7 +241,8 @@ Schedule buildSchedule(const ScheduleSpec& spec) {
     if (m % p != 0)
       throw std::invalid_argument(fmt::format(
           "interleaved: {} microbatches on {} ranks; Megatron-LM's interleaved schedule needs a multiple of the "
-          "pipeline size (microbatches enter each chunk in rounds of p), so at least {}", m, p, p));
+          "pipeline size (microbatches enter each chunk in rounds of p): use {}", m, p,
+          m < p ? fmt::format("{} or more", p) : fmt::format("{} or {}", m / p * p, (m / p + 1) * p)));
   } else if (v != 1) {
     throw std::invalid_argument(fmt::format("{}: {} virtual stages per rank; only interleaved has more than 1", name, v));
   }
