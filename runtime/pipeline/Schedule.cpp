@@ -181,6 +181,24 @@ const char* kindName(ActionKind kind) {
   return "?";
 }
 
+int64_t peerRank(const Action& comm, int64_t ranks) {
+  const bool next = comm.kind == ActionKind::SendF || comm.kind == ActionKind::RecvB;
+  return (next ? comm.stage + 1 : comm.stage - 1) % ranks;
+}
+
+Channels channelsOf(const Schedule& schedule) {
+  const int64_t p = static_cast<int64_t>(schedule.size());
+  Channels c;
+  for (int64_t r = 0; r < p; ++r)
+    for (int64_t i = 0; i < static_cast<int64_t>(schedule[r].size()); ++i) {
+      const Action& a = schedule[r][i];
+      if (a.isCompute()) continue;
+      if (a.isSend()) c.sends[{r, peerRank(a, p)}].push_back({r, i});
+      else c.recvs[{peerRank(a, p), r}].push_back({r, i});
+    }
+  return c;
+}
+
 std::string Action::text() const { return fmt::format("{}{}{}", stage, kindName(kind), microbatch); }
 
 Action parseAction(const std::string& text) {

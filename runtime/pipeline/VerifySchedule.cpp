@@ -19,12 +19,6 @@ std::string textOf(ActionKind kind, int64_t microbatch, int64_t stage) {
   return Action{kind, microbatch, stage}.text();
 }
 
-/// The rank a comm action exchanges with (chunk c on rank c % p).
-int64_t peerOf(const Action& a, int64_t p) {
-  const bool next = a.kind == ActionKind::SendF || a.kind == ActionKind::RecvB;
-  return (next ? a.stage + 1 : a.stage - 1) % p;
-}
-
 /// The recv a send is meant for: SEND_F(m, c) feeds RECV_F(m, c+1), SEND_B(m, c) feeds RECV_B(m, c-1).
 Action recvFor(const Action& send) {
   return send.kind == ActionKind::SendF ? Action{ActionKind::RecvF, send.microbatch, send.stage + 1}
@@ -122,15 +116,9 @@ private:
 
   /// The k-th send on a channel must be meant for the k-th recv on it.
   void checkChannels() const {
-    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> sends, recvs;  // (rank, index)
-    for (int64_t r = 0; r < p_; ++r)
-      for (int64_t i = 0; i < static_cast<int64_t>(s_[r].size()); ++i) {
-        const Action& a = s_[r][i];
-        if (a.isCompute()) continue;
-        if (a.isSend()) sends[{r, peerOf(a, p_)}].push_back({r, i});
-        else recvs[{peerOf(a, p_), r}].push_back({r, i});
-      }
-    for (const auto& [channel, list] : sends) {
+    Channels channels = channelsOf(s_);
+    auto& recvs = channels.recvs;
+    for (const auto& [channel, list] : channels.sends) {
       const auto& theirs = recvs[channel];
       for (size_t k = 0; k < list.size() && k < theirs.size(); ++k) {
         const Action& send = s_[list[k].first][list[k].second];
@@ -155,7 +143,7 @@ private:
         if (startsGroup) events[r].push_back({CommEvent::Kind::P2P, a.text(), i, {}, {}, "", 0, "", -1});
         Transfer t;
         t.send = a.isSend();
-        t.peer = static_cast<int>(peerOf(a, p_));
+        t.peer = static_cast<int>(peerRank(a, p_));
         events[r].back().transfers.push_back({t, a.text(), i});
       }
     }
