@@ -86,8 +86,8 @@ RankSteps oneFOneB(int64_t s, int64_t p, int64_t m) {
 /// its input has arrived and it would not hold more than min(p, M) microbatches' activations
 /// (freed after W; 1F1B's peak, on stage 0), else its oldest pending W, else waits. The comm
 /// actions follow the same ticks: after a tick's compute, its sends and the recvs of what other
-/// stages sent at that tick, one group. Megatron-LM has no zero-bubble schedule whose placement
-/// could be copied, and placing each recv just before its use would leave a blocking (rendezvous)
+/// stages sent at that tick, one group. Megatron-LM's placement is written for 1F1B and
+/// interleaved only, and placing each recv just before its use would leave a blocking (rendezvous)
 /// send of the last stage waiting a whole W on every microbatch; tick-aligned groups never make a
 /// send wait (so the unit-cost step takes 3M + p - 1 ticks for M >= p), and no tick's groups wait
 /// on a later tick's, so they cannot deadlock.
@@ -127,9 +127,9 @@ Schedule zeroBubble(int64_t p, int64_t m) {
       out[s].push_back(a);
       if (a.kind == ActionKind::F) forwardDone[s][a.microbatch] = tick + 1, ++forwards[s];
       if (a.kind == ActionKind::I) inputGradDone[s][a.microbatch] = tick + 1, ++inputGrads[s];
-      appendSends(a, p, p, out[s]);
       std::vector<Action> sent;
       appendSends(a, p, p, sent);
+      out[s].insert(out[s].end(), sent.begin(), sent.end());
       for (const Action& x : sent) {
         const bool forward = x.kind == ActionKind::SendF;
         recvs[forward ? s + 1 : s - 1].push_back(

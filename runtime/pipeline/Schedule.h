@@ -33,8 +33,13 @@ struct Action {
   int64_t stage = 0;       // the chunk, 0-based, < p * v; chunk c runs on rank c % p
   /// PyTorch's text form: stage, kind, microbatch: "0F2", "1SEND_F0", "1RECV_B3", "0I1".
   std::string text() const;
-  bool isCompute() const { return kind == ActionKind::F || kind == ActionKind::B || kind == ActionKind::I || kind == ActionKind::W; }
+  /// F, B, I or W (runs a chunk); the others move a value between ranks.
+  bool isCompute() const {
+    return kind == ActionKind::F || kind == ActionKind::B || kind == ActionKind::I || kind == ActionKind::W;
+  }
+  /// SEND_F or SEND_B.
   bool isSend() const { return kind == ActionKind::SendF || kind == ActionKind::SendB; }
+  /// Same kind, microbatch and chunk.
   friend bool operator==(const Action&, const Action&) = default;
 };
 
