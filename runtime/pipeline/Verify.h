@@ -40,8 +40,8 @@ struct ScheduleError : std::runtime_error {
 ///   2. every action has its inputs earlier in its rank's list: F(m, c) its RECV_F (or F(m, c-1)
 ///      on the same rank), B/I(m, c) F(m, c) and its RECV_B (or the next chunk's B/I on the same
 ///      rank), W(m, c) I(m, c), a send the action that produces its value;
-///   3. every (microbatch, chunk) has exactly one F and either one B or one I and one W;
-///   4. every send has its recv and the FIFO pairs on each channel move the same value;
+///   3. every send has its recv and the FIFO pairs on each channel move the same value;
+///   4. every (microbatch, chunk) has exactly one F and either one B or one I and one W;
 ///   5. the comm groups are simulated with rendezvous semantics; a deadlock is reported at the
 ///      lowest blocked rank with the action it waits for and the cycle of waits.
 /// Throws ScheduleError naming the first offending action (its rank, its index in the list, the

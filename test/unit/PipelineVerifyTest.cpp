@@ -40,9 +40,23 @@ TEST(PipelineVerify, MissingRecvNamesTheActionThatWaitsForIt) {
   EXPECT_HAS(c.message, "rank 1, action 4 (1F1) waits for 1RECV_F1 (its input), which is not earlier in rank 1's list");
 }
 
-// A dangling send: at the action level its recv's consumer is always left without input (and is
-// reported there, above); the event level reports the send itself.
+// A dangling send: rank 1's list stops after microbatch 0, so rank 0's SEND_F1 has no recv.
+// (A recv missing before its consumer is reported at the consumer, above.)
 TEST(PipelineVerify, SendWhoseRecvNeverExists) {
+  const Caught c = verifyCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+                             "1RECV_F0,1F0,1B0,1SEND_B0\n", 2, 2);
+  EXPECT_EQ(c.rank, 0);
+  EXPECT_EQ(c.index, 3);
+  EXPECT_HAS(c.message, "rank 0, action 3 (0SEND_F1) sends to rank 1, which never receives it: rank 1 posts 1 recv(s) "
+                        "from rank 0 and this is send number 2");
+  // The other way: a recv whose send never exists (rank 1 forgot SEND_B0).
+  const Caught r = verifyCsv("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0\n", 2, 1);
+  EXPECT_HAS(r.message, "rank 0, action 2 (0RECV_B0) receives from rank 1, which never sends it: rank 1 posts 0 send(s) "
+                        "to rank 0 and this is recv number 1");
+}
+
+// The same at the event level (a compiled program's send_recv steps).
+TEST(PipelineVerifyEvents, SendWhoseRecvNeverExists) {
   std::vector<std::vector<CommEvent>> ev(2);
   auto p2p = [](const std::string& label, bool send, int peer) {
     CommEvent e;
