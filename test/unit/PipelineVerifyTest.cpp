@@ -2,6 +2,7 @@
 // are rejected with the offending action named (rank, index, action, what it waits for), and
 // correct ones, including a 3-D-like program (p2p + dp all-reduces + tp collectives), pass.
 #include "runtime/pipeline/Schedule.h"
+#include "runtime/pipeline/Simulate.h"
 #include "runtime/pipeline/Verify.h"
 
 #include <gtest/gtest.h>
@@ -294,6 +295,45 @@ TEST(PipelineVerifyEvents, CycleOfThreeCollectives) {
   EXPECT_HAS(eventError(ev), "rank 0, event 0 (ar01) has the group {1,0}, which is not an ascending set");
   ev = {{p2p("self", {Transfer{true, 0, 4, "f32", {1}}})}};
   EXPECT_HAS(eventError(ev), "sends to rank 0, which is not another rank of the job (1 ranks)");
+}
+
+}  // namespace
+
+namespace {
+
+// The whole class of single-action faults: deleting any one action of a correct schedule is
+// rejected (a compute action leaves its (microbatch, chunk) incomplete, a comm action leaves its
+// pair unmatched), and swapping any two adjacent actions either is rejected with a ScheduleError
+// or yields a schedule the simulator runs to the end (the verifier's acceptance means no
+// deadlock). Exhaustive over the positions of four small schedules.
+TEST(PipelineVerify, EverySingleDeletionIsRejectedAndAcceptedSwapsRun) {
+  const ScheduleSpec specs[] = {{ScheduleKind::OneFOneB, 3, 4, 1}, {ScheduleKind::GPipe, 2, 3, 1},
+                                {ScheduleKind::Interleaved, 2, 2, 2}, {ScheduleKind::ZeroBubble, 3, 3, 1}};
+  for (const ScheduleSpec& spec : specs) {
+    const Schedule good = buildSchedule(spec);
+    int64_t accepted = 0, rejected = 0;
+    for (size_t r = 0; r < good.size(); ++r)
+      for (size_t i = 0; i < good[r].size(); ++i) {
+        Schedule cut = good;
+        cut[r].erase(cut[r].begin() + static_cast<std::ptrdiff_t>(i));
+        EXPECT_THROW(verifySchedule(cut, spec.ranks, spec.microbatches, spec.virtualStages), ScheduleError)
+            << scheduleKindName(spec.kind) << " without rank " << r << " action " << i;
+        if (i + 1 == good[r].size()) continue;
+        Schedule swapped = good;
+        std::swap(swapped[r][i], swapped[r][i + 1]);
+        try {
+          verifySchedule(swapped, spec.ranks, spec.microbatches, spec.virtualStages);
+          EXPECT_NO_THROW(simulate(swapped, uniformCosts(spec.ranks * spec.virtualStages, 1, 2, 0.1)));
+          ++accepted;
+        } catch (const ScheduleError&) {
+          ++rejected;
+        }
+      }
+    // Both outcomes occur (swapping two comm actions of one group changes nothing; swapping a
+    // recv after its consumer breaks it).
+    EXPECT_GT(accepted, 0) << scheduleKindName(spec.kind);
+    EXPECT_GT(rejected, 0) << scheduleKindName(spec.kind);
+  }
 }
 
 }  // namespace
