@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <string>
 
 namespace tessel::rt::pipeline {
 namespace {
