@@ -86,8 +86,8 @@ RankSteps oneFOneB(int64_t s, int64_t p, int64_t m) {
 /// its input has arrived and it would not hold more than min(p, M) microbatches' activations
 /// (freed after W; 1F1B's peak, on stage 0), else its oldest pending W, else waits. The comm
 /// actions follow the same ticks: after a tick's compute, its sends and the recvs of what other
-/// stages sent at that tick, one group. Megatron-LM has no zero-bubble schedule whose placement
-/// could be copied, and placing each recv just before its use would leave a blocking (rendezvous)
+/// stages sent at that tick, one group. Megatron-LM's placement is written for 1F1B and
+/// interleaved only, and placing each recv just before its use would leave a blocking (rendezvous)
 /// send of the last stage waiting a whole W on every microbatch; tick-aligned groups never make a
 /// send wait (so the unit-cost step takes 3M + p - 1 ticks for M >= p), and no tick's groups wait
 /// on a later tick's, so they cannot deadlock.
@@ -127,9 +127,9 @@ Schedule zeroBubble(int64_t p, int64_t m) {
       out[s].push_back(a);
       if (a.kind == ActionKind::F) forwardDone[s][a.microbatch] = tick + 1, ++forwards[s];
       if (a.kind == ActionKind::I) inputGradDone[s][a.microbatch] = tick + 1, ++inputGrads[s];
-      appendSends(a, p, p, out[s]);
       std::vector<Action> sent;
       appendSends(a, p, p, sent);
+      out[s].insert(out[s].end(), sent.begin(), sent.end());
       for (const Action& x : sent) {
         const bool forward = x.kind == ActionKind::SendF;
         recvs[forward ? s + 1 : s - 1].push_back(
@@ -179,6 +179,24 @@ const char* kindName(ActionKind kind) {
     case ActionKind::RecvB: return "RECV_B";
   }
   return "?";
+}
+
+int64_t peerRank(const Action& comm, int64_t ranks) {
+  const bool next = comm.kind == ActionKind::SendF || comm.kind == ActionKind::RecvB;
+  return (next ? comm.stage + 1 : comm.stage - 1) % ranks;
+}
+
+Channels channelsOf(const Schedule& schedule) {
+  const int64_t p = static_cast<int64_t>(schedule.size());
+  Channels c;
+  for (int64_t r = 0; r < p; ++r)
+    for (int64_t i = 0; i < static_cast<int64_t>(schedule[r].size()); ++i) {
+      const Action& a = schedule[r][i];
+      if (a.isCompute()) continue;
+      if (a.isSend()) c.sends[{r, peerRank(a, p)}].push_back({r, i});
+      else c.recvs[{peerRank(a, p), r}].push_back({r, i});
+    }
+  return c;
 }
 
 std::string Action::text() const { return fmt::format("{}{}{}", stage, kindName(kind), microbatch); }
@@ -241,7 +259,8 @@ Schedule buildSchedule(const ScheduleSpec& spec) {
     if (m % p != 0)
       throw std::invalid_argument(fmt::format(
           "interleaved: {} microbatches on {} ranks; Megatron-LM's interleaved schedule needs a multiple of the "
-          "pipeline size (microbatches enter each chunk in rounds of p), so at least {}", m, p, p));
+          "pipeline size (microbatches enter each chunk in rounds of p): use {}", m, p,
+          m < p ? fmt::format("{} or more", p) : fmt::format("{} or {}", m / p * p, (m / p + 1) * p)));
   } else if (v != 1) {
     throw std::invalid_argument(fmt::format("{}: {} virtual stages per rank; only interleaved has more than 1", name, v));
   }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,19 @@ struct Action {
   int64_t stage = 0;       // the chunk, 0-based, < p * v; chunk c runs on rank c % p
   /// PyTorch's text form: stage, kind, microbatch: "0F2", "1SEND_F0", "1RECV_B3", "0I1".
   std::string text() const;
-  bool isCompute() const { return kind == ActionKind::F || kind == ActionKind::B || kind == ActionKind::I || kind == ActionKind::W; }
+  /// F, B, I or W (runs a chunk); the others move a value between ranks.
+  bool isCompute() const {
+    return kind == ActionKind::F || kind == ActionKind::B || kind == ActionKind::I || kind == ActionKind::W;
+  }
+  /// SEND_F or SEND_B.
   bool isSend() const { return kind == ActionKind::SendF || kind == ActionKind::SendB; }
+  /// Same kind, microbatch and chunk.
   friend bool operator==(const Action&, const Action&) = default;
 };
+
+/// The rank a comm action exchanges with, for p = `ranks` (chunk c on rank c % p): SEND_F and
+/// RECV_B the next chunk's rank, RECV_F and SEND_B the previous chunk's.
+int64_t peerRank(const Action& comm, int64_t ranks);
 
 /// The kind's text as PyTorch prints it: "F", "B", "I", "W", "SEND_F", "RECV_F", "SEND_B", "RECV_B".
 const char* kindName(ActionKind kind);
@@ -76,6 +86,15 @@ struct ScheduleSpec {
 
 /// Per rank (index = pp coordinate) its action list, comm actions included.
 using Schedule = std::vector<std::vector<Action>>;
+
+/// The comm actions of a schedule per channel (from rank, to rank), as (rank, index in its list)
+/// in list order: the sends on the sender's side, the recvs on the receiver's. The k-th send and
+/// the k-th recv of a channel are a pair (FIFO order, as MPI and NCCL match them).
+struct Channels {
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> sends, recvs;
+};
+Channels channelsOf(const Schedule& schedule);
+
 
 /// Builds a built-in schedule. Where each is defined (else std::invalid_argument saying why):
 ///   GPipe, OneFOneB, ZeroBubble: p >= 1, M >= 1, v == 1 (M < p is fine: the warmup is clamped

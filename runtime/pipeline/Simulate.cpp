@@ -15,6 +15,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <string>
 
 namespace tessel::rt::pipeline {
 namespace {
@@ -39,11 +40,6 @@ double costOf(const Action& a, const StageCosts& costs) {
   return c;
 }
 
-int64_t peerOf(const Action& a, int64_t p) {
-  const bool next = a.kind == ActionKind::SendF || a.kind == ActionKind::RecvB;
-  return (next ? a.stage + 1 : a.stage - 1) % p;
-}
-
 }  // namespace
 
 StageCosts uniformCosts(int64_t chunks, double forwardSeconds, double backwardSeconds, double p2pSeconds) {
@@ -59,17 +55,13 @@ Simulation simulate(const Schedule& schedule, const StageCosts& costs) {
     throw std::invalid_argument(fmt::format("simulate: p2pSeconds is {}; it must be a finite number >= 0", costs.p2pSeconds));
   // Per rank, per comm action: its group's post time (NaN: not yet); the FIFO pairs per channel.
   std::vector<std::vector<double>> posted(p);
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> sends, recvs;
   for (int64_t r = 0; r < p; ++r) {
     posted[r].assign(schedule[r].size(), std::numeric_limits<double>::quiet_NaN());
-    for (int64_t i = 0; i < static_cast<int64_t>(schedule[r].size()); ++i) {
-      const Action& a = schedule[r][i];
-      costOf(a, costs);
-      if (a.isCompute()) continue;
-      if (a.isSend()) sends[{r, peerOf(a, p)}].push_back({r, i});
-      else recvs[{peerOf(a, p), r}].push_back({r, i});
-    }
+    for (const Action& a : schedule[r]) costOf(a, costs);
   }
+  Channels channels = channelsOf(schedule);
+  auto& sends = channels.sends;
+  auto& recvs = channels.recvs;
   std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> partner;
   for (auto& [channel, list] : sends) {
     const auto& theirs = recvs[channel];

@@ -73,6 +73,7 @@ double closedFormBubble(ScheduleKind kind, int64_t p, int64_t m, int64_t v);
 struct Phases {
   int64_t warmup = 0, steady = 0, cooldown = 0, weightGrads = 0;  // weightGrads: W actions
 };
+/// The phases of one rank's list, as defined above.
 Phases phasesOf(const std::vector<Action>& rankActions);
 
 /// The simulated timeline as text, one row per rank: each cell is one time unit (the shortest

@@ -21,6 +21,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 
 namespace tessel::rt::pipeline {
 namespace detail {
@@ -77,6 +78,7 @@ private:
 
   void pairTransfers() {
     std::map<std::pair<int, int>, std::vector<Ref>> sends, recvs;  // channel (from, to)
+    std::map<std::tuple<int, size_t, size_t>, size_t> position;    // a transfer's place on its channel
     for (int r = 0; r < n(); ++r)
       for (size_t e = 0; e < ev_[r].size(); ++e)
         for (size_t t = 0; t < ev_[r][e].transfers.size(); ++t) {
@@ -86,7 +88,9 @@ private:
           if (x.peer < 0 || x.peer >= n() || x.peer == r)
             fail(ref, true, fmt::format("{} rank {}, which is not another rank of the job ({} ranks)",
                                         x.send ? "sends to" : "receives from", x.peer, n()));
-          (x.send ? sends[{r, x.peer}] : recvs[{x.peer, r}]).push_back(ref);
+          std::vector<Ref>& list = x.send ? sends[{r, x.peer}] : recvs[{x.peer, r}];
+          position[{r, e, t}] = list.size();
+          list.push_back(ref);
         }
     for (int r = 0; r < n(); ++r)
       for (size_t e = 0; e < ev_[r].size(); ++e)
@@ -94,11 +98,8 @@ private:
           const Ref ref{r, e, t};
           const Transfer& x = xfer(ref).transfer;
           const std::pair<int, int> channel = x.send ? std::pair{r, x.peer} : std::pair{x.peer, r};
-          const std::vector<Ref>& mine = x.send ? sends[channel] : recvs[channel];
           const std::vector<Ref>& theirs = x.send ? recvs[channel] : sends[channel];
-          const size_t k = std::find_if(mine.begin(), mine.end(), [&](const Ref& m) {
-                             return m.event == e && m.transfer == t;
-                           }) - mine.begin();
+          const size_t k = position.at({r, e, t});
           if (k >= theirs.size())
             fail(ref, true, fmt::format("{} rank {}, which never {} it: rank {} posts {} {} rank {} and this is "
                                         "number {}", x.send ? "sends to" : "receives from", x.peer,

@@ -27,6 +27,7 @@ namespace tessel::rt::pipeline {
 /// "rank R, action K (<text>) <what is wrong or what it waits for>". rank and index are -1
 /// where the fault is not one action's (e.g. the number of rows).
 struct ScheduleError : std::runtime_error {
+  /// `message` is the whole line what() returns (it already names the rank and index).
   ScheduleError(int64_t rank, int64_t index, const std::string& message)
       : std::runtime_error(message), rank(rank), index(index) {}
   int64_t rank;   // the offending rank (a CSV row)
@@ -39,8 +40,8 @@ struct ScheduleError : std::runtime_error {
 ///   2. every action has its inputs earlier in its rank's list: F(m, c) its RECV_F (or F(m, c-1)
 ///      on the same rank), B/I(m, c) F(m, c) and its RECV_B (or the next chunk's B/I on the same
 ///      rank), W(m, c) I(m, c), a send the action that produces its value;
-///   3. every (microbatch, chunk) has exactly one F and either one B or one I and one W;
-///   4. every send has its recv and the FIFO pairs on each channel move the same value;
+///   3. every send has its recv and the FIFO pairs on each channel move the same value;
+///   4. every (microbatch, chunk) has exactly one F and either one B or one I and one W;
 ///   5. the comm groups are simulated with rendezvous semantics; a deadlock is reported at the
 ///      lowest blocked rank with the action it waits for and the cycle of waits.
 /// Throws ScheduleError naming the first offending action (its rank, its index in the list, the
@@ -49,11 +50,11 @@ void verifySchedule(const Schedule& schedule, int64_t ranks, int64_t microbatche
 
 /// One point-to-point transfer of a P2P event.
 struct Transfer {
-  bool send = false;
-  int peer = 0;  // world rank
-  int64_t bytes = 0;
-  std::string dtype;
-  std::vector<int64_t> shape;
+  bool send = false;           // true: this rank sends to `peer`; false: it receives from `peer`
+  int peer = 0;                // world rank
+  int64_t bytes = 0;           // a send and its recv must agree on bytes, dtype and shape
+  std::string dtype;           // "f32", "bf16", ...
+  std::vector<int64_t> shape;  // the tensor's (local) shape
 };
 
 /// One communication event of a compiled rank's program, in program order.

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <set>
 #include <tuple>
 
@@ -17,12 +18,6 @@ using Key = std::tuple<ActionKind, int64_t, int64_t>;  // kind, microbatch, stag
 Key key(ActionKind kind, int64_t microbatch, int64_t stage) { return {kind, microbatch, stage}; }
 std::string textOf(ActionKind kind, int64_t microbatch, int64_t stage) {
   return Action{kind, microbatch, stage}.text();
-}
-
-/// The rank a comm action exchanges with (chunk c on rank c % p).
-int64_t peerOf(const Action& a, int64_t p) {
-  const bool next = a.kind == ActionKind::SendF || a.kind == ActionKind::RecvB;
-  return (next ? a.stage + 1 : a.stage - 1) % p;
 }
 
 /// The recv a send is meant for: SEND_F(m, c) feeds RECV_F(m, c+1), SEND_B(m, c) feeds RECV_B(m, c-1).
@@ -37,8 +32,8 @@ public:
 
   void run() {
     for (int64_t r = 0; r < p_; ++r) checkRank(r);
-    checkComplete();
     checkChannels();
+    checkComplete();
     simulate();
   }
 
@@ -120,29 +115,41 @@ private:
       }
   }
 
-  /// The k-th send on a channel must be meant for the k-th recv on it.
+  /// The k-th send on a channel must be meant for the k-th recv on it, and every send and recv
+  /// needs its pair; of several faults the one of the lowest (rank, index) is reported.
   void checkChannels() const {
-    std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> sends, recvs;  // (rank, index)
-    for (int64_t r = 0; r < p_; ++r)
-      for (int64_t i = 0; i < static_cast<int64_t>(s_[r].size()); ++i) {
-        const Action& a = s_[r][i];
-        if (a.isCompute()) continue;
-        if (a.isSend()) sends[{r, peerOf(a, p_)}].push_back({r, i});
-        else recvs[{peerOf(a, p_), r}].push_back({r, i});
-      }
-    for (const auto& [channel, list] : sends) {
-      const auto& theirs = recvs[channel];
-      for (size_t k = 0; k < list.size() && k < theirs.size(); ++k) {
+    Channels channels = channelsOf(s_);
+    std::optional<std::tuple<int64_t, int64_t, std::string>> first;
+    auto fault = [&](std::pair<int64_t, int64_t> at, std::string what) {
+      if (!first || std::pair{std::get<0>(*first), std::get<1>(*first)} > at) first = {at.first, at.second, what};
+    };
+    for (const auto& [channel, list] : channels.sends) {
+      const auto& theirs = channels.recvs[channel];
+      for (size_t k = 0; k < list.size(); ++k) {
         const Action& send = s_[list[k].first][list[k].second];
+        if (k >= theirs.size()) {
+          fault(list[k], fmt::format("sends to rank {}, which never receives it: rank {} posts {} recv(s) from rank {} "
+                                     "and this is send number {}", channel.second, channel.second, theirs.size(),
+                                     channel.first, k + 1));
+          continue;
+        }
         const Action& recv = s_[theirs[k].first][theirs[k].second];
         if (!(recvFor(send) == recv))
-          fail(list[k].first, list[k].second,
-               fmt::format("is send number {} on the channel rank {} -> rank {}, so it pairs (FIFO order) with recv "
-                           "number {} there, rank {}, action {} ({}), which is not {}: the two ranks order this "
-                           "channel's transfers differently", k + 1, channel.first, channel.second, k + 1,
-                           theirs[k].first, theirs[k].second, recv.text(), recvFor(send).text()));
+          fault(list[k], fmt::format("is send number {} on the channel rank {} -> rank {}, so it pairs (FIFO order) "
+                                     "with recv number {} there, rank {}, action {} ({}), which is not {}: the two "
+                                     "ranks order this channel's transfers differently", k + 1, channel.first,
+                                     channel.second, k + 1, theirs[k].first, theirs[k].second, recv.text(),
+                                     recvFor(send).text()));
       }
     }
+    for (const auto& [channel, list] : channels.recvs) {
+      const size_t sent = channels.sends.count(channel) ? channels.sends.at(channel).size() : 0;
+      for (size_t k = sent; k < list.size(); ++k)
+        fault(list[k], fmt::format("receives from rank {}, which never sends it: rank {} posts {} send(s) to rank {} "
+                                   "and this is recv number {}", channel.first, channel.first, sent, channel.second,
+                                   k + 1));
+    }
+    if (first) fail(std::get<0>(*first), std::get<1>(*first), std::get<2>(*first));
   }
 
   void simulate() const {
@@ -155,7 +162,7 @@ private:
         if (startsGroup) events[r].push_back({CommEvent::Kind::P2P, a.text(), i, {}, {}, "", 0, "", -1});
         Transfer t;
         t.send = a.isSend();
-        t.peer = static_cast<int>(peerOf(a, p_));
+        t.peer = static_cast<int>(peerRank(a, p_));
         events[r].back().transfers.push_back({t, a.text(), i});
       }
     }

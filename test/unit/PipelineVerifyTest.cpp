@@ -2,6 +2,7 @@
 // are rejected with the offending action named (rank, index, action, what it waits for), and
 // correct ones, including a 3-D-like program (p2p + dp all-reduces + tp collectives), pass.
 #include "runtime/pipeline/Schedule.h"
+#include "runtime/pipeline/Simulate.h"
 #include "runtime/pipeline/Verify.h"
 
 #include <gtest/gtest.h>
@@ -26,6 +27,14 @@ Caught verifyCsv(const std::string& csv, int64_t p, int64_t m, int64_t v = 1) {
 
 #define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
 
+/// The schedule is rejected at (rank, index) with a message holding `part`.
+void expectFault(const std::string& csv, int64_t p, int64_t m, int64_t rank, int64_t index, const std::string& part) {
+  const Caught c = verifyCsv(csv, p, m);
+  EXPECT_EQ(c.rank, rank) << c.message;
+  EXPECT_EQ(c.index, index) << c.message;
+  EXPECT_HAS(c.message, part);
+}
+
 // The design's two-rank 1F1B example: the reference every fault below is made from.
 const char* kGood = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
                     "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n";
@@ -33,16 +42,26 @@ const char* kGood = "0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
 TEST(PipelineVerify, TheDesignExamplePasses) { EXPECT_EQ(verifyCsv(kGood, 2, 2).message, "(verified)"); }
 
 TEST(PipelineVerify, MissingRecvNamesTheActionThatWaitsForIt) {
-  const Caught c = verifyCsv("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
-                             "1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n", 2, 2);
-  EXPECT_EQ(c.rank, 1);
-  EXPECT_EQ(c.index, 4);
-  EXPECT_HAS(c.message, "rank 1, action 4 (1F1) waits for 1RECV_F1 (its input), which is not earlier in rank 1's list");
+  expectFault("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+              "1RECV_F0,1F0,1B0,1SEND_B0,1F1,1B1,1SEND_B1\n", 2, 2, 1, 4,
+              "rank 1, action 4 (1F1) waits for 1RECV_F1 (its input), which is not earlier in rank 1's list");
 }
 
-// A dangling send: at the action level its recv's consumer is always left without input (and is
-// reported there, above); the event level reports the send itself.
+// A dangling send: rank 1's list stops after microbatch 0, so rank 0's SEND_F1 has no recv.
+// (A recv missing before its consumer is reported at the consumer, above.)
 TEST(PipelineVerify, SendWhoseRecvNeverExists) {
+  expectFault("0F0,0SEND_F0,0F1,0SEND_F1,0RECV_B0,0B0,0RECV_B1,0B1\n"
+              "1RECV_F0,1F0,1B0,1SEND_B0\n", 2, 2, 0, 3,
+              "rank 0, action 3 (0SEND_F1) sends to rank 1, which never receives it: rank 1 posts 1 recv(s) "
+              "from rank 0 and this is send number 2");
+  // The other way: a recv whose send never exists (rank 1 forgot SEND_B0).
+  const Caught r = verifyCsv("0F0,0SEND_F0,0RECV_B0,0B0\n1RECV_F0,1F0,1B0\n", 2, 1);
+  EXPECT_HAS(r.message, "rank 0, action 2 (0RECV_B0) receives from rank 1, which never sends it: rank 1 posts 0 send(s) "
+                        "to rank 0 and this is recv number 1");
+}
+
+// The same at the event level (a compiled program's send_recv steps).
+TEST(PipelineVerifyEvents, SendWhoseRecvNeverExists) {
   std::vector<std::vector<CommEvent>> ev(2);
   auto p2p = [](const std::string& label, bool send, int peer) {
     CommEvent e;
@@ -69,11 +88,9 @@ TEST(PipelineVerify, SendWhoseRecvNeverExists) {
 TEST(PipelineVerify, CrissCrossedSendsDeadlockUnderRendezvous) {
   const std::string csv = "0F0,0SEND_F0,0F1,0SEND_F1,0F2,0SEND_F2,0RECV_B0,0I0,0W0,0RECV_B1,0I1,0W1,0RECV_B2,0I2,0W2\n"
                           "1RECV_F0,1F0,1I0,1SEND_B0,1W0,1RECV_F1,1F1,1I1,1SEND_B1,1W1,1RECV_F2,1F2,1I2,1SEND_B2,1W2\n";
-  const Caught c = verifyCsv(csv, 2, 3);
-  EXPECT_EQ(c.rank, 0);
-  EXPECT_EQ(c.index, 3);
-  EXPECT_HAS(c.message, "rank 0, action 3 (0SEND_F1) waits for rank 1 to post action 5 (1RECV_F1) (rank 1 is blocked "
-                        "at action 3 (1SEND_B0)); cycle of waits: rank 0 (action 3) -> rank 1 (action 3) -> rank 0");
+  expectFault(csv, 2, 3, 0, 3,
+              "rank 0, action 3 (0SEND_F1) waits for rank 1 to post action 5 (1RECV_F1) (rank 1 is blocked "
+              "at action 3 (1SEND_B0)); cycle of waits: rank 0 (action 3) -> rank 1 (action 3) -> rank 0");
   // The same order with rank 1's send grouped with its next recv (no W between them) passes.
   std::string fixed = csv;
   fixed.replace(fixed.find("1SEND_B0,1W0,1RECV_F1"), 21, "1W0,1SEND_B0,1RECV_F1");
@@ -83,12 +100,10 @@ TEST(PipelineVerify, CrissCrossedSendsDeadlockUnderRendezvous) {
 
 // Swapped send order on one channel: FIFO matching pairs 0SEND_F1 with 1RECV_F0.
 TEST(PipelineVerify, SwappedSendOrderOnAChannel) {
-  const Caught c = verifyCsv("0F0,0F1,0SEND_F1,0SEND_F0,0RECV_B0,0B0,0RECV_B1,0B1\n"
-                             "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n", 2, 2);
-  EXPECT_EQ(c.rank, 0);
-  EXPECT_EQ(c.index, 2);
-  EXPECT_HAS(c.message, "(0SEND_F1) is send number 1 on the channel rank 0 -> rank 1, so it pairs (FIFO order) with "
-                        "recv number 1 there, rank 1, action 0 (1RECV_F0), which is not 1RECV_F1");
+  expectFault("0F0,0F1,0SEND_F1,0SEND_F0,0RECV_B0,0B0,0RECV_B1,0B1\n"
+              "1RECV_F0,1F0,1B0,1SEND_B0,1RECV_F1,1F1,1B1,1SEND_B1\n", 2, 2, 0, 2,
+              "(0SEND_F1) is send number 1 on the channel rank 0 -> rank 1, so it pairs (FIFO order) with "
+              "recv number 1 there, rank 1, action 0 (1RECV_F0), which is not 1RECV_F1");
 }
 
 // Megatron-LM's interleaved order needs M >= p (microbatches enter a chunk in rounds of p): with
@@ -280,6 +295,45 @@ TEST(PipelineVerifyEvents, CycleOfThreeCollectives) {
   EXPECT_HAS(eventError(ev), "rank 0, event 0 (ar01) has the group {1,0}, which is not an ascending set");
   ev = {{p2p("self", {Transfer{true, 0, 4, "f32", {1}}})}};
   EXPECT_HAS(eventError(ev), "sends to rank 0, which is not another rank of the job (1 ranks)");
+}
+
+}  // namespace
+
+namespace {
+
+// The whole class of single-action faults: deleting any one action of a correct schedule is
+// rejected (a compute action leaves its (microbatch, chunk) incomplete, a comm action leaves its
+// pair unmatched), and swapping any two adjacent actions either is rejected with a ScheduleError
+// or yields a schedule the simulator runs to the end (the verifier's acceptance means no
+// deadlock). Exhaustive over the positions of four small schedules.
+TEST(PipelineVerify, EverySingleDeletionIsRejectedAndAcceptedSwapsRun) {
+  const ScheduleSpec specs[] = {{ScheduleKind::OneFOneB, 3, 4, 1}, {ScheduleKind::GPipe, 2, 3, 1},
+                                {ScheduleKind::Interleaved, 2, 2, 2}, {ScheduleKind::ZeroBubble, 3, 3, 1}};
+  for (const ScheduleSpec& spec : specs) {
+    const Schedule good = buildSchedule(spec);
+    int64_t accepted = 0, rejected = 0;
+    for (size_t r = 0; r < good.size(); ++r)
+      for (size_t i = 0; i < good[r].size(); ++i) {
+        Schedule cut = good;
+        cut[r].erase(cut[r].begin() + static_cast<std::ptrdiff_t>(i));
+        EXPECT_THROW(verifySchedule(cut, spec.ranks, spec.microbatches, spec.virtualStages), ScheduleError)
+            << scheduleKindName(spec.kind) << " without rank " << r << " action " << i;
+        if (i + 1 == good[r].size()) continue;
+        Schedule swapped = good;
+        std::swap(swapped[r][i], swapped[r][i + 1]);
+        try {
+          verifySchedule(swapped, spec.ranks, spec.microbatches, spec.virtualStages);
+          EXPECT_NO_THROW(simulate(swapped, uniformCosts(spec.ranks * spec.virtualStages, 1, 2, 0.1)));
+          ++accepted;
+        } catch (const ScheduleError&) {
+          ++rejected;
+        }
+      }
+    // Both outcomes occur (swapping two comm actions of one group changes nothing; swapping a
+    // recv after its consumer breaks it).
+    EXPECT_GT(accepted, 0) << scheduleKindName(spec.kind);
+    EXPECT_GT(rejected, 0) << scheduleKindName(spec.kind);
+  }
 }
 
 }  // namespace

@@ -52,6 +52,8 @@ Action setupMemory(CLI::App& sub);
 
 /// `tessel report` (ReportCommand.cpp).
 Action setupReport(CLI::App& sub);
+/// `tessel pipeline` (Pipeline.cpp).
+Action setupPipeline(CLI::App& sub);
 
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {

@@ -2,7 +2,8 @@
 // only, no MLIR): `tessel topology` audits what this machine and job have, `tessel
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
 // GPU by the ZeRO formula or, through the model's own binary, a compiled plan's exact bytes,
-// `tessel report` renders a training log as a page. Every subcommand
+// `tessel report` renders a training log as a page, `tessel pipeline` checks and charts a
+// pipeline schedule. Every subcommand
 // has complete --help, prints tables by default and one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
@@ -36,6 +37,9 @@ const Subcommand kSubcommands[] = {
     {"report", "build the run report page (loss, validation and throughput curves, memory per rank, "
                "communication, configuration) from a --log-json file: tessel report LOG.jsonl --out DIR",
      tessel::cli::setupReport},
+    {"pipeline", "a pipeline schedule before launch: gpipe, 1f1b, interleaved, zero-bubble or a CSV, proved "
+                 "deadlock-free, its timeline per rank, bubble fraction beside the closed form, peak activations",
+     tessel::cli::setupPipeline},
 };
 
 }  // namespace
