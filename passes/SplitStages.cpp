@@ -144,6 +144,10 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
       layer[&op] = current;
     }
     const int64_t chunks = p * v;
+    if (layers == 0)
+      return mlir::emitError(site(f)) << "the pipeline has " << chunks
+                                      << " stages but the model has no layers to cut: a pipeline cuts a sequence of "
+                                         "modules named <name>.<N> (such as blocks.0, blocks.1)";
     if (layers < chunks)
       return mlir::emitError(site(f)) << "the pipeline has " << chunks << " stages (" << axis << "=" << p
                                       << (v > 1 ? " x " + std::to_string(v) + " virtual stages" : std::string())

@@ -290,7 +290,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // on rank 0 alone: it cannot use the executor's shards.
   std::optional<SafeTensorsFile> gathered;
   const auto& buffers = ex.program().buffers;
-  if (recipe.report && std::any_of(buffers.begin(), buffers.end(), [](const rt::Buffer& b) { return b.sharded(); }))
+  // So are a pipeline's: rank 0 holds only its stage's.
+  if (recipe.report && (ex.program().pipeline ||
+                        std::any_of(buffers.begin(), buffers.end(), [](const rt::Buffer& b) { return b.sharded(); })))
     gathered = rt::gatherParameters(ex, comm);
   if (rank != 0) return 0;  // rank 0 reports communication, memory and the model's report
   fmt::print("{}", rt::communicationSummary(ex.program(), gpu ? gpu->collectiveCounters()
