@@ -345,6 +345,7 @@ void CudaExecutor::setMesh(DeviceMesh* mesh) {
   s.mesh = mesh;
   if (!mesh) return;
   checkPipelineStage(program_, mesh->layout(), mesh->world().rank());
+  if (program_.pipeline) formPipelineGroups(program_, *mesh, nullptr);  // stages differ: canonical order
   for (const Function& f : program_.functions)
     for (const rt::Step& step : f.steps)
       if (auto* c = std::get_if<CollectiveStep>(&step)) useDeviceCommunicator(&mesh->group(c->axes));

@@ -236,6 +236,7 @@ void Executor::setMesh(DeviceMesh* mesh) {
   mesh_ = mesh;
   if (!mesh_) return;
   checkPipelineStage(program_, mesh_->layout(), mesh_->world().rank());
+  if (program_.pipeline) return formPipelineGroups(program_, *mesh_, &mesh_->world());  // stages differ
   for (const Function& f : program_.functions)
     for (const Step& step : f.steps)
       if (auto* c = std::get_if<CollectiveStep>(&step)) mesh_->group(c->axes);

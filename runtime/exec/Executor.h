@@ -108,7 +108,8 @@ class Executor final : public ProgramExecutor {
   void setCommunicator(Communicator* comm) { comm_ = comm; }
   /// For a program with a mesh (Program::mesh): the device mesh its collectives run on (not
   /// owned; must outlive the runs). Each collective step goes to mesh->group(step.axes).
-  /// A pipelined program must be this rank's stage's (checkPipelineStage, else it throws).
+  /// A pipelined program must be this rank's stage's (checkPipelineStage, else it throws);
+  /// its groups are formed in one order on every stage (formPipelineGroups).
   /// Creates every group the program's collectives name now, in program order (a collective
   /// call over the world: every rank calls setMesh at the same point). Throws
   /// std::runtime_error if the mesh's axes are not the program's (names and sizes, in order).

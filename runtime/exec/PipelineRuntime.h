@@ -41,6 +41,21 @@ void checkProgramPipeline(const Program& program, const std::string& context);
 /// pipeline record passes.
 void checkPipelineStage(const Program& program, const MeshLayout& mesh, int worldRank);
 
+/// The executors' setMesh for a pipelined program: forms every group along which some rank's
+/// program runs a collective, in one order on every rank. DeviceMesh::group forms a group
+/// collectively over the world, so the ranks must ask for the groups in the same order; the
+/// stages' programs differ, and so may the order in which their collectives first name each
+/// set of axes (a stage that starts with a receive names pp first). So the ranks all-gather
+/// over `host` (a communicator of host memory over the mesh's world: MPI) which sets of axes
+/// their collectives use (a bit per subset of the mesh's axes, at most 16 axes) and form the
+/// union's groups in increasing bit order. With `host` null (the GPU executor, whose mesh
+/// world is NCCL and takes device memory only) each rank forms its own program's groups in
+/// that order, which agrees across stages when every stage's collectives use the same sets
+/// of axes (the pipeline's plans do: pp, and the dp / tp / fsdp sets, on every stage); a
+/// disagreement is the CommError of DeviceMesh::group's agreement check. Collective over the
+/// mesh's world; throws std::runtime_error for a mesh of more than 16 axes.
+void formPipelineGroups(const Program& program, DeviceMesh& mesh, Communicator* host);
+
 /// Runs send_recv step `c` of function `function` over `group` (the communicator along the
 /// step's axis, whose rank i is the rank at coordinate i): posts, as one group
 /// (Communicator::sendRecv), a send of tensors[i] to peer peers[i] for i < sends and a

@@ -327,7 +327,10 @@ inline constexpr bool programFormatHasCuda(int64_t version) { return version == 
 /// shapes, dtypes and staging of all_gather / reduce_scatter / all_to_all steps, the
 /// pairing of a split all_gather's start and wait (one wait per start, same buffers), and
 /// with CUDA kernels a valid launch on every kernel step, the same launch for every step of
-/// one symbol; runtime/exec/ProgramCheck.cpp lists them) on an in-memory program; throws
+/// one symbol, and the pipeline parts: the pipeline record against the mesh, send_recv peers
+/// (in range, not the program's own stage), sends <= tensors, action spans in order and inside
+/// the steps; runtime/exec/ProgramCheck.cpp and PipelineCheck.cpp list them) on an in-memory
+/// program; throws
 /// std::runtime_error "<context>: <field>: <problem>" (plus " (function '<name>')" inside a
 /// function). The Executor calls it on construction.
 void validateProgram(const Program& program, const std::string& context);

@@ -20,6 +20,38 @@ void checkPipelineStage(const Program& program, const MeshLayout& mesh, int worl
                                          program.pipeline->stage));
 }
 
+void formPipelineGroups(const Program& program, DeviceMesh& mesh, Communicator* host) {
+  const std::vector<MeshAxis>& axes = mesh.layout().axes();
+  if (axes.size() > 16)
+    throw std::runtime_error(fmt::format("the mesh {} has more than 16 axes", mesh.layout().describe()));
+  // Bit b of the mask (b = sum of 2^i over the axes i in the set) marks a set of axes in use.
+  const size_t subsets = size_t{1} << axes.size(), words = (subsets + 31) / 32;
+  std::vector<int32_t> mine(words, 0);
+  for (const Function& f : program.functions)
+    for (const Step& step : f.steps)
+      if (auto* c = std::get_if<CollectiveStep>(&step)) {
+        size_t bits = 0;
+        for (const std::string& a : c->axes) bits |= size_t{1} << mesh.layout().axisIndex(a);
+        mine[bits / 32] |= static_cast<int32_t>(uint32_t{1} << (bits % 32));
+      }
+  const auto n = static_cast<size_t>(host ? host->worldSize() : 1);
+  std::vector<int32_t> all = mine;
+  if (host) {
+    all.resize(words * n);
+    host->allGather(mine.data(), all.data(), static_cast<int64_t>(all.size()), DType::I32, "pipeline groups")->wait();
+  }
+  for (size_t bits = 1; bits < subsets; ++bits) {
+    bool used = false;
+    for (size_t r = 0; r < n && !used; ++r)
+      used = (static_cast<uint32_t>(all[r * words + bits / 32]) >> (bits % 32)) & 1u;
+    if (!used) continue;
+    std::vector<std::string> set;
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (bits & (size_t{1} << i)) set.push_back(axes[i].name);
+    mesh.group(set);
+  }
+}
+
 std::string sendRecvTransferName(const CollectiveStep& c, size_t i, const std::string& function) {
   const bool send = static_cast<int64_t>(i) < c.sends;
   const std::string label = i < c.names.size() && !c.names[i].empty() ? c.names[i] : fmt::format("transfer {}", i);

@@ -7,9 +7,10 @@
 // rank sends two tensors to the other stage and receives two from it (an f32 [65536], 256 KiB,
 // far above MPI's eager limit, so a rank that waited for its send before posting its receive
 // would deadlock with its peer doing the same; and an i32 [3]), then a copy of what arrived
-// ("sB0"). Checks, on every rank:
+// ("sB0"); on 4 ranks a synchronous all-reduce over dp ends stage 0's function and starts
+// stage 1's, so the stages name their groups in opposite orders. Checks, on every rank:
 //  - the received values are exactly the peer's (integers, exact in f32), the peer being the
-//    rank with the same dp coordinate on the other stage;
+//    rank with the same dp coordinate on the other stage; the dp all-reduce is exact too;
 //  - the executor counts one send_recv and the bytes sent; the trace holds one "p2p" event and
 //    the three action spans as "pipeline" events enclosing their steps;
 //  - --check-schedule passes although the stages' programs differ, and --check-replicas
@@ -71,6 +72,8 @@ void run(MpiCommunicator& world) {
   ex.writeBuffer(Out, out.data());
   const int32_t outi[3] = {W, -W, 7 * W + 1};
   ex.writeBuffer(OutI, outi);
+  const float g[4] = {W + 1.0f, 2 * (W + 1.0f), 3 * (W + 1.0f), 4 * (W + 1.0f)};
+  ex.writeBuffer(G, g);
   TraceRecorder trace;
   trace.alignClocks(&world);
   trace.setActive(true);
@@ -85,6 +88,11 @@ void run(MpiCommunicator& world) {
   const auto* ini = static_cast<const int32_t*>(res[1].data);
   CHECK(ini[0] == peer && ini[1] == -peer && ini[2] == 7 * peer + 1, "received i32 [%d, %d, %d] from rank %d",
         ini[0], ini[1], ini[2], peer);
+  if (dp)  // the dp all-reduce of %g: the sum of its dp group's (i + 1) (w + 1), exact in f32
+    for (int i = 0; i < 4; ++i) {
+      const float want = static_cast<float>((i + 1) * ((2 * stage + 1) + (2 * stage + 2)));
+      CHECK(res[2].value(i) == want, "g[%d] = %g after the dp all-reduce, expected %g", i, res[2].value(i), want);
+    }
   const CollectiveCounters& c = ex.collectiveCounters();
   CHECK(c.kindCollectives[4] == 1 && c.kindPayloadBytes[4] == kBig * 4 + 12, "send_recv counted %lld, %lld bytes",
         (long long)c.kindCollectives[4], (long long)c.kindPayloadBytes[4]);
@@ -92,6 +100,8 @@ void run(MpiCommunicator& world) {
   // The trace: the send_recv as "p2p", each action span enclosing its step.
   std::vector<const TraceEvent*> spans, steps;
   for (const TraceEvent& e : trace.events()) (e.category == "pipeline" ? spans : steps).push_back(&e);
+  // The dp all-reduce's start and wait lie outside the spans: before them on stage 1.
+  if (dp) steps.erase(stage == 0 ? steps.end() - 2 : steps.begin(), stage == 0 ? steps.end() : steps.begin() + 2);
   CHECK(spans.size() == 3 && steps.size() == 3, "%zu spans and %zu step events", spans.size(), steps.size());
   if (spans.size() == 3 && steps.size() == 3) {
     CHECK(steps[1]->category == "p2p", "the send_recv's category is %s", steps[1]->category.c_str());
