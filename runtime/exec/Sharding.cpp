@@ -160,20 +160,7 @@ MeshLayout meshLayoutOf(const Program& program) {
 
 std::unique_ptr<DeviceMesh> deviceMeshFor(const Program& program, Communicator& world) {
   if (program.mesh.empty()) return nullptr;
-  auto mesh = std::make_unique<DeviceMesh>(MeshLayout(program.mesh), world);
-  // The stages of a pipeline run different programs, which would first use their groups in
-  // different orders; a group is created collectively over the world, so every rank creates
-  // every group here, in one order (each non-empty set of axes, by bit mask).
-  if (program.pipeline && program.mesh.size() < 8) {
-    const size_t n = program.mesh.size();
-    for (uint32_t mask = 1; mask < (1u << n); ++mask) {
-      std::vector<std::string> axes;
-      for (size_t a = 0; a < n; ++a)
-        if (mask & (1u << a)) axes.push_back(program.mesh[a].name);
-      mesh->group(axes);
-    }
-  }
-  return mesh;
+  return std::make_unique<DeviceMesh>(MeshLayout(program.mesh), world);
 }
 
 }  // namespace tessel::rt

@@ -64,8 +64,7 @@ MeshLayout meshLayoutOf(const Program& program);
 
 /// The device mesh of `program` over `world` (null for a program without a mesh): what the
 /// trainers and tessel-run give the executor (setMesh). Throws CommError on every rank whose
-/// world size is not the mesh's. For a pipelined program (whose stages' programs differ) it
-/// creates the group of every set of mesh axes at once, in one order on every rank.
+/// world size is not the mesh's.
 std::unique_ptr<DeviceMesh> deviceMeshFor(const Program& program, Communicator& world);
 
 /// Checks the mesh (non-empty unique axis names, sizes >= 1, at most 2^31 - 1 ranks), every
