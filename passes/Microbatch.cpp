@@ -68,7 +68,7 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
       return signalPassFailure();
     }
     if (microbatches < 1) {
-      step.emitError() << DEBUG_TYPE << ": microbatches must be >= 1, got " << microbatches;
+      step.emitError() << DEBUG_TYPE << ": microbatches must be >= 1, got " << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
     if (mlir::failed(unroll(step, *info))) return signalPassFailure();

@@ -108,7 +108,7 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
     const int64_t p = grid->sizes[axisIndex];
     const int64_t v = virtualStages;
     if (stage < 0 || stage >= p)
-      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << stage << " is outside the " << p
+      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << static_cast<int64_t>(stage) << " is outside the " << p
                                       << " stages of axis '" << axis << "'";
     mlir::Block& body = f.getBody().front();
     auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
