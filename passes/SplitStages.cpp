@@ -203,6 +203,20 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
         }
     }
 
+    // The values this stage receives, per source stage in the order the source sends them
+    // (its program order, results in order): the channel between two ranks is FIFO, so the
+    // recvs must come in this order too, not in the order of their first use here.
+    std::map<int64_t, llvm::SmallVector<Value>> incoming;
+    for (Operation* op : ops) {
+      if (free.contains(op) || stageOf(chunkOf(op)) == stage) continue;
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation* user) {
+              return user != ret && !free.contains(user) && layer.count(user) && stageOf(chunkOf(user)) == stage;
+            }))
+          incoming[stageOf(chunkOf(op))].push_back(r);
+    }
+    std::map<int64_t, size_t> nextIncoming;  // per source stage: the first value not yet received
+
     // 3. Rewrite in place: sends after producers, recvs before first users, then erase.
     mlir::OpBuilder b(f.getContext());
     auto axes = b.getDenseI16ArrayAttr({axisIndex});
@@ -227,15 +241,19 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
       for (mlir::OpOperand& use : op->getOpOperands()) {
         Operation* def = use.get().getDefiningOp();
         if (!def || free.contains(def) || stageOf(chunkOf(def)) == stage) continue;
-        auto [it, inserted] = received.try_emplace(use.get(), Value());
-        if (inserted) {
+        // Receive, in the source's send order, every value up to this one not yet received.
+        const int64_t source = stageOf(chunkOf(def));
+        llvm::SmallVector<Value>& queue = incoming[source];
+        size_t& next = nextIncoming[source];
+        while (!received.count(use.get()) && next < queue.size()) {
+          Value v = queue[next++];
           b.setInsertionPoint(op);
-          auto recv = RecvOp::create(b, def->getLoc(), use.get().getType(), b.getI64IntegerAttr(stageOf(chunkOf(def))), grid->ref, axes);
+          auto recv = RecvOp::create(b, v.getLoc(), v.getType(), b.getI64IntegerAttr(source), grid->ref, axes);
           setPipelineTag(recv, PipelineTag::Chunk, chunk);
           setAction(recv, false);
-          it->second = recv.getResult();
+          received[v] = recv.getResult();
         }
-        use.set(it->second);
+        use.set(received.lookup(use.get()));
       }
       // Results another stage uses: one send per destination stage, right after the op.
       b.setInsertionPointAfter(op);
