@@ -50,7 +50,7 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
       module.emitError() << DEBUG_TYPE << ": no function @" << trainStepName;
       return signalPassFailure();
     }
-    if (mlir::failed(PipelineStage(module, "forward", trainStepName)
+    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
                          .require(DEBUG_TYPE, step, {StageFact::TrainStep},
                                   {StageFact::GradientsReduced, StageFact::Optimizer, StageFact::Fused},
                                   "once, after tessel-autodiff and before tessel-gradient-all-reduce and "
