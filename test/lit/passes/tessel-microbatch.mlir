@@ -10,6 +10,13 @@
 // RUN: tessel-opt %s -tessel-split-stages=stage=0 -tessel-autodiff -tessel-microbatch=microbatches=2 | FileCheck %s --check-prefix=S0
 // RUN: tessel-opt %s -tessel-split-stages=stage=1 -tessel-autodiff -tessel-microbatch=microbatches=2 | FileCheck %s --check-prefix=S1
 // RUN: tessel-opt %s -tessel-split-stages=stage=0 -tessel-autodiff -tessel-microbatch=microbatches=3 | FileCheck %s --check-prefix=M3
+// The loss is all-reduced once per step, not once per microbatch:
+// RUN: tessel-opt %s -tessel-split-stages=stage=1 -tessel-autodiff -tessel-microbatch=microbatches=3 | FileCheck %s --check-prefix=ONCE
+// ONCE-LABEL: func.func @train_step
+// ONCE-NOT: tessel.all_reduce
+// ONCE: tessel.cross_entropy {{.*}}tessel.pp_microbatch = 2
+// ONCE: tessel.all_reduce {{.*}} reduce sum on @mesh grid_axes = [0] : tensor<f32>
+// ONCE-NOT: tessel.all_reduce
 // Errors: a function of no pipeline stage, M < 1, a second run, and the wrong stage (after
 // the optimizer: each microbatch would update the parameters).
 // RUN: not tessel-opt %s -tessel-autodiff -tessel-microbatch=microbatches=2 2>&1 | FileCheck %s --check-prefix=NOPP
