@@ -10,8 +10,9 @@
 //   2. The layers are cut into p x v chunks: the given ranges, or contiguous ranges
 //      that minimise the most expensive chunk (cost model below). Chunk c runs on stage c % p.
 //   3. The ops of this stage's chunks stay, in order; a value another stage computes is a
-//      tessel.recv before its first use here, a value this stage computes for another one a
-//      tessel.send right after it (one per value and destination stage); everything else goes.
+//      tessel.recv before its first use here (the recvs from one stage in the order it sends:
+//      a channel is FIFO), a value this stage computes for another one a tessel.send right
+//      after it (one per value and destination stage); everything else goes.
 //   4. The loss is the last chunk's (0 elsewhere), all-reduced (sum) over the pipeline axis,
 //      so every stage returns the same loss.
 //
@@ -108,8 +109,8 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
     const int64_t p = grid->sizes[axisIndex];
     const int64_t v = virtualStages;
     if (stage < 0 || stage >= p)
-      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << static_cast<int64_t>(stage) << " is outside the " << p
-                                      << " stages of axis '" << axis << "'";
+      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << static_cast<int64_t>(stage)
+                                      << " is outside the " << p << " stages of axis '" << axis << "'";
     mlir::Block& body = f.getBody().front();
     auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
     std::optional<unsigned> lossIndex = findOutput(f, "loss");

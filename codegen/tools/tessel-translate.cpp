@@ -81,7 +81,8 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
                                                                        : std::string(),
                          fmt::join(c->axes, ","), c->group, nameOf(p, c->tensors.at(1)), nameOf(p, c->tensors.at(0)),
                          nameOf(p, c->buffer), fmt::join(p.buffers.at(static_cast<size_t>(c->buffer)).shape, "x"));
-    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->kind == rt::CollectiveStep::Kind::SendRecv) {
+    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step);
+               c && c->kind == rt::CollectiveStep::Kind::SendRecv) {
       // "send_recv over pp (2 ranks): send %17 to 1 [SEND_F mb 1 chunk 0], recv %21 from 1 [...]"
       std::vector<std::string> transfers;
       for (size_t t = 0; t < c->tensors.size(); ++t)
