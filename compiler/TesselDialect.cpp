@@ -87,10 +87,16 @@ mlir::LogicalResult misplaced(mlir::Operation* op, llvm::StringRef where,
                          << D::OutputAttrHelper::getNameStr() << " and "
                          << D::GradAttrHelper::getNameStr() << "; functions "
                          << D::BatchShardsAttrHelper::getNameStr() << ", "
-                         << D::MixedPrecisionAttrHelper::getNameStr() << " and "
-                         << D::PartitionedAttrHelper::getNameStr() << "; operations "
-                         << D::ShardingsAttrHelper::getNameStr() << "; params and all-gathers "
-                         << D::FsdpUnitAttrHelper::getNameStr() << "; shard.grid "
+                         << D::MixedPrecisionAttrHelper::getNameStr() << ", "
+                         << D::PartitionedAttrHelper::getNameStr() << " and "
+                         << D::PipelineAttrHelper::getNameStr() << "; operations "
+                         << D::ShardingsAttrHelper::getNameStr() << ", "
+                         << D::PpChunkAttrHelper::getNameStr() << ", "
+                         << D::PpMicrobatchAttrHelper::getNameStr() << ", "
+                         << D::PpActionAttrHelper::getNameStr() << " and "
+                         << D::PpGroupAttrHelper::getNameStr() << "; params and all-gathers "
+                         << D::FsdpUnitAttrHelper::getNameStr() << "; params "
+                         << D::PpStagesAttrHelper::getNameStr() << "; shard.grid "
                          << D::AxisNamesAttrHelper::getNameStr() << ")";
 }
 

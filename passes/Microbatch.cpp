@@ -50,7 +50,7 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
       module.emitError() << DEBUG_TYPE << ": no function @" << trainStepName;
       return signalPassFailure();
     }
-    if (mlir::failed(PipelineStage(module, "forward", trainStepName)
+    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
                          .require(DEBUG_TYPE, step, {StageFact::TrainStep},
                                   {StageFact::GradientsReduced, StageFact::Optimizer, StageFact::Fused},
                                   "once, after tessel-autodiff and before tessel-gradient-all-reduce and "
@@ -68,7 +68,7 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
       return signalPassFailure();
     }
     if (microbatches < 1) {
-      step.emitError() << DEBUG_TYPE << ": microbatches must be >= 1, got " << microbatches;
+      step.emitError() << DEBUG_TYPE << ": microbatches must be >= 1, got " << static_cast<int64_t>(microbatches);
       return signalPassFailure();
     }
     if (mlir::failed(unroll(step, *info))) return signalPassFailure();

@@ -26,9 +26,10 @@ def SplitStages : Pass<"tessel-split-stages", "mlir::ModuleOp"> {
       every layer) fixes the cut; empty: the cut that minimises the costliest chunk under
       the roofline cost model of passes/StageBalance.h (FLOPs and bytes per op; the
       embeddings and the head count with the first and last layer).
-    - A value computed on another stage becomes `tessel.recv` before its first use; a value
-      computed here and used on another stage gets a `tessel.send` right after it, one per
-      destination stage. Kept ops get `tessel.pp_chunk` and `tessel.pp_action = "F"`.
+    - A value computed on another stage becomes `tessel.recv` before its first use (the
+      values of one source stage received in the order it sends them, since a channel
+      between two ranks is FIFO); a value computed here and used on another stage gets a
+      `tessel.send` right after it, one per destination stage. Kept ops get `tessel.pp_chunk` and `tessel.pp_action = "F"`.
     - The loss is the last chunk's, 0 on the other stages, all-reduced (sum) over the
       axis, so every stage returns it. The function gets `tessel.pipeline`.
 

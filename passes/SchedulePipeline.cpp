@@ -55,7 +55,7 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
       module.emitError() << DEBUG_TYPE << ": no function @" << trainStepName;
       return signalPassFailure();
     }
-    if (mlir::failed(PipelineStage(module, "forward", trainStepName)
+    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
                          .require(DEBUG_TYPE, step, {StageFact::TrainStep},
                                   {StageFact::GradientsReduced, StageFact::Optimizer, StageFact::Fused},
                                   "once, after tessel-microbatch and before tessel-gradient-all-reduce and "

@@ -10,8 +10,9 @@
 //   2. The layers are cut into p x v chunks: the given ranges, or contiguous ranges
 //      that minimise the most expensive chunk (cost model below). Chunk c runs on stage c % p.
 //   3. The ops of this stage's chunks stay, in order; a value another stage computes is a
-//      tessel.recv before its first use here, a value this stage computes for another one a
-//      tessel.send right after it (one per value and destination stage); everything else goes.
+//      tessel.recv before its first use here (the recvs from one stage in the order it sends:
+//      a channel is FIFO), a value this stage computes for another one a tessel.send right
+//      after it (one per value and destination stage); everything else goes.
 //   4. The loss is the last chunk's (0 elsewhere), all-reduced (sum) over the pipeline axis,
 //      so every stage returns the same loss.
 //
@@ -108,8 +109,8 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
     const int64_t p = grid->sizes[axisIndex];
     const int64_t v = virtualStages;
     if (stage < 0 || stage >= p)
-      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << stage << " is outside the " << p
-                                      << " stages of axis '" << axis << "'";
+      return mlir::emitError(site(f)) << DEBUG_TYPE << ": stage " << static_cast<int64_t>(stage)
+                                      << " is outside the " << p << " stages of axis '" << axis << "'";
     mlir::Block& body = f.getBody().front();
     auto ret = llvm::cast<mlir::func::ReturnOp>(body.getTerminator());
     std::optional<unsigned> lossIndex = findOutput(f, "loss");
@@ -207,6 +208,20 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
         }
     }
 
+    // The values this stage receives, per source stage in the order the source sends them
+    // (its program order, results in order): the channel between two ranks is FIFO, so the
+    // recvs must come in this order too, not in the order of their first use here.
+    std::map<int64_t, llvm::SmallVector<Value>> incoming;
+    for (Operation* op : ops) {
+      if (free.contains(op) || stageOf(chunkOf(op)) == stage) continue;
+      for (Value r : op->getResults())
+        if (llvm::any_of(r.getUsers(), [&](Operation* user) {
+              return user != ret && !free.contains(user) && layer.count(user) && stageOf(chunkOf(user)) == stage;
+            }))
+          incoming[stageOf(chunkOf(op))].push_back(r);
+    }
+    std::map<int64_t, size_t> nextIncoming;  // per source stage: the first value not yet received
+
     // 3. Rewrite in place: sends after producers, recvs before first users, then erase.
     mlir::OpBuilder b(f.getContext());
     auto axes = b.getDenseI16ArrayAttr({axisIndex});
@@ -231,15 +246,19 @@ struct SplitStagesPass : impl::SplitStagesBase<SplitStagesPass> {
       for (mlir::OpOperand& use : op->getOpOperands()) {
         Operation* def = use.get().getDefiningOp();
         if (!def || free.contains(def) || stageOf(chunkOf(def)) == stage) continue;
-        auto [it, inserted] = received.try_emplace(use.get(), Value());
-        if (inserted) {
+        // Receive, in the source's send order, every value up to this one not yet received.
+        const int64_t source = stageOf(chunkOf(def));
+        llvm::SmallVector<Value>& queue = incoming[source];
+        size_t& next = nextIncoming[source];
+        while (!received.count(use.get()) && next < queue.size()) {
+          Value v = queue[next++];
           b.setInsertionPoint(op);
-          auto recv = RecvOp::create(b, def->getLoc(), use.get().getType(), b.getI64IntegerAttr(stageOf(chunkOf(def))), grid->ref, axes);
+          auto recv = RecvOp::create(b, v.getLoc(), v.getType(), b.getI64IntegerAttr(source), grid->ref, axes);
           setPipelineTag(recv, PipelineTag::Chunk, chunk);
           setAction(recv, false);
-          it->second = recv.getResult();
+          received[v] = recv.getResult();
         }
-        use.set(it->second);
+        use.set(received.lookup(use.get()));
       }
       // Results another stage uses: one send per destination stage, right after the op.
       b.setInsertionPointAfter(op);

@@ -13,8 +13,11 @@
 //   //   kernel k3_fused_add_layer_norm(%12, %13, %4, %9, %10) grid [8,1,1] block [64,1,1]
 //   //   gemm %14 = %13 x wte.weight^T (batch 1, m 8, n 256, k 32)
 //
-// A program with a mesh starts with it and its sharded buffers ("// mesh dp=2,tp=2",
-// "// sharded w [2, 8] of [4, 8]: dim 0 over [tp] in 1 block(s), dim 1 whole").
+// A program with a mesh starts with it, its pipeline stage if it is one ("// pipeline over
+// pp: stage 0 of 2, 4 microbatches, 1 virtual stage(s), schedule 1f1b") and its sharded
+// buffers ("// mesh dp=2,tp=2", "// sharded w [2, 8] of [4, 8]: dim 0 over [tp] in 1
+// block(s), dim 1 whole"). A pipelined function's step list ends with its action spans
+// ("//   action 0F2 steps [5, 9)").
 // Then comes the kernel file itself, exactly as the program carries it (preamble first), so
 // the output compiles as it stands. An op that has no kernel is an error at its location.
 #include "codegen/Lowering.h"
@@ -78,6 +81,17 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
                                                                        : std::string(),
                          fmt::join(c->axes, ","), c->group, nameOf(p, c->tensors.at(1)), nameOf(p, c->tensors.at(0)),
                          nameOf(p, c->buffer), fmt::join(p.buffers.at(static_cast<size_t>(c->buffer)).shape, "x"));
+    } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step);
+               c && c->kind == rt::CollectiveStep::Kind::SendRecv) {
+      // "send_recv over pp (2 ranks): send %17 to 1 [SEND_F mb 1 chunk 0], recv %21 from 1 [...]"
+      std::vector<std::string> transfers;
+      for (size_t t = 0; t < c->tensors.size(); ++t)
+        transfers.push_back(fmt::format("{} {} {} {}{}", static_cast<int64_t>(t) < c->sends ? "send" : "recv",
+                                        nameOf(p, c->tensors[t]), static_cast<int64_t>(t) < c->sends ? "to" : "from",
+                                        t < c->peers.size() ? std::to_string(c->peers[t]) : "?",
+                                        t < c->names.size() ? " [" + c->names[t] + "]" : ""));
+      line = fmt::format("send_recv over {} ({} ranks): {}", fmt::join(c->axes, ","), c->group,
+                         fmt::join(transfers, ", "));
     } else if (const auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       const bool start = c->kind == rt::CollectiveStep::Kind::AllReduceStart;
       line = fmt::format("all_reduce_{} {} over {} ({} ranks){}: {}", start ? "start" : "wait",
@@ -87,9 +101,13 @@ void printSteps(const tessel::rt::Program& p, const tessel::rt::Function& fn, ll
     }
     os << "//   " << line << "\n";
   }
+  // Pipeline actions, each over its steps (0-based, end exclusive): "//   action 0F2 steps [5, 9)".
+  for (const rt::ActionSpan& a : fn.actions)
+    os << fmt::format("//   action {} steps [{}, {})\n", a.name, a.firstStep, a.endStep);
 }
 
-/// The program's mesh and its sharded buffers, one comment line each (nothing without a mesh):
+/// The program's mesh, its pipeline stage and its sharded buffers, one comment line each
+/// (nothing without a mesh):
 ///   // mesh dp=2,tp=2
 ///   // sharded fc.weight [2, 8] of [4, 8]: dim 0 over [tp] in 1 block(s), dim 1 whole
 void printMesh(const tessel::rt::Program& p, llvm::raw_ostream& os) {
@@ -97,6 +115,9 @@ void printMesh(const tessel::rt::Program& p, llvm::raw_ostream& os) {
   std::vector<std::string> axes;
   for (const tessel::rt::MeshAxis& a : p.mesh) axes.push_back(fmt::format("{}={}", a.name, a.size));
   os << fmt::format("// mesh {}\n", fmt::join(axes, ","));
+  if (const auto& pp = p.pipeline)
+    os << fmt::format("// pipeline over {}: stage {} of {}, {} microbatches, {} virtual stage(s), schedule {}\n",
+                      pp->axis, pp->stage, pp->stages, pp->microbatches, pp->virtualStages, pp->schedule);
   for (const tessel::rt::Buffer& b : p.buffers) {
     if (!b.sharded()) continue;
     std::vector<std::string> dims;

@@ -290,7 +290,7 @@ TEST(PlanPipeline, TheBatchIsSplitIntoDpTimesEffectiveMicrobatchesWithoutAccumul
     std::cerr << "compile: " << e.what() << "\n";
   }
   const std::string dsl = dumped(dir, "-dsl.mlir"), split = dumped(dir, "-shard-batch.mlir");
-  EXPECT_NE(dsl.find("tessel.axis_names = [\"pp\"]"), std::string::npos) << dsl;
+  EXPECT_NE(dsl.find("axis_names = [\"pp\"]"), std::string::npos) << dsl;
   EXPECT_NE(dsl.find("tensor<16x8xi32>"), std::string::npos) << dsl;
   ASSERT_FALSE(split.empty()) << "no shard-batch stage was dumped";
   EXPECT_NE(split.find("tensor<4x8xi32>"), std::string::npos) << split;

@@ -956,7 +956,7 @@ func.func @all_reduce_wait_not_start(%x: tensor<4xf32>) {
 //===----------------------------------------------------------------------===//
 
 // A misspelt or undeclared tessel attribute is an error, wherever it appears.
-// expected-error @+1 {{'tessel.inputs' is not a tessel attribute of an argument (arguments take tessel.input; results tessel.output and tessel.grad; functions tessel.batch_shards, tessel.mixed_precision and tessel.partitioned; operations tessel.shardings; params and all-gathers tessel.fsdp_unit; shard.grid tessel.axis_names)}}
+// expected-error @+1 {{'tessel.inputs' is not a tessel attribute of an argument (arguments take tessel.input; results tessel.output and tessel.grad; functions tessel.batch_shards, tessel.mixed_precision, tessel.partitioned and tessel.pipeline; operations tessel.shardings, tessel.pp_chunk, tessel.pp_microbatch, tessel.pp_action and tessel.pp_group; params and all-gathers tessel.fsdp_unit; params tessel.pp_stages; shard.grid tessel.axis_names)}}
 func.func @attr_unknown_argument(%x: tensor<4xf32> {tessel.inputs = "x"}) {
   return
 }
