@@ -73,7 +73,12 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
     try {
       schedule = buildOrRead(*info);
     } catch (const std::exception& e) {
-      mlir::emitError(site) << "pipeline schedule '" << scheduleName << "': " << e.what();
+      // A CSV's parse errors already start with "FILE:LINE:"; say the file once.
+      const llvm::StringRef what = e.what();
+      if (what.starts_with(scheduleName + ":"))
+        mlir::emitError(site) << "pipeline schedule " << what;
+      else
+        mlir::emitError(site) << "pipeline schedule '" << scheduleName << "': " << what;
       return signalPassFailure();
     }
     if (mlir::failed(reorder(step, *info, schedule[static_cast<size_t>(info->stage)], site)))
@@ -94,9 +99,7 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
     std::stringstream text;
     text << in.rdbuf();
     pl::Schedule s = pl::parseScheduleCsv(text.str(), scheduleName);
-    if (static_cast<int64_t>(s.size()) != info.stages)
-      throw std::runtime_error("it lists " + std::to_string(s.size()) + " ranks, the pipeline has " +
-                               std::to_string(info.stages));
+    // Also checks that the file has one row per rank before the stage's row is read.
     pl::verifySchedule(s, info.stages, info.microbatches, info.virtualStages);
     return s;
   }
