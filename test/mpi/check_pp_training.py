@@ -55,7 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from check_tp_training import BF16_LOSS_REL_TOL, GRAD_CLIP, clipping_active, compare, launch  # noqa: E402
 from check_zero_training import norms_on_every_rank  # noqa: E402
 
-PP_COMMON = ["--layers", "4", "--channels", "64", "--heads", "4", "--seq", "32", "--batch", "8", "--steps", "5",
+STEPS = 5
+PP_COMMON = ["--layers", "4", "--channels", "64", "--heads", "4", "--seq", "32", "--batch", "8", "--steps", str(STEPS),
              "--weight-decay", "0.1", "--grad-clip", str(GRAD_CLIP), "--eval-batches", "1", "--sample-bytes", "0",
              "--device", "cpu", "--threads", "1"]
 
@@ -95,6 +96,9 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         try:
             one = run(mpiexec, exe, data, tmp, "one", 1, [])
+            if len(one[0]) != STEPS:
+                print(f"FAIL: the one-rank run logged {len(one[0])} steps, not {STEPS}")
+                return 1
             if not clipping_active(one):
                 return 1
             for name, ranks, flags in plans:
@@ -115,7 +119,8 @@ def main():
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1
-    print("PASS: " + ", ".join(name for name, *_ in plans) + " and pp2-bf16 match one rank; replicas identical and the norm the same on every rank at every step")
+    print("PASS: " + ", ".join(name for name, *_ in plans) + " and pp2-bf16 match one rank; replicas identical "
+          "and the norm the same on every rank at every step")
     return 0
 
 
