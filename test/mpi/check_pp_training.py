@@ -24,8 +24,8 @@ gradients whole (a send copies bytes); the step's loss is the sum of the microba
 each scaled by 1/M_eff, a reordering of the one-rank mean (an ulp at step 1). The microbatch
 split reorders f32 sums: a weight's gradient is accumulated microbatch by microbatch (each
 scaled by 1/M_eff) where one rank sums all B T rows in one product, dp and fsdp average
-the ranks' partial means, tp splits a row-parallel product's k-sum, and the global norm adds the stages' squared norms. Each moves a gradient element by a
-few ulps. Loss 5e-6 absolute (about 8 ulps at 5.5); gradient norm 1e-5 relative; parameters
+the ranks' partial means, tp splits a row-parallel product's k-sum, and the global norm
+adds the stages' squared norms. Each moves a gradient element by a few ulps. Loss 5e-6 absolute (about 8 ulps at 5.5); gradient norm 1e-5 relative; parameters
 1e-4 absolute: AdamW divides by sqrt(v), so where a gradient is near zero an ulp-level
 change moves an element by up to a fraction of lr = 1e-3 per step. A wrong pipeline is far
 outside these: a microbatch's gradient dropped changes the first step's norm by about 3% and the
