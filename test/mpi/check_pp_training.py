@@ -18,21 +18,22 @@ gathered under their DSL names). Also every rank's norm (grad_norm_by_rank) must
 0's bitwise at every step (check_zero_training.py's check): clipping scales every stage's
 gradients by the same coefficient only if so.
 
-Tolerances (check_tp_training.py's, and why they hold here): the forward pass of one
-microbatch is the one-rank computation on its rows, and the stages exchange activations and
-gradients whole (a send copies bytes); the step's loss is the sum of the microbatches' losses,
-each scaled by 1/M_eff, a reordering of the one-rank mean (an ulp at step 1). The microbatch
-split reorders f32 sums: a weight's gradient is accumulated microbatch by microbatch (each
-scaled by 1/M_eff) where one rank sums all B T rows in one product, dp and fsdp average
-the ranks' partial means, tp splits a row-parallel product's k-sum, and the global norm
-adds the stages' squared norms. Each moves a gradient element by a few ulps. Loss 5e-6 absolute (about 8 ulps at 5.5); gradient norm 1e-5 relative; parameters
-1e-4 absolute: AdamW divides by sqrt(v), so where a gradient is near zero an ulp-level
-change moves an element by up to a fraction of lr = 1e-3 per step. A wrong pipeline is far
-outside these: a microbatch's gradient dropped changes the first step's norm by about 3% and the
-second step's loss by about 1e-2 (measured: one rank on half the rows, norm 3.61 vs 3.74, loss
-5.320 vs 5.331); a gradient not scaled by 1/M multiplies the norm by M, which only the norm shows
-(the clipped AdamW update does not depend on the gradient's scale); a tied gradient not summed
-between its stages, or a stage's squared norm left out of the sum, changes the norm at step 1.
+Tolerances (check_tp_training.py's, and why they hold here): the forward pass of one microbatch
+is the one-rank computation on its rows, and the stages exchange activations and gradients whole
+(a send copies bytes); the step's loss is the sum of the microbatches' losses, each scaled by
+1/M_eff, a reordering of the one-rank mean (an ulp at step 1). The microbatch split reorders f32
+sums: a weight's gradient is accumulated microbatch by microbatch (each scaled by 1/M_eff) where
+one rank sums all B T rows in one product, dp and fsdp average the ranks' partial means, tp
+splits a row-parallel product's k-sum, and the global norm adds the stages' squared norms. Each
+moves a gradient element by a few ulps. Loss 5e-6 absolute (about 8 ulps at 5.5); gradient norm
+1e-5 relative; parameters 1e-4 absolute: AdamW divides by sqrt(v), so where a gradient is near
+zero an ulp-level change moves an element by up to a fraction of lr = 1e-3 per step. A wrong
+pipeline is far outside these: a microbatch's gradient dropped changes the first step's norm by
+about 3% and the second step's loss by about 1e-2 (measured: one rank on half the rows, norm
+3.61 vs 3.74, loss 5.320 vs 5.331); a gradient not scaled by 1/M multiplies the norm by M, which
+only the norm shows (the clipped AdamW update does not depend on the gradient's scale); a tied
+gradient not summed between its stages, or a stage's squared norm left out of the sum, changes
+the norm at step 1.
 Mixed precision: bf16 against one rank in bf16, losses only, bound 1e-4 relative
 (check_tp_training.py's): a microbatch's gradient is rounded to bf16 before it is accumulated
 in f32, where one rank rounds the sum over all rows once; an element may move by a bf16 ulp
