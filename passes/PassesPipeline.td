@@ -93,8 +93,8 @@ def SchedulePipeline : Pass<"tessel-schedule-pipeline", "mlir::ModuleOp"> {
     On `@train_step` as `tessel-microbatch` leaves it, takes this stage's action list of
     `schedule` (`gpipe`, `1f1b`, `interleaved`, `zero-bubble`, built by
     runtime/pipeline/Schedule.h for the p stages, v chunks per stage and M microbatches
-    of `tessel.pipeline`; or a `FILE.csv` of actions per rank in PyTorch's vocabulary,
-    read and verified) and moves the unrolled ops into its order: the ops of no
+    of `tessel.pipeline`; any other name is a CSV file of actions per rank in PyTorch's
+    vocabulary, read and verified) and moves the unrolled ops into its order: the ops of no
     microbatch that come first (parameters, constants) stay first, then each action's
     ops (F, B, or I and W, SEND_F, RECV_F, SEND_B, RECV_B of one microbatch and chunk, by
     their `tessel.pp_*` tags) in their old relative order, then the step's end (sums, the
@@ -111,7 +111,7 @@ def SchedulePipeline : Pass<"tessel-schedule-pipeline", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"scheduleName", "schedule", "std::string", "\"1f1b\"",
-           "gpipe, 1f1b, interleaved, zero-bubble, or a FILE.csv of action lists">,
+           "gpipe, 1f1b, interleaved, zero-bubble, or a CSV file of action lists">,
     Option<"trainStepName", "train-step", "std::string", "\"train_step\"", "the function to rewrite">,
     Option<"planSite", "plan-site", "std::string", "\"\"",
            "where the plan calls pipeline(), file:line:col, for diagnostics">,

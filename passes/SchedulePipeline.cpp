@@ -28,6 +28,7 @@
 
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #define DEBUG_TYPE "tessel-schedule-pipeline"
@@ -73,7 +74,12 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
     try {
       schedule = buildOrRead(*info);
     } catch (const std::exception& e) {
-      mlir::emitError(site) << "pipeline schedule '" << scheduleName << "': " << e.what();
+      // A CSV's parse errors already start with "FILE:LINE:"; say the file once.
+      const llvm::StringRef what = e.what();
+      if (what.starts_with(scheduleName + ":"))
+        mlir::emitError(site) << "pipeline schedule " << what;
+      else
+        mlir::emitError(site) << "pipeline schedule '" << scheduleName << "': " << what;
       return signalPassFailure();
     }
     if (mlir::failed(reorder(step, *info, schedule[static_cast<size_t>(info->stage)], site)))
@@ -85,18 +91,22 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
   /// The whole schedule, one action list per rank: built, or read from the CSV file and
   /// verified. Throws with the reason.
   pl::Schedule buildOrRead(const PipelineInfo& info) {
-    const bool file = llvm::StringRef(scheduleName).ends_with(".csv");
-    if (!file)
-      return pl::buildSchedule({pl::parseScheduleKind(scheduleName), info.stages, info.microbatches,
-                                info.virtualStages});
+    // Any name but a built-in schedule's is a CSV file, whatever its suffix, as the plan
+    // decides (dsl/PlanPipeline.cpp), so that a file the plan accepted is read here.
+    std::optional<pl::ScheduleKind> kind;
+    try {
+      kind = pl::parseScheduleKind(scheduleName);
+    } catch (const std::invalid_argument&) {
+    }
+    if (kind) return pl::buildSchedule({*kind, info.stages, info.microbatches, info.virtualStages});
     std::ifstream in(scheduleName);
-    if (!in) throw std::runtime_error("cannot read the file");
+    if (!in)
+      throw std::runtime_error("not a built-in schedule (gpipe, 1f1b, interleaved or zero-bubble), and no "
+                               "readable CSV file of that name");
     std::stringstream text;
     text << in.rdbuf();
     pl::Schedule s = pl::parseScheduleCsv(text.str(), scheduleName);
-    if (static_cast<int64_t>(s.size()) != info.stages)
-      throw std::runtime_error("it lists " + std::to_string(s.size()) + " ranks, the pipeline has " +
-                               std::to_string(info.stages));
+    // Also checks that the file has one row per rank before the stage's row is read.
     pl::verifySchedule(s, info.stages, info.microbatches, info.virtualStages);
     return s;
   }

@@ -45,11 +45,16 @@ std::vector<int> differingRanks(rt::Communicator& comm, const DataFingerprint& m
 
 void requireWorldSize(int world, int64_t planRanks, const std::string& plan, const std::string& remedy) {
   if (planRanks == world) return;
-  throw std::runtime_error(fmt::format(
-      "{} as {} but the plan is {} ({}); {} --plan dp={} or launch {}", world == 1 ? "started" : "launched",
-      ranksWord(world), plan,
-      ranksWord(planRanks), remedy, world,
-      planRanks == 1 ? std::string("one process") : fmt::format("{} processes (mpirun -np {})", planRanks, planRanks)));
+  const std::string launch =
+      planRanks == 1 ? std::string("one process") : fmt::format("{} processes (mpirun -np {})", planRanks, planRanks);
+  // Only a plain data-parallel plan has one obvious plan for the world: replacing a plan with
+  // other axes (pp, tp, fsdp) by dp=N would silently drop them.
+  const bool dpOnly = plan.starts_with("dp=") && plan.find(',') == std::string::npos;
+  const std::string fix = dpOnly ? fmt::format("{} --plan dp={} or launch {}", remedy, world, launch)
+                                 : fmt::format("launch {}, or {} a plan whose axis sizes multiply to {}", launch,
+                                               remedy, world);
+  throw std::runtime_error(fmt::format("{} as {} but the plan is {} ({}); {}", world == 1 ? "started" : "launched",
+                                       ranksWord(world), plan, ranksWord(planRanks), fix));
 }
 
 void checkSameCommandLine(int argc, char** argv, rt::Communicator& comm) {

@@ -26,7 +26,9 @@ namespace tessel::trainer {
 /// it: `remedy` followed by the --plan that would fit, or the launch that would, e.g.
 ///   "launched as 2 ranks but the plan is dp=1 (one rank); pass --plan dp=2 or launch one process"
 /// (remedy "pass"; a bundle says "compile the bundle with"); a world of one "started as one
-/// rank". Not collective: every rank
+/// rank". A plan with other axes than dp (pp, tp, fsdp) gets the launch first and no dp=N
+/// (which would drop those axes): "...; launch 4 processes (mpirun -np 4), or pass a plan
+/// whose axis sizes multiply to 3". Not collective: every rank
 /// decides the same from the same plan and world size, so every rank refuses.
 void requireWorldSize(int world, int64_t planRanks, const std::string& plan, const std::string& remedy);
 

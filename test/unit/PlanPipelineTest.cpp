@@ -30,7 +30,9 @@ void expectAt(const std::optional<ModelError>& e, const std::string& file, int l
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->diagnostic().file, file) << e->what();
   EXPECT_EQ(e->diagnostic().line, line) << e->what();
-  if (column) EXPECT_EQ(e->diagnostic().column, column) << e->what();
+  if (column) {
+    EXPECT_EQ(e->diagnostic().column, column) << e->what();
+  }
   EXPECT_NE(std::string(e->what()).find(text), std::string::npos) << e->what();
 }
 
@@ -237,6 +239,29 @@ TEST(PlanPipelineErrors, MoreStagesThanLayersOrRangesPastTheModel) {
   gpt::GPT model(gpt::Config{2, 16, 2, 8, 256});
   gpt::build(model, 8);
   expectAt(errorOf([&] { model.compile({.plan = four}); }), fourLine, "more stages than layers");
+}
+
+TEST(PlanPipelineErrors, UserScheduleFileAtThePipelineLine) {
+  // A CSV that reads but is malformed, or deadlocks, is found when the model compiles (the
+  // schedule needs the stage and microbatch counts); the error is at the pipeline() line.
+  auto write = [](const std::string& name, const std::string& text) {
+    const std::string path = ::testing::TempDir() + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  };
+  // Rank 0 waits for a gradient before it has sent its activation: a cycle of waits.
+  const std::string deadlock = write("tessel_deadlock.csv", "0RECV_B0,0F0,0SEND_F0,0B0\n1RECV_F0,1F0,1B0,1SEND_B0\n");
+  const std::string malformed = write("tessel_malformed.csv", "0F0,0SEND_F0,0B0,0RECV_B0\n1RECV_F0,1F0,1B0,1BACK0\n");
+  for (const auto& [file, text] :
+       {std::pair{deadlock, "rank 0, action 0 (0RECV_B0) waits for rank 1 to post action 3 (1SEND_B0) (rank 1 is "
+                            "blocked at action 0 (1RECV_F0)); cycle of waits"},
+        std::pair{malformed, "tessel_malformed.csv:2: rank 1, cell 4: '1BACK0' is not an action"}}) {
+    gpt::GPT model(gpt::Config{2, 16, 2, 8, 256});
+    gpt::build(model, 4);
+    const int line = __LINE__ + 1;
+    Plan plan = Plan(Mesh{{"pp", 2}}).pipeline("pp", Schedule::GPipe, 1, {.schedule_file = file});
+    expectAt(errorOf([&] { model.compile({.plan = plan}); }), line, text);
+  }
 }
 
 TEST(PlanPipeline, CompileStageIsRangeChecked) {

@@ -36,6 +36,13 @@ TEST(Ranks, AWorldRunsOnlyAPlanOfItsSize) {
   EXPECT_EQ(refusal(1, 2, "dp=2", "compile the bundle with"),
             "started as one rank but the plan is dp=2 (2 ranks); compile the bundle with --plan dp=1 or launch 2 "
             "processes (mpirun -np 2)");
+  // Other axes than dp: no dp=N that would drop them.
+  EXPECT_EQ(refusal(3, 4, "pp=2,dp=2", "pass"),
+            "launched as 3 ranks but the plan is pp=2,dp=2 (4 ranks); launch 4 processes (mpirun -np 4), or pass "
+            "a plan whose axis sizes multiply to 3");
+  EXPECT_EQ(refusal(2, 1, "tp=1", "pass"),
+            "launched as 2 ranks but the plan is tp=1 (one rank); launch one process, or pass a plan whose axis "
+            "sizes multiply to 2");
 }
 
 TEST(Ranks, TheFingerprintIsFnv1aOverEveryByteAndTheirCount) {
