@@ -5,7 +5,8 @@
 // in-process world, accepts a consistent set of programs and rejects, on every rank with the
 // same message naming the rank, the event index and its label: a send whose peer lacks the
 // recv, two stages that both send first (deadlock under rendezvous), a collective in one
-// stage's program only, and a send and recv of different shapes.
+// stage's program only, a send and recv of different shapes, dp ranks whose gradient buckets
+// differ in bytes and tp ranks that issue their all-reduces in different orders.
 #include "runtime/exec/ProgramProof.h"
 #include "test/support/ShardedPrograms.h"
 #include "test/unit/ThreadCommunicator.h"
@@ -261,6 +262,37 @@ TEST(ProgramProof, ShapeMismatchBetweenSendAndRecvIsNamed) {
                 "[4,8] to rank 1, but the recv it is paired with");
   EXPECT_HAS(e, "rank 1, event 0 (@train_step step 0: send_recv RECV_F mb 0 chunk 1 over pp), receives 128 bytes f32 "
                 "[8,4]");
+}
+
+TEST(ProgramProof, DataAndTensorParallelCollectivesThatDifferAreNamed) {
+  // dp=2: rank 1's gradient bucket packs twice the bytes of rank 0's.
+  auto dpRank = [](int64_t elements) {
+    return withSteps({{"dp", 2}}, {buffer("%dw", {elements}, BufferKind::Temp, 0),
+                                   buffer("%flat", {elements}, BufferKind::Temp, 64)},
+                     {allReduce(K::AllReduceStart, 0, 1, 0, "w", {"dp"}, 2, false),
+                      allReduce(K::AllReduceWait, 0, 1, 0, "w", {"dp"}, 2, false)});
+  };
+  EXPECT_HAS(proofError({dpRank(6), dpRank(12)}),
+             "rank 0, event 0 (@train_step step 0: all_reduce start bucket 0 over dp) (start all_reduce sum 24 bytes "
+             "f32) is collective number 1 of the group {0,1}, but rank 1, event 0 (@train_step step 0: all_reduce "
+             "start bucket 0 over dp) is (start all_reduce sum 48 bytes f32)");
+  // tp=2: the two ranks issue two forward all-reduces of different sizes in opposite orders.
+  auto tpRank = [](bool swapped) {
+    const int first = swapped ? 1 : 0, second = 1 - first;
+    auto pair = [](int t, const std::string& name) {
+      return std::vector<Step>{allReduce(K::AllReduceStart, t, 2 + t, t, name, {"tp"}, 2, true),
+                               allReduce(K::AllReduceWait, t, 2 + t, t, name, {"tp"}, 2, true)};
+    };
+    std::vector<Step> steps = pair(first, first ? "blocks.0.mlp.proj" : "blocks.0.attn.proj");
+    for (Step& s : pair(second, second ? "blocks.0.mlp.proj" : "blocks.0.attn.proj")) steps.push_back(s);
+    return withSteps({{"tp", 2}}, {buffer("%a", {8}, BufferKind::Temp, 0), buffer("%m", {16}, BufferKind::Temp, 64),
+                                   buffer("%fa", {8}, BufferKind::Temp, 128), buffer("%fm", {16}, BufferKind::Temp, 192)},
+                     steps);
+  };
+  EXPECT_HAS(proofError({tpRank(false), tpRank(true)}),
+             "rank 0, event 0 (@train_step step 0: all_reduce 'blocks.0.attn.proj' over tp) (all_reduce sum 32 bytes "
+             "f32) is collective number 1 of the group {0,1}, but rank 1, event 0 (@train_step step 0: all_reduce "
+             "'blocks.0.mlp.proj' over tp) is (all_reduce sum 64 bytes f32)");
 }
 
 TEST(ProgramProof, OneRankProvesNothingAndProofLineCounts) {
