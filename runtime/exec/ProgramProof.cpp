@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <stdexcept>
 
@@ -77,12 +78,14 @@ CommEvent fromJson(const nlohmann::json& j) {
 /// All-gathers every rank's `mine` bytes over `world`: one string per rank.
 std::vector<std::string> gatherBytes(Communicator& world, const std::string& mine, const std::string& function) {
   const int n = world.worldSize();
-  const auto size = static_cast<int32_t>(mine.size());
-  if (mine.size() > static_cast<size_t>(INT32_MAX - 4))
-    throw std::runtime_error(fmt::format("the communication events of @{} are too large to exchange ({} bytes)",
-                                         function, mine.size()));
+  // A list too large for an I32 count is sent as -1, so that every rank refuses it alike.
+  const int32_t size = mine.size() > static_cast<size_t>(INT32_MAX - 4) ? -1 : static_cast<int32_t>(mine.size());
   std::vector<int32_t> sizes(static_cast<size_t>(n));
   world.allGather(&size, sizes.data(), n, DType::I32, "proof sizes of @" + function)->wait();
+  for (int r = 0; r < n; ++r)
+    if (sizes[static_cast<size_t>(r)] < 0)
+      throw std::runtime_error(
+          fmt::format("the communication events of @{} on rank {} are too large to exchange (2 GiB or more)", function, r));
   const int32_t largest = *std::max_element(sizes.begin(), sizes.end());
   const size_t words = (static_cast<size_t>(largest) + 3) / 4;
   std::vector<int32_t> padded(words, 0), all(words * static_cast<size_t>(n));
