@@ -12,6 +12,7 @@
 #include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/MemoryBreakdown.h"
+#include "runtime/exec/ProgramProof.h"  // defines: proveTraining, proofLine
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/train/LogPath.h"
 #include "runtime/train/RunLog.h"  // requireDeviceMemory
@@ -261,6 +262,11 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     cpu = program.native(native);  // with the world: its mesh, if the program has one
   }
   rt::ProgramExecutor& ex = gpu ? static_cast<rt::ProgramExecutor&>(*gpu) : cpu->executor();
+  // Before any step: the ranks' communication, proved together (runtime/exec/ProgramProof.h).
+  if (world > 1) {
+    const auto proof = rt::proveTraining(ex.program(), *comm);
+    if (rank == 0) fmt::print("{}", rt::proofLine(proof, world));
+  }
   if (flags_.checkSchedule) {
     rt::checkCollectiveSchedule(ex.program(), *comm);
     if (rank == 0) fmt::print("schedule check: the {} ranks' collective schedules agree\n", world);

@@ -179,8 +179,8 @@ void checkCollectiveSchedule(const Program& program, Communicator& comm) {
   if (world == 1) return;
   // Per rank: its hash (two words), its pipeline stage and stage count (-1 and 0 without a
   // pipeline). Ranks of one stage run one program, so each rank is compared with the lowest
-  // rank of its stage; different stages run different programs, which the pipeline verifier
-  // (runtime/pipeline) proves together.
+  // rank of its stage; different stages run different programs, which the proof before
+  // training (ProgramProof.h) checks against each other.
   const uint64_t mine = collectiveScheduleHash(program);
   int32_t words[4] = {0, 0, program.pipeline ? static_cast<int32_t>(program.pipeline->stage) : -1,
                       program.pipeline ? static_cast<int32_t>(program.pipeline->stages) : 0};

@@ -71,8 +71,12 @@ uint64_t collectiveScheduleHash(const Program& program);
 /// collectives would pair up wrongly or deadlock). A world of one always passes. Under
 /// pipeline parallelism (Program::pipeline) each rank is compared only with the lowest rank
 /// of its own stage (the ranks of a stage run one program; different stages run different
-/// programs, which runtime/pipeline's verifier proves together), and all ranks must agree on
-/// the number of stages.
+/// programs), and all ranks must agree on the number of stages.
+/// Every multi-rank run already proves, without the flag, that its communication cannot hang
+/// or mismatch (runtime/exec/ProgramProof.h: every group's members issue the same collectives
+/// with the same bytes, every send has its recv). This check is stricter where it applies:
+/// ranks that run one program must have identical collective steps, tensor by tensor, so
+/// that, say, two buckets of equal bytes packing different gradients are refused too.
 void checkCollectiveSchedule(const Program& program, Communicator& comm);
 
 }  // namespace tessel::rt

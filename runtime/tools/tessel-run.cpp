@@ -23,6 +23,7 @@
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/exec/KernelLibrary.h"
+#include "runtime/exec/ProgramProof.h"  // defines: proveTraining, proofLine
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/ImageBatches.h"
@@ -165,6 +166,11 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
     cpu->setCommunicator(comm);
     cpu->setMesh(mesh.get());
     ex = std::move(cpu);
+  }
+  // Before any step: the ranks' communication, proved together (runtime/exec/ProgramProof.h).
+  if (world > 1) {
+    const auto proof = tessel::rt::proveTraining(ex->program(), *comm);
+    if (rank == 0) fmt::print("{}", tessel::rt::proofLine(proof, world));
   }
   if (f.checkSchedule) tessel::rt::checkCollectiveSchedule(ex->program(), *comm);
   ex->initParameters(f.seed);
