@@ -26,6 +26,7 @@
 #pragma once
 
 #include "dsl/tessel.h"
+#include "dsl/trainer/ExplainPipeline.h"
 #include "dsl/trainer/Flags.h"
 #include "runtime/comm/World.h"
 #include "runtime/train/Loop.h"
@@ -135,6 +136,7 @@ class TrainerApp {
   Flags& flags_;
   TrainOptions& train_;
   RunFlags run_;
+  PipelineCostFlags ppCost_;  // the pipeline cost model's constants (--pp-gemm-gflops, ...)
   /// The launcher's world. It outlives runMain's error handlers, so every rank reports its
   /// error before the world's orderly shutdown (MPI_Finalize waits for every rank, and then
   /// the first rank to exit ends the job), and a failed collective ends the job there
