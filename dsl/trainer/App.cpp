@@ -210,12 +210,12 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (plan.pp() > 1 && (flags_.explain || !train_.traceFile.empty())) {
     const rt::Program lowered = program.lower(false);
     pipelineInfo = lowered.pipeline;
-    const StageModel mine = stageModel(lowered, parameterCount(program), ppCost_);
+    const StageModel mine = stageModel(lowered, ppCost_);
     stageModels = compileOnly ? std::vector<StageModel>{mine} : gatherStageModels(mine, stage, plan.pp(), comm);
     for (int64_t s = 1; compileOnly && s < plan.pp(); ++s) {
       const Program other = recipe.compile({.dump_ir_dir = "", .optimizer = train_.optimizer,
                                             .precision = flags_.precisionType(), .plan = plan, .pipeline_stage = s});
-      stageModels.push_back(stageModel(other.lower(false), parameterCount(other), ppCost_));
+      stageModels.push_back(stageModel(other.lower(false), ppCost_));
     }
   }
   // Before any rank allocates: every rank runs the same program, so each finds the same answer

@@ -87,7 +87,7 @@ void addPipelineCostFlags(CLI::App& app, PipelineCostFlags& flags) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
-StageModel stageModel(const rt::Program& lowered, int64_t parameters, const PipelineCostFlags& flags) {
+StageModel stageModel(const rt::Program& lowered, const PipelineCostFlags& flags) {
   const rt::Function* f = lowered.function("train_step");
   if (!lowered.pipeline || !f || f->actions.empty())
     throw std::invalid_argument("pipeline cost model: the program has no pipeline actions in train_step");
@@ -99,7 +99,8 @@ StageModel stageModel(const rt::Program& lowered, int64_t parameters, const Pipe
   std::vector<std::vector<double>> count(4, std::vector<double>(chunks, 0));
   for (std::vector<double>* v : byKind) v->assign(chunks, 0);
   for (const rt::ActionSpan& span : f->actions) {
-    const pl::Action a = pl::parseAction(span.name);
+    // A group of comm actions is one span named by its actions joined with '+'.
+    const pl::Action a = pl::parseAction(span.name.substr(0, span.name.find('+')));
     if (!a.isCompute()) continue;
     if (a.stage < 0 || static_cast<size_t>(a.stage) >= chunks)
       throw std::invalid_argument(fmt::format("pipeline cost model: action {} names chunk {} of {}", span.name,
@@ -129,6 +130,7 @@ StageModel stageModel(const rt::Program& lowered, int64_t parameters, const Pipe
   std::set<std::string> others;
   for (const rt::Buffer& b : lowered.buffers) {
     if (b.kind != rt::BufferKind::Parameter) continue;
+    m.parameters += b.globalNumel();
     const size_t at = b.name.find("blocks.");
     if (at != std::string::npos) {
       const int64_t layer = std::stoll(b.name.substr(at + 7));
@@ -139,7 +141,6 @@ StageModel stageModel(const rt::Program& lowered, int64_t parameters, const Pipe
     }
   }
   for (const std::string& o : others) m.otherModules += (m.otherModules.empty() ? "" : ", ") + o;
-  m.parameters = parameters;
   m.memoryBytes = rt::memoryBreakdown(lowered).total();
   m.arenaBytes = lowered.arenaBytes();
   return m;

@@ -50,14 +50,14 @@ struct StageModel {
   /// The top-level modules of its other parameters ("wte, wpe"; "ln_f"); known only on the
   /// rank that compiled the stage (gatherStageModels leaves it empty for the others).
   std::string otherModules;
-  int64_t parameters = 0;                   // elements of its parameters
+  int64_t parameters = 0;                   // elements of its parameters (global shapes; a tied one counts on each stage)
   int64_t memoryBytes = 0;                  // rt::memoryBreakdown's total per rank
   int64_t arenaBytes = 0;                   // its activation arena
 };
 
 /// The stage model of one stage's lowered program. Throws std::invalid_argument when the
 /// program has no pipeline record or its train_step has no action spans.
-StageModel stageModel(const rt::Program& lowered, int64_t parameters, const PipelineCostFlags& flags);
+StageModel stageModel(const rt::Program& lowered, const PipelineCostFlags& flags);
 
 /// Every stage's model, on every rank: each rank contributes its own stage's (`mine`, of the
 /// stage `stage`), combined with one max all-reduce over `comm` (collective; null: `mine` is
