@@ -77,6 +77,7 @@ def main(argv):
     tmp, tessel, m, nproc, cpu, results = argv[1], argv[2], int(argv[3]), argv[4], argv[5], argv[6]
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
     rows = []
+    load = os.getloadavg()[0]  # other work on the machine stretches compute spans at random
     print(f"{'run':<18} {'measured':>9} {'predicted':>9} {'calibrated':>10} {'closed':>7} {'step ms':>9} "
           f"{'predicted ms':>12}")
     for p in (2, 4):
@@ -93,7 +94,8 @@ def main(argv):
             print(f"{run:<18} {measured:>9.3f} {pred['bubble_fraction']:>9.3f} {cal['bubble_fraction']:>10.3f} "
                   f"{closed:>7.3f} {step:>9.1f} {pred['makespan_us'] / 1e3:>12.1f}")
             rows.append(f"| {date} | {run} | {p} ranks x 1 thread on {nproc} cores"
-                        f"{' (oversubscribed)' if p > int(nproc) else ''}, {cpu} | {measured:.3f} | "
+                        f"{' (oversubscribed)' if p > int(nproc) else ''}, {cpu}, load average {load:.2f} | "
+                        f"{measured:.3f} | "
                         f"{pred['bubble_fraction']:.3f} | {cal['bubble_fraction']:.3f} | {closed:.3f} | "
                         f"{step:.1f} / {pred['makespan_us'] / 1e3:.1f} |")
     add_rows(results, rows)
