@@ -42,9 +42,11 @@ double stepSeconds(const rt::Program& program, const rt::Step& step, const Pipel
 constexpr double kSplit = 4194304.0;  // 2^22
 
 std::string layersText(const StageModel& m) {
-  std::string text = m.firstLayer < 0 ? std::string("no blocks")
-                     : m.firstLayer == m.lastLayer ? fmt::format("block {}", m.firstLayer)
-                                                   : fmt::format("blocks {}-{}", m.firstLayer, m.lastLayer);
+  std::string text;
+  for (const auto& [first, last] : m.layerRuns)
+    text += (text.empty() ? "" : ", ") + (first == last ? std::to_string(first) : fmt::format("{}-{}", first, last));
+  const bool one = m.layerRuns.size() == 1 && m.layerRuns[0].first == m.layerRuns[0].second;
+  text = m.layerRuns.empty() ? std::string("no blocks") : (one ? "block " : "blocks ") + text;
   return m.otherModules.empty() ? text : text + " + " + m.otherModules;
 }
 
@@ -128,17 +130,22 @@ StageModel stageModel(const rt::Program& lowered, const PipelineCostFlags& flags
   if (transfers > 0)
     c.p2pSeconds = flags.p2pLatencyUs * 1e-6 + transferBytes / transfers / (flags.p2pGbps * 1e9);
   std::set<std::string> others;
+  std::set<int64_t> layers;
   for (const rt::Buffer& b : lowered.buffers) {
     if (b.kind != rt::BufferKind::Parameter) continue;
     m.parameters += b.globalNumel();
     const size_t at = b.name.find("blocks.");
     if (at != std::string::npos) {
-      const int64_t layer = std::stoll(b.name.substr(at + 7));
-      m.firstLayer = m.firstLayer < 0 ? layer : std::min(m.firstLayer, layer);
-      m.lastLayer = std::max(m.lastLayer, layer);
+      layers.insert(std::stoll(b.name.substr(at + 7)));
     } else {
       others.insert(b.name.substr(0, b.name.find('.')));
     }
+  }
+  for (int64_t layer : layers) {
+    if (m.layerRuns.empty() || m.layerRuns.back().second + 1 != layer)
+      m.layerRuns.emplace_back(layer, layer);
+    else
+      m.layerRuns.back().second = layer;
   }
   for (const std::string& o : others) m.otherModules += (m.otherModules.empty() ? "" : ", ") + o;
   m.memoryBytes = rt::memoryBreakdown(lowered).total();
@@ -149,14 +156,17 @@ StageModel stageModel(const rt::Program& lowered, const PipelineCostFlags& flags
 std::vector<StageModel> gatherStageModels(const StageModel& mine, int64_t stage, int64_t stages,
                                           rt::Communicator* comm) {
   const size_t chunks = mine.costs.forward.size();
-  const size_t record = 4 * chunks + 1 + 2 + 3 * 2;  // costs, p2p, layers, 3 counts split in two
+  const size_t runs = chunks / static_cast<size_t>(stages);  // at most one run of blocks per chunk
+  const size_t record = 4 * chunks + 1 + 2 * runs + 3 * 2;  // costs, p2p, block runs, 3 counts split in two
   std::vector<float> all(record * static_cast<size_t>(stages), -1.0f);
   auto put = [&](const StageModel& m, float* out) {
     for (const std::vector<double>* v : {&m.costs.forward, &m.costs.backward, &m.costs.inputGrad, &m.costs.weightGrad})
       for (double x : *v) *out++ = static_cast<float>(x);
     *out++ = static_cast<float>(m.costs.p2pSeconds);
-    *out++ = static_cast<float>(m.firstLayer);
-    *out++ = static_cast<float>(m.lastLayer);
+    for (size_t r = 0; r < runs; ++r) {  // -1: no run
+      *out++ = r < m.layerRuns.size() ? static_cast<float>(m.layerRuns[r].first) : -1.0f;
+      *out++ = r < m.layerRuns.size() ? static_cast<float>(m.layerRuns[r].second) : -1.0f;
+    }
     for (int64_t n : {m.parameters, m.memoryBytes, m.arenaBytes}) {
       *out++ = static_cast<float>(static_cast<double>(n / static_cast<int64_t>(kSplit)));
       *out++ = static_cast<float>(static_cast<double>(n % static_cast<int64_t>(kSplit)));
@@ -177,8 +187,8 @@ std::vector<StageModel> gatherStageModels(const StageModel& mine, int64_t stage,
     for (std::vector<double>* v : {&m.costs.forward, &m.costs.backward, &m.costs.inputGrad, &m.costs.weightGrad})
       for (size_t ch = 0; ch < chunks; ++ch) v->push_back(std::max(0.0f, *in++));
     m.costs.p2pSeconds = std::max(0.0f, *in++);
-    m.firstLayer = static_cast<int64_t>(*in++);
-    m.lastLayer = static_cast<int64_t>(*in++);
+    for (size_t r = 0; r < runs; ++r, in += 2)
+      if (in[0] >= 0) m.layerRuns.emplace_back(static_cast<int64_t>(in[0]), static_cast<int64_t>(in[1]));
     for (int64_t* n : {&m.parameters, &m.memoryBytes, &m.arenaBytes}) {
       const double hi = in[0], lo = in[1];
       in += 2;
@@ -246,8 +256,10 @@ std::string explainPipeline(const rt::PipelineInfo& info, const std::vector<Stag
   std::string peaks;
   for (size_t r = 0; r < sim.peakLiveActivations.size(); ++r)
     peaks += fmt::format("{}{}", r ? ", " : "", sim.peakLiveActivations[r]);
-  out += fmt::format("peak live microbatch activations per stage: [{}] (the standard 1F1B: min(p - s, M) on stage s, "
-                     "after a warmup of p - s - 1 forwards; a warmup of p - s holds one microbatch more)\n", peaks);
+  out += fmt::format("peak live microbatch activations per stage: [{}]{}\n", peaks,
+                     info.schedule == "1f1b" ? " (the standard 1F1B: min(p - s, M) on stage s, after a warmup of "
+                                               "p - s - 1 forwards; a warmup of p - s would hold one microbatch more)"
+                                             : "");
   return out;
 }
 

@@ -46,7 +46,9 @@ void addPipelineCostFlags(CLI::App& app, PipelineCostFlags& flags);
 /// StageCosts vectors have p x v entries; the other stages' entries are 0) and its summary.
 struct StageModel {
   rt::pipeline::StageCosts costs;
-  int64_t firstLayer = -1, lastLayer = -1;  // its blocks.N parameters' N range, -1 if none
+  /// Its blocks (the N of its blocks.N parameters) as contiguous runs [first, last], ascending:
+  /// one per chunk it holds (v with interleaving), fewer where chunks are adjacent.
+  std::vector<std::pair<int64_t, int64_t>> layerRuns;
   /// The top-level modules of its other parameters ("wte, wpe"; "ln_f"); known only on the
   /// rank that compiled the stage (gatherStageModels leaves it empty for the others).
   std::string otherModules;

@@ -57,8 +57,7 @@ TEST(PipelineCostModel, StageCostsAreTheSpansFlopsAndBytesAtTheGivenRates) {
   EXPECT_NEAR(m.costs.inputGrad[0] + m.costs.weightGrad[0], kernel, 1e-12 * kernel);
   EXPECT_EQ(m.costs.forward[1], 0);  // chunk 1 is the other stage's
   EXPECT_NEAR(m.costs.p2pSeconds, 7e-6 + 4 * 16 * 4 / 5e9, 1e-15);
-  EXPECT_EQ(m.firstLayer, 3);
-  EXPECT_EQ(m.lastLayer, 3);
+  EXPECT_EQ(m.layerRuns, (std::vector<std::pair<int64_t, int64_t>>{{3, 3}}));
   EXPECT_EQ(m.otherModules, "wte");
   EXPECT_EQ(m.parameters, 8 * 16 + 2 * 16);
 }
