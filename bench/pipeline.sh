@@ -15,10 +15,13 @@
 #               span per chunk and the median send/recv span (`tessel pipeline --json`);
 #   closed      (p-1)/(m+p-1) for gpipe and 1f1b, (p-1)/(v m+p-1) interleaved,
 #               (p-1)/(3m+p-1) zero-bubble (F = I = W).
-# On a machine with fewer cores than ranks (pp=4 on 2 cores) the ranks share cores: a compute
-# span then includes time its rank waits for a core, so compute looks longer and the measured
-# bubble (waiting in recv, where a waiting MPI rank yields its core) shrinks towards zero
-# rather than showing the schedule's fill and drain; the table says how many cores there were.
+# On a machine with fewer cores than ranks (pp=4 on 2 cores), or one loaded by other work, the
+# ranks share cores. mpirun --oversubscribe makes a rank that waits in a send/recv yield its
+# core, and the scheduler gives it back milliseconds later: a group of two 32 KiB transfers
+# then takes 1-20 ms instead of the ~0.02 ms the cost model predicts, and each such wait is
+# bubble. So on such a machine the measured bubble is well above the prediction (which knows
+# nothing of other work), and the step times vary between runs; the row records the cores
+# and the load average.
 # Prints a table and adds one row per run to the pipeline section of bench/RESULTS.md.
 #
 # Usage: bench/pipeline.sh

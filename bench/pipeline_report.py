@@ -25,7 +25,10 @@ Measured from --trace's pipeline action spans (1 - compute span time / (ranks x 
 the first action to the last), median of steps 3-8) beside the simulator: predicted on the
 trainer's nominal cost model of the compiled stages, calibrated on this run's measured median F
 and backward spans and fastest transfer, and the closed form for uniform stages without p2p time.
-GPT L8 C64 NH2 T64 B32, M=8, one thread per rank.
+GPT L8 C64 NH2 T64 B32, M=8, one thread per rank. Where ranks share cores (more ranks than cores,
+or a loaded machine) a rank waiting in a send/recv yields its core and gets it back milliseconds
+later, so its p2p groups take 1-20 ms instead of ~0.02 ms and the measured bubble exceeds the
+predictions (bench/pipeline.sh says more).
 
 | date | run | machine | measured | predicted (cost model) | calibrated (measured costs) | closed form | step ms (measured / predicted) |
 |---|---|---|---|---|---|---|---|

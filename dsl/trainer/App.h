@@ -13,7 +13,9 @@
 //      reasons;
 //   4. compiling (--plan, --grad-accumulation, --bucket-mb, --no-overlap, --precision,
 //      --dump-ir, the pipeline's --pp-schedule, --microbatches, --pp-virtual-stages and
-//      --pp-stages; each rank compiles its own pipeline stage), --explain, and --emit-bundle
+//      --pp-stages; each rank compiles its own pipeline stage), --explain (under a pipeline
+//      also the predicted schedule per rank, ExplainPipeline.h; --trace then gets the
+//      prediction as its own track), and --emit-bundle
 //      (a bundle that records the plan, for `mpirun -np N tessel-run DIR`; refused for a
 //      pipeline plan);
 //   5. the CPU executor (generated C++ kernels) or the GPU executor (NVRTC cubin), the loop
