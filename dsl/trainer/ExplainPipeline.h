@@ -28,11 +28,13 @@
 
 namespace tessel::trainer {
 
-/// The cost model's constants (see the file comment); their defaults are nominal rates of one
-/// CPU core running the generated kernels and OpenBLAS, and MPI over shared memory.
+/// The cost model's constants (see the file comment). Their defaults are nominal rates of one
+/// AVX-512 server core (OpenBLAS sgemm and the generated C++ kernels) and MPI over shared
+/// memory: fitted to the F and B spans of a GPT L8 C64 T64 pp=2 trace on a Xeon core, where
+/// 80 GFLOP/s and 12 GB/s predict them within about 20%. Other machines want their own.
 struct PipelineCostFlags {
-  double gemmGflops = 20;      // --pp-gemm-gflops: GEMM rate, GFLOP/s
-  double memGbps = 4;          // --pp-mem-gbps: generated kernels' memory rate, GB/s
+  double gemmGflops = 80;      // --pp-gemm-gflops: GEMM rate, GFLOP/s
+  double memGbps = 12;         // --pp-mem-gbps: generated kernels' memory rate, GB/s
   double p2pGbps = 5;          // --pp-p2p-gbps: send/recv and collective bandwidth, GB/s
   double p2pLatencyUs = 10;    // --pp-p2p-latency-us: fixed cost of one p2p transfer, microseconds
   /// The constants as one line ("GEMM 20 GFLOP/s, kernels 4 GB/s, p2p 5 GB/s + 10 us").
