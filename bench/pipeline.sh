@@ -21,7 +21,9 @@
 # then takes 1-20 ms instead of the ~0.02 ms the cost model predicts, and each such wait is
 # bubble. So on such a machine the measured bubble is well above the prediction (which knows
 # nothing of other work), and the step times vary between runs; the row records the cores
-# and the load average.
+# and the load average. With more ranks than cores at most `cores` ranks compute at a time, so
+# the measured bubble is at least 1 - cores / ranks (0.5 for pp=4 on 2 cores) unless
+# preemption stretches compute spans.
 # Prints a table and adds one row per run to the pipeline section of bench/RESULTS.md.
 #
 # Usage: bench/pipeline.sh

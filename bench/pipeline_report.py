@@ -28,7 +28,9 @@ and backward spans and fastest transfer, and the closed form for uniform stages 
 GPT L8 C64 NH2 T64 B32, M=8, one thread per rank. Where ranks share cores (more ranks than cores,
 or a loaded machine) a rank waiting in a send/recv yields its core and gets it back milliseconds
 later, so its p2p groups take 1-20 ms instead of ~0.02 ms and the measured bubble exceeds the
-predictions (bench/pipeline.sh says more).
+predictions (bench/pipeline.sh says more). With 4 ranks on 2 cores at most 2 ranks compute at a
+time, so unless a compute span is stretched by preemption the measured bubble is at least
+1 - cores / ranks = 0.5.
 
 | date | run | machine | measured | predicted (cost model) | calibrated (measured costs) | closed form | step ms (measured / predicted) |
 |---|---|---|---|---|---|---|---|
@@ -65,7 +67,7 @@ def calibrated(tessel, doc, p, schedule, m):
 def add_rows(path, rows):
     lines = open(path).read().splitlines() if os.path.exists(path) else ["# Benchmark results"]
     if HEADING not in lines:
-        lines += ["", HEADING] + INTRO.strip("\n").split("\n")
+        lines += ["", HEADING, ""] + INTRO.strip("\n").split("\n")
     at = lines.index(HEADING) + 1
     while at < len(lines) and not lines[at].startswith("|"):
         at += 1
