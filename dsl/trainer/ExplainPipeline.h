@@ -15,7 +15,6 @@
 // (B, I, W) cost is the mean over its microbatches.
 #pragma once
 
-#include "dsl/tessel.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/Program.h"
 #include "runtime/pipeline/Simulate.h"
@@ -24,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::trainer {
