@@ -3,6 +3,7 @@
 
 #include "codegen/HostCompiler.h"
 #include "codegen/Nvrtc.h"
+#include "dsl/trainer/ExplainPipeline.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
 #include "runtime/comm/NcclCommunicator.h"
@@ -120,6 +121,7 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
   app.add_option("--cuda-arch", run_.cudaArch, "GPU architecture of the cubin in a CUDA bundle")
       ->capture_default_str()->check(nonEmpty("GPU architecture (such as sm_90)"));
   app.add_flag("--cuda-graphs", run_.graphs, "on the GPU: capture a training step into a CUDA graph and replay it");
+  addPipelineCostFlags(app, ppCost_);
 }
 
 int TrainerApp::run(int argc, char** argv, const std::function<ModelRecipe()>& makeRecipe) {
@@ -201,6 +203,22 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
     return 0;
   }
+  // Under a pipeline, every stage's cost model for --explain's chart and --trace's predicted
+  // track: compiling only, this process compiles every stage; launched, each rank models its own
+  // stage and the ranks combine them (collective).
+  std::optional<rt::PipelineInfo> pipelineInfo;
+  std::vector<StageModel> stageModels;
+  if (plan.pp() > 1 && (flags_.explain || !train_.traceFile.empty())) {
+    const rt::Program lowered = program.lower(false);
+    pipelineInfo = lowered.pipeline;
+    const StageModel mine = stageModel(lowered, ppCost_);
+    stageModels = compileOnly ? std::vector<StageModel>{mine} : gatherStageModels(mine, stage, plan.pp(), comm);
+    for (int64_t s = 1; compileOnly && s < plan.pp(); ++s) {
+      const Program other = recipe.compile({.dump_ir_dir = "", .optimizer = train_.optimizer,
+                                            .precision = flags_.precisionType(), .plan = plan, .pipeline_stage = s});
+      stageModels.push_back(stageModel(other.lower(false), ppCost_));
+    }
+  }
   // Before any rank allocates: every rank runs the same program, so each finds the same answer
   // and every rank refuses (each naming itself) without waiting for the others.
   if (!flags_.deviceMemory.empty()) requireDeviceMemory(program.lower(false), flags_.deviceMemory, rank, plan.describe());
@@ -230,6 +248,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     fmt::print("memory: activation arena {} bytes ({:.3f} MiB) per rank\n", lowered.arenaBytes(),
                static_cast<double>(lowered.arenaBytes()) / (1 << 20));
     fmt::print("{}", rt::explainMemory(lowered, rt::memoryBreakdown(lowered)));
+    if (pipelineInfo) fmt::print("{}", explainPipeline(*pipelineInfo, stageModels, ppCost_));
     if (compileOnly && !emitting) return 0;
   }
   if (emitting) {
@@ -292,6 +311,12 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     trainer::train(*cpu, program, train_, data.train, data.val);
   else
     trainer::train(ex, train_, data.train, data.val);
+  if (pipelineInfo && !train_.traceFile.empty() && rank == 0) {
+    std::vector<int64_t> stageOfRank;
+    for (int w = 0; w < world; ++w)
+      stageOfRank.push_back(batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, w).first);
+    addPredictedTrack(train_.traceFile, *pipelineInfo, stageModels, stageOfRank, ppCost_);
+  }
   // A sharded program's parameters are gathered (by every rank) for the report, which runs
   // on rank 0 alone: it cannot use the executor's shards.
   std::optional<SafeTensorsFile> gathered;

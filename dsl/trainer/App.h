@@ -13,7 +13,9 @@
 //      reasons;
 //   4. compiling (--plan, --grad-accumulation, --bucket-mb, --no-overlap, --precision,
 //      --dump-ir, the pipeline's --pp-schedule, --microbatches, --pp-virtual-stages and
-//      --pp-stages; each rank compiles its own pipeline stage), --explain, and --emit-bundle
+//      --pp-stages; each rank compiles its own pipeline stage), --explain (under a pipeline
+//      also the predicted schedule per rank, ExplainPipeline.h; --trace then gets the
+//      prediction as its own track), and --emit-bundle
 //      (a bundle that records the plan, for `mpirun -np N tessel-run DIR`; refused for a
 //      pipeline plan);
 //   5. the CPU executor (generated C++ kernels) or the GPU executor (NVRTC cubin), the loop
@@ -26,6 +28,7 @@
 #pragma once
 
 #include "dsl/tessel.h"
+#include "dsl/trainer/ExplainPipeline.h"
 #include "dsl/trainer/Flags.h"
 #include "runtime/comm/World.h"
 #include "runtime/train/Loop.h"
@@ -135,6 +138,7 @@ class TrainerApp {
   Flags& flags_;
   TrainOptions& train_;
   RunFlags run_;
+  PipelineCostFlags ppCost_;  // the pipeline cost model's constants (--pp-gemm-gflops, ...)
   /// The launcher's world. It outlives runMain's error handlers, so every rank reports its
   /// error before the world's orderly shutdown (MPI_Finalize waits for every rank, and then
   /// the first rank to exit ends the job), and a failed collective ends the job there

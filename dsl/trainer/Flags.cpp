@@ -74,7 +74,8 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
                  "and backward (at most N + 1 units' gathers in flight; 0: off)")
       ->capture_default_str()->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--pp-schedule", f.ppSchedule,
-                 "with a pp axis: the pipeline schedule, gpipe, 1f1b (default), interleaved (Megatron-LM's, needs "
+                 "with a pp axis: the pipeline schedule, gpipe, 1f1b (default; the standard one: stage s warms up with "
+                 "p - s - 1 forwards and holds at most p - s microbatches), interleaved (Megatron-LM's, needs "
                  "--pp-virtual-stages >= 2), zero-bubble (ZB-H1), or a CSV file of actions per rank (PyTorch's "
                  "pipelining vocabulary: F, B, I, W, SEND_F, RECV_F, SEND_B, RECV_B)")
       ->type_name("SCHEDULE|FILE.csv")->check(nonEmpty("schedule or file"));

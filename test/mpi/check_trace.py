@@ -25,6 +25,15 @@ against the trace-event format and what the run logged:
     machine preempts between two executor steps shows the preemption as uncovered time);
   - the categories kernel, gemm, collective_start, collective_wait, data, idle, function and
     step all occur (a dp=2 step has gradient all-reduces).
+Then pipelined runs (`--plan pp=2` and `pp=4`, 1F1B, M = 4, a 4-block model), checked as above on
+the measured tracks (tid 0, where train_step's children are its pipeline action spans, which
+enclose the executor's steps), and:
+  - every rank also has a "predicted" track (tid 1) holding one "predicted step" whose events
+    nest in it;
+  - the peak of live microbatch activations measured from each rank's action spans
+    (pipeline_trace.py) equals the predicted one in the trace and the standard 1F1B's
+    min(p - s, M) on stage s (an independent closed form); for pp=2 zero-bubble (activations
+    live until W) the predicted one.
 Exits 1 listing every problem.
 """
 import json
@@ -33,8 +42,12 @@ import subprocess
 import sys
 import tempfile
 
+import pipeline_trace
+
 EPS = 1e-3  # microseconds
-EXECUTOR_STEPS = ("kernel", "gemm", "copy", "collective_start", "collective_wait", "collective")
+# What may cover train_step: the executor's steps, or under a pipeline its action spans (which
+# enclose those steps) and the send/recv steps between them.
+EXECUTOR_STEPS = ("kernel", "gemm", "copy", "collective_start", "collective_wait", "collective", "pipeline", "p2p")
 
 
 def run(cmd):
@@ -57,7 +70,7 @@ def children(events, parent):
     return direct
 
 
-def check(path, world, window, logged, label, problems):
+def check(path, world, window, logged, label, problems, want=None):
     with open(path) as f:
         doc = json.load(f)
     events = doc.get("traceEvents")
@@ -93,6 +106,8 @@ def check(path, world, window, logged, label, problems):
                 problems.append(f"{label}: rank {pid}: '{e['name']}' at {e['ts']} overlaps '{stack[-1]['name']}' "
                                 "without nesting in it")
             stack.append(e)
+        if tid != 0:
+            continue  # the predicted track: checked by check_pipeline
         steps = {int(e["name"].split()[1]): e for e in evs if e["cat"] == "step"}
         if sorted(steps) != list(range(window[0], window[1] + 1)):
             problems.append(f"{label}: rank {pid} traced steps {sorted(steps)}, expected {window}")
@@ -110,10 +125,36 @@ def check(path, world, window, logged, label, problems):
         if not cover or cover[len(cover) // 2] < 0.9:
             problems.append(f"{label}: rank {pid}: the executor's steps cover a median {cover and cover[len(cover) // 2]} "
                             "of train_step, below 0.9")
-    want = {"kernel", "gemm", "data", "idle", "function", "step"} | ({"collective_start", "collective_wait"}
-                                                                     if world > 1 else set())
+    want = want or ({"kernel", "gemm", "data", "idle", "function", "step"} |
+                    ({"collective_start", "collective_wait"} if world > 1 else set()))
     if not want <= categories:
         problems.append(f"{label}: categories {sorted(categories)} lack {sorted(want - categories)}")
+
+
+def check_pipeline(path, p, m, label, problems, one_f_one_b=True):
+    """The predicted track and the measured peak of live activations of a pp=p run (against
+    min(p - s, M) too for 1F1B)."""
+    with open(path) as f:
+        doc = json.load(f)
+    predicted = pipeline_trace.predicted(doc)
+    if sorted(predicted) != list(range(p)):
+        problems.append(f"{label}: predicted tracks for pids {sorted(predicted)}, expected 0..{p - 1}")
+    threads = {e["pid"] for e in doc["traceEvents"] if e.get("ph") == "M" and e.get("name") == "thread_name"
+               and e.get("tid") == 1 and e["args"]["name"] == "predicted"}
+    if threads != set(range(p)):
+        problems.append(f"{label}: 'predicted' thread names for pids {sorted(threads)}")
+    computes = {e["pid"] for e in doc["traceEvents"] if e.get("tid") == 1 and e.get("cat") == "compute"}
+    if computes != set(range(p)):
+        problems.append(f"{label}: predicted compute events on pids {sorted(computes)}")
+    measured = pipeline_trace.measured_peaks(doc)
+    for s in range(p):
+        got, want = measured.get(s), predicted.get(s, {}).get("peak_live_activations")
+        closed = min(p - s, m) if one_f_one_b else want  # zero-bubble: the simulator's count only
+        if os.environ.get("TESSEL_TRACE_VERBOSE"):
+            print(f"{label}: stage {s}: peak live measured {got}, predicted {want}, reference {closed}")
+        if not (got == want == closed):
+            problems.append(f"{label}: stage {s}: peak live activations measured {got}, predicted {want}, "
+                            f"reference (1F1B: min(p - s, M)) {closed}")
 
 
 def logged_seconds(path):
@@ -138,6 +179,21 @@ def main(argv):
         run([tessel_run, bundle, "--data", data, "--threads", "1", "--steps", "4", "--trace", trace,
              "--log-json", log])
         check(trace, 1, (1, 4), logged_seconds(log), "tessel-run", problems)
+        pp_model = model[:3] + ["4"] + model[4:]  # four blocks: one per stage at pp=4
+        pp_want = {"kernel", "gemm", "data", "idle", "function", "step", "pipeline", "p2p"}
+        for p in (2, 4):
+            label = f"pp={p} 1f1b"
+            run([mpiexec, "--oversubscribe", "-np", str(p), gpt] + pp_model +
+                ["--plan", f"pp={p}", "--microbatches", "4", "--pp-schedule", "1f1b", "--steps", "4",
+                 "--trace", trace, "--log-json", log])
+            check(trace, p, (1, 4), logged_seconds(log), label, problems, pp_want)  # fewer than 6 steps: all traced
+            check_pipeline(trace, p, 4, label, problems)
+        # Zero-bubble: live until W; the measured peak against the simulator's.
+        run([mpiexec, "--oversubscribe", "-np", "2", gpt] + pp_model +
+            ["--plan", "pp=2", "--microbatches", "4", "--pp-schedule", "zero-bubble", "--steps", "4",
+             "--trace", trace, "--log-json", log])
+        check(trace, 2, (1, 4), logged_seconds(log), "pp=2 zero-bubble", problems, pp_want)
+        check_pipeline(trace, 2, 4, "pp=2 zero-bubble", problems, one_f_one_b=False)
     for p in problems:
         print(p)
     print(f"trace: {len(problems)} problems")
