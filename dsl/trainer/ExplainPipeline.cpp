@@ -1,6 +1,8 @@
 // The pipeline's predicted timeline in the trainer; see ExplainPipeline.h.
 #include "dsl/trainer/ExplainPipeline.h"
 
+#include "runtime/train/FlagChecks.h"
+
 #include "runtime/exec/MemoryBreakdown.h"
 
 #include <fmt/format.h>
@@ -76,7 +78,9 @@ std::string PipelineCostFlags::describe() const {
 }
 
 void addPipelineCostFlags(CLI::App& app, PipelineCostFlags& flags) {
-  auto positive = CLI::PositiveNumber;
+  // Rates in (0, 1e6] (a petaflop per second, a petabyte per second: far above any device),
+  // the latency in [0, 1e6] microseconds (one second).
+  auto positive = positiveUpTo(1e6);
   app.add_option("--pp-gemm-gflops", flags.gemmGflops,
                  "pipeline cost model (--explain, --trace's predicted track): GEMM rate in GFLOP/s")
       ->capture_default_str()->check(positive);
@@ -87,7 +91,7 @@ void addPipelineCostFlags(CLI::App& app, PipelineCostFlags& flags) {
       ->capture_default_str()->check(positive);
   app.add_option("--pp-p2p-latency-us", flags.p2pLatencyUs,
                  "pipeline cost model: fixed cost of one send/recv transfer in microseconds")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(numberIn(0, 1e6));
 }
 
 StageModel stageModel(const rt::Program& lowered, const PipelineCostFlags& flags) {

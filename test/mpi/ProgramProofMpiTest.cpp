@@ -17,6 +17,7 @@
 #include "test/mpi/RankCheck.h"
 #include "test/mpi/RankMain.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -34,13 +35,23 @@ void run(MpiCommunicator& world) {
   Program p = tessel::test::pipeline::stageProgram(stage, dp, 1 << 16);
 
   const pipeline::VerifyResult r = proveProgram(p, world, "train_step");
-  CHECK(r.events == world.worldSize() && r.p2pGroups == world.worldSize() && r.collectives == 0,
+  // One send_recv per rank, and with dp one all-reduce over dp per rank (stageProgram).
+  const int collectives = dp ? world.worldSize() : 0;
+  CHECK(r.events == world.worldSize() + collectives && r.p2pGroups == world.worldSize() &&
+            r.collectives == collectives,
         "proof of the stages: %lld events, %lld groups, %lld collectives", static_cast<long long>(r.events),
         static_cast<long long>(r.p2pGroups), static_cast<long long>(r.collectives));
   const pipeline::VerifyResult training = proveTraining(p, world);  // @forward absent: no events of it
   CHECK(training.events == r.events, "proveTraining: %lld events", static_cast<long long>(training.events));
 
-  if (stage == 1) p.functions[0].steps.erase(p.functions[0].steps.begin() + 1);  // no send_recv
+  if (stage == 1) {  // no send_recv
+    std::vector<Step>& steps = p.functions[0].steps;
+    steps.erase(std::find_if(steps.begin(), steps.end(), [](const Step& s) {
+      const auto* c = std::get_if<CollectiveStep>(&s);
+      return c && c->kind == CollectiveStep::Kind::SendRecv;
+    }));
+    p.functions[0].actions.clear();
+  }
   // World rank 0 (stage 0, dp 0) sends first to stage 1's rank with its dp coordinate.
   const std::string peer = dp ? "2" : "1";
   expectThrows([&] { proveProgram(p, world, "train_step"); },

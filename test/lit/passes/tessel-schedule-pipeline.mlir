@@ -39,7 +39,7 @@
 // EARLY: train.cpp:9:5: error: pipeline schedule '{{.*}}early.csv': rank 0, action 0 (0B0) waits for 0F0 (the forward it differentiates), which is not earlier in rank 0's list
 // An unknown schedule name, a schedule before tessel-microbatch, and a second run:
 // RUN: not tessel-opt %s -tessel-split-stages=stage=0 -tessel-autodiff -tessel-microbatch=microbatches=2 -tessel-schedule-pipeline=schedule=pipedream 2>&1 | FileCheck %s --check-prefix=NAME
-// NAME: error: pipeline schedule 'pipedream': 'pipedream' is not a pipeline schedule; use gpipe, 1f1b, interleaved or zero-bubble
+// NAME: error: pipeline schedule 'pipedream': not a built-in schedule (gpipe, 1f1b, interleaved or zero-bubble), and no readable CSV file of that name
 // RUN: not tessel-opt %s -tessel-split-stages=stage=0 -tessel-autodiff -tessel-schedule-pipeline 2>&1 | FileCheck %s --check-prefix=NOMB
 // NOMB: error: tessel-schedule-pipeline: @train_step has no microbatches (tessel-microbatch did not run)
 // RUN: not tessel-opt %s -tessel-split-stages=stage=0 -tessel-autodiff -tessel-microbatch=microbatches=2 -tessel-schedule-pipeline -tessel-schedule-pipeline 2>&1 | FileCheck %s --check-prefix=TWICE

@@ -60,12 +60,15 @@ OUT_OF_RANGE = {
     "--params-billions": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e5]
     "--gpus": ["0", "-1", "1048577"],  # [1, 2^20]
     "--world": ["0", "-1", "1048577"],  # [1, 2^20]
-    "--microbatches": ["0", "-1", "1048577"],  # [1, 2^20]
     "--pp-virtual-stages": ["0", "4097"],  # [1, 4096]: at most one chunk per layer (--layers <= 4096)
     "--zero-stage": ["-1", "4"],  # trainers 1-3 (0: tessel-gpt-fsdp.test), tessel memory 0-3
     # tessel pipeline
     "--pp": ["0", "257"],  # [1, 256]
-    "--microbatches": ["0", "-1", "1099511627777"],  # tessel pipeline [1, 4096]
+    "--microbatches": ["0", "-1", "1099511627777"],  # trainers [1, 2^20], tessel pipeline [1, 4096]
+    "--pp-gemm-gflops": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e6]
+    "--pp-mem-gbps": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e6]
+    "--pp-p2p-gbps": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e6]
+    "--pp-p2p-latency-us": ["-1", "nan", "1e10", "1e30"],  # [0, 1e6]
     "--virtual-stages": ["0", "65"],  # [1, 64]
     "--forward-ms": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e6]
     "--backward-ms": ["0", "-1", "nan", "1e10", "1e30"],
