@@ -436,7 +436,8 @@ class Plan {
   /// "blocks.<i>" among `modules` (every Module's path()); returns their count L (0 for a model
   /// without blocks, which is not checked). Throws ModelError at the pipeline() line (for
   /// --plan, its pp item) when pipelined (pp() > 1) with more stages than layers (pp x
-  /// virtual stages > L) or layer ranges that do not end at the last layer (L - 1).
+  /// virtual stages > L) or layer ranges that do not end at the last layer (L - 1), and at
+  /// the checkpoint() line when pipelined with activation checkpointing (not supported yet).
   int64_t resolve_pipeline_layers(const std::vector<std::string>& modules) const;
   /// "dp=4" / "dp=2 microsteps=2 bucket_mb=25 overlap=on" / "dp=2,tp=2 tensor_parallel=tp
   /// sequence_parallel=on shard(blocks.*.mlp.fc.weight,[[tp],[]]) bucket_mb=25 overlap=on"

@@ -175,9 +175,17 @@ int64_t Plan::resolve_pipeline_layers(const std::vector<std::string>& modules) c
     if (m.size() > prefix.size() && m.compare(0, prefix.size(), prefix) == 0 &&
         m.find_first_not_of("0123456789", prefix.size()) == std::string::npos)
       ++layers;
-  if (pp() == 1 || layers == 0) return layers;
-  const int64_t chunks = pp() * pipelineVirtualStages_;
+  if (pp() == 1) return layers;
   const std::string label = fmt::format("pipeline(\"{}\")", pipelineAxis_);
+  // Remat runs on the unrolled microbatches of a stage, whose modules it cannot tell apart
+  // yet: refused rather than compiled wrong.
+  if (!checkpoints_.empty())
+    fail(checkpoints_.front().site,
+         fmt::format("checkpoint(\"{}\"): activation checkpointing is not supported together with pipeline "
+                     "parallelism ({}) yet; drop one of them",
+                     checkpoints_.front().glob, label));
+  if (layers == 0) return layers;
+  const int64_t chunks = pp() * pipelineVirtualStages_;
   if (!pipelineLayerRanges_.empty() && pipelineLayerRanges_.back().second != layers - 1)
     fail(pipelineSites_.stages.empty() ? pipelineSites_.call : PlanSite{pipelineSites_.stages.front().file, 1, 1},
          fmt::format("{}: the layer ranges end at layer {}, but the model has {} layer{} (blocks.0 to blocks.{}); "

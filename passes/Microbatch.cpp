@@ -45,17 +45,9 @@ struct MicrobatchPass : impl::MicrobatchBase<MicrobatchPass> {
 
   void runOnOperation() override {
     mlir::ModuleOp module = getOperation();
-    auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(trainStepName);
-    if (!step) {
-      module.emitError() << DEBUG_TYPE << ": no function @" << trainStepName;
-      return signalPassFailure();
-    }
-    if (mlir::failed(PipelineStage(module, trainStepName, trainStepName)
-                         .require(DEBUG_TYPE, step, {StageFact::TrainStep},
-                                  {StageFact::GradientsReduced, StageFact::Optimizer, StageFact::Fused},
-                                  "once, after tessel-autodiff and before tessel-gradient-all-reduce and "
-                                  "tessel-optimizer")))
-      return signalPassFailure();
+    auto step = unreducedTrainStep(module, trainStepName, DEBUG_TYPE,
+                                   "once, after tessel-autodiff and before tessel-gradient-all-reduce and tessel-optimizer");
+    if (!step) return signalPassFailure();
     std::optional<PipelineInfo> info = pipelineInfo(step);
     if (!info) {
       step.emitError() << DEBUG_TYPE << ": @" << trainStepName

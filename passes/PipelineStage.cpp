@@ -5,6 +5,7 @@
 #include "compiler/TesselDialect.h"
 
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/SymbolTable.h"
 
 #include <fmt/format.h>
 
@@ -154,6 +155,20 @@ mlir::FailureOr<ShardingTarget> shardingTarget(mlir::ModuleOp module, llvm::Stri
   auto grid = findGrid(module, pass);
   if (mlir::failed(grid)) return mlir::failure();
   return ShardingTarget{f, *grid};
+}
+
+mlir::func::FuncOp unreducedTrainStep(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef pass,
+                                      llvm::StringRef where) {
+  auto step = mlir::SymbolTable(module).lookup<mlir::func::FuncOp>(name);
+  if (!step) {
+    module.emitError() << pass << ": no function @" << name;
+    return nullptr;
+  }
+  if (mlir::failed(PipelineStage(module, name, name)
+                       .require(pass, step, {StageFact::TrainStep},
+                                {StageFact::GradientsReduced, StageFact::Optimizer, StageFact::Fused}, where)))
+    return nullptr;
+  return step;
 }
 
 }  // namespace tessel

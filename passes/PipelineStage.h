@@ -120,4 +120,11 @@ mlir::FailureOr<ShardingTarget> shardingTarget(mlir::ModuleOp module, llvm::Stri
                                                std::initializer_list<StageFact> forbidden,
                                                llvm::StringRef order);
 
+/// The train step `name` of `module` at the stage the pipeline-parallel passes after autodiff
+/// take (tessel-microbatch, tessel-schedule-pipeline): @`name` exists, with gradients not yet
+/// reduced, no optimizer and nothing fused. Otherwise emits "<pass>: ..." (ending "it runs
+/// <where>") and returns null.
+mlir::func::FuncOp unreducedTrainStep(mlir::ModuleOp module, llvm::StringRef name, llvm::StringRef pass,
+                                      llvm::StringRef where);
+
 }  // namespace tessel

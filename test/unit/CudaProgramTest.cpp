@@ -53,21 +53,23 @@ void expectError(F f, const std::vector<std::string>& parts) {
 
 void writeText(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::binary) << text; }
 
-TEST(CudaProgram, FormatVersion6RoundTripsLaunchesAndKernelsCu) {
+TEST(CudaProgram, FormatVersionRoundTripsLaunchesAndKernelsCu) {
   rt::Program p = gptProgram();
   std::string dir = freshDir("cuda_program_v2");
   rt::saveProgram(p, dir);
-  EXPECT_NE(readFile(dir + "/program.json").find("\"version\": 6"), std::string::npos);
+  const std::string cudaVersion = "\"version\": " + std::to_string(rt::kProgramFormatVersion);
+  const std::string cpuVersion = "\"version\": " + std::to_string(rt::kProgramFormatVersionCpu);
+  EXPECT_NE(readFile(dir + "/program.json").find(cudaVersion), std::string::npos);
   EXPECT_EQ(readFile(dir + "/kernels.cu"), p.cudaSource);
   EXPECT_EQ(rt::loadProgram(dir), p);
-  // A CPU-only program keeps version 5 and no kernels.cu, also when saved over a CUDA one.
+  // A CPU-only program keeps the CPU version and no kernels.cu, also when saved over a CUDA one.
   rt::Program cpu = p;
   cpu.cudaSource.clear();
   for (rt::Function& f : cpu.functions)
     for (rt::Step& s : f.steps)
       if (auto* k = std::get_if<rt::KernelStep>(&s)) k->launch.reset();
   rt::saveProgram(cpu, dir);
-  EXPECT_NE(readFile(dir + "/program.json").find("\"version\": 5"), std::string::npos);
+  EXPECT_NE(readFile(dir + "/program.json").find(cpuVersion), std::string::npos);
   EXPECT_FALSE(fs::exists(dir + "/kernels.cu"));
   EXPECT_EQ(rt::loadProgram(dir), cpu);
 }
@@ -104,8 +106,8 @@ TEST(CudaProgram, InconsistentLaunchesAreRefused) {
   ASSERT_TRUE(changed) << "no symbol is used twice";
   expectError([&] { rt::validateProgram(twice, "t"); }, {"launched with two different configurations"});
 
-  // On disk: a version-6 program without kernels.cu, a launch with four dimensions, a
-  // version-5 program with a launch.
+  // On disk: a CUDA-version program without kernels.cu, a launch with four dimensions, a
+  // CPU-version program with a launch.
   std::string dir = freshDir("cuda_program_bad");
   rt::saveProgram(p, dir);
   fs::remove(dir + "/kernels.cu");
@@ -118,7 +120,8 @@ TEST(CudaProgram, InconsistentLaunchesAreRefused) {
   bad.replace(at, 9, "\"grid\": [7,");  // four dimensions
   writeText(dir + "/program.json", bad);
   expectError([&] { rt::loadProgram(dir); }, {"program.json", ".launch.grid", "expected 3 dimensions"});
-  bad = replaceAll(json, "\"version\": 6", "\"version\": 5");
+  bad = replaceAll(json, "\"version\": " + std::to_string(rt::kProgramFormatVersion),
+                   "\"version\": " + std::to_string(rt::kProgramFormatVersionCpu));
   writeText(dir + "/program.json", bad);
   expectError([&] { rt::loadProgram(dir); }, {"program.json", "unknown field 'launch'"});
 }
