@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -89,8 +90,13 @@ TEST(StandinNcclApi, CollectivesTheRuntimeCalls) {
 }
 
 TEST(StandinNcclApi, WhatTheStandinDoesNotImplementIsRefusedWithAReason) {
+  // The last error is one text for the process (as ncclGetLastError reads it), so the ranks
+  // make their refused calls one at a time: otherwise one rank's error can replace the
+  // other's between its call and its check.
+  std::mutex refusals;
   onRanks(2, [&](int r, ncclComm_t& comm) {
     std::vector<float> x(8, 1.0f);
+    std::unique_lock<std::mutex> one(refusals);
     EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 4, ncclFloat16, ncclSum, comm, kStream), ncclInvalidArgument);
     EXPECT_NE(lastError().find("data type ncclFloat16"), std::string::npos) << lastError();
     EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 4, ncclFloat32, ncclMin, comm, kStream), ncclInvalidArgument);
@@ -112,6 +118,7 @@ TEST(StandinNcclApi, WhatTheStandinDoesNotImplementIsRefusedWithAReason) {
     EXPECT_NE(lastError().find("ncclAllGather recvbuff of 4 f32: not a device address"), std::string::npos)
         << lastError();
     EXPECT_EQ(ncclAllReduce(x.data(), x.data(), 4, ncclFloat32, ncclSum, nullptr, kStream), ncclInvalidArgument);
+    one.unlock();
     // Nothing was queued by the refused calls: a valid collective still pairs up.
     ASSERT_EQ(ncclAllReduce(x.data(), x.data(), 8, ncclFloat32, ncclSum, comm, kStream), ncclSuccess);
     EXPECT_EQ(x[7], 2.0f);
