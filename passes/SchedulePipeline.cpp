@@ -168,18 +168,20 @@ struct SchedulePipelinePass : impl::SchedulePipelineBase<SchedulePipelinePass> {
       }
     for (Operation* op : order) op->moveBefore(ret);
 
-    // 4. Groups of consecutive comm actions.
+    // 4. Groups of consecutive comm actions: each action's group number (-1 for compute),
+    // then one pass over the transfers.
+    std::vector<int64_t> groupOf(actions.size(), -1);
     int64_t group = -1;
     bool previousComm = false;
     for (auto [index, a] : llvm::enumerate(actions)) {
       const bool comm = !a.isCompute();
       if (comm && !previousComm) ++group;
       previousComm = comm;
-      if (!comm) continue;
-      for (Operation* op : order)
-        if (actionOf.lookup(op) == index && llvm::isa<SendOp, RecvOp>(op) && actionOf.count(op))
-          setPipelineTag(op, PipelineTag::Group, group);
+      if (comm) groupOf[index] = group;
     }
+    for (Operation* op : order)
+      if (llvm::isa<SendOp, RecvOp>(op) && actionOf.count(op) && groupOf[actionOf.lookup(op)] >= 0)
+        setPipelineTag(op, PipelineTag::Group, groupOf[actionOf.lookup(op)]);
     return mlir::success();
   }
 
