@@ -11,6 +11,7 @@
 //      lists, so all reach the same verdict and, on failure, throw the same message.
 #include "runtime/exec/ProgramProof.h"
 
+#include "runtime/comm/GatherBytes.h"
 #include "runtime/exec/Sharding.h"  // meshLayoutOf
 
 #include <fmt/format.h>
@@ -73,31 +74,6 @@ CommEvent fromJson(const nlohmann::json& j) {
   e.dtype = j.at("dtype").get<std::string>();
   e.slot = j.at("slot").get<int64_t>();
   return e;
-}
-
-/// All-gathers every rank's `mine` bytes over `world`: one string per rank.
-std::vector<std::string> gatherBytes(Communicator& world, const std::string& mine, const std::string& function) {
-  const int n = world.worldSize();
-  // A list too large for an I32 count is sent as -1, so that every rank refuses it alike.
-  const int32_t size = mine.size() > static_cast<size_t>(INT32_MAX - 4) ? -1 : static_cast<int32_t>(mine.size());
-  std::vector<int32_t> sizes(static_cast<size_t>(n));
-  world.allGather(&size, sizes.data(), n, DType::I32, "proof sizes of @" + function)->wait();
-  for (int r = 0; r < n; ++r)
-    if (sizes[static_cast<size_t>(r)] < 0)
-      throw std::runtime_error(
-          fmt::format("the communication events of @{} on rank {} are too large to exchange (2 GiB or more)", function, r));
-  const int32_t largest = *std::max_element(sizes.begin(), sizes.end());
-  const size_t words = (static_cast<size_t>(largest) + 3) / 4;
-  std::vector<int32_t> padded(words, 0), all(words * static_cast<size_t>(n));
-  std::memcpy(padded.data(), mine.data(), mine.size());
-  world.allGather(padded.data(), all.data(), static_cast<int64_t>(all.size()), DType::I32,
-                  "proof events of @" + function)
-      ->wait();
-  std::vector<std::string> out;
-  for (int r = 0; r < n; ++r)
-    out.emplace_back(reinterpret_cast<const char*>(all.data() + static_cast<size_t>(r) * words),
-                     static_cast<size_t>(sizes[static_cast<size_t>(r)]));
-  return out;
 }
 
 }  // namespace
@@ -172,7 +148,7 @@ pipeline::VerifyResult proveProgram(const Program& mine, Communicator& world, co
   const std::string bytes = nlohmann::json{{"function", function}, {"events", list}}.dump();
   std::vector<std::vector<CommEvent>> perRank;
   int rank = 0;
-  for (const std::string& text : gatherBytes(world, bytes, function)) {
+  for (const std::string& text : allGatherBytes(world, bytes, "the communication events of @" + function)) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.contains("events") || j.value("function", "") != function)
       throw std::runtime_error(fmt::format("the communication events of @{} from rank {} are unreadable; were the "

@@ -1,0 +1,1 @@
+// runtime/ckpt/Boxes.cpp: see the headers of runtime/ckpt/.

@@ -1,0 +1,1 @@
+// runtime/ckpt/Checkpointer.cpp: see the headers of runtime/ckpt/.

@@ -1,0 +1,1 @@
+// runtime/ckpt/Commit.cpp: see the headers of runtime/ckpt/.

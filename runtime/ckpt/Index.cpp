@@ -1,0 +1,1 @@
+// runtime/ckpt/Index.cpp: see the headers of runtime/ckpt/.

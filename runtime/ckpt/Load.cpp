@@ -1,0 +1,1 @@
+// runtime/ckpt/Load.cpp: see the headers of runtime/ckpt/.

@@ -1,0 +1,1 @@
+// runtime/ckpt/Reader.cpp: see the headers of runtime/ckpt/.
