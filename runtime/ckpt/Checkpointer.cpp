@@ -256,15 +256,15 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   }
   job.blockedSeconds = since(start);
   if (!s.options.async) {
-    std::string line = detail::runSave(job);
+    std::string line = detail::runSave(std::move(job));
     std::lock_guard lock(s.mutex);
     if (!line.empty()) s.lines.push_back(std::move(line));
     return since(start);
   }
   s.finished = false;
-  s.writer = std::thread([&s, job = std::move(job)] {
+  s.writer = std::thread([&s, job = std::move(job)]() mutable {
     try {
-      std::string line = detail::runSave(job);
+      std::string line = detail::runSave(std::move(job));
       std::lock_guard lock(s.mutex);
       if (!line.empty()) s.lines.push_back(std::move(line));
     } catch (...) {

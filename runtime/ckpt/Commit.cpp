@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -79,10 +80,10 @@ class TmpFile {
   bool committed_ = false;
 };
 
-StDType dtypeFromName(const std::string& name, const std::string& where) {
-  for (StDType d : {StDType::F32, StDType::F64, StDType::BF16, StDType::I32, StDType::I64})
-    if (name == dtypeName(d)) return d;
-  throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
+StDType dtypeNamed(const std::string& name, const std::string& where) {
+  StDType d;
+  if (!dtypeFromName(name, d)) throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
+  return d;
 }
 
 nlohmann::json shardToJson(const ShardEntry& s) {
@@ -103,55 +104,35 @@ ShardEntry shardFromJson(const nlohmann::json& j) {
   return s;
 }
 
-/// Writes this rank's shard file (safetensors: 8-byte little-endian header length, the header
-/// JSON padded with spaces to a multiple of 8, the data in key order, no gaps) and returns each
-/// box's entry by tensor name. No file when the rank writes no box.
-std::vector<std::pair<std::string, ShardEntry>> writeShardFile(const SaveJob& job, const std::string& dir) {
+/// Writes this rank's shard file (runtime/io/SafeTensors.h's writer: a temporary name,
+/// fsynced, renamed) and returns each box's entry by tensor name. No file when the rank writes
+/// no box. The boxes' bytes move into the file's tensors.
+std::vector<std::pair<std::string, ShardEntry>> writeShardFile(SaveJob& job, const std::string& dir) {
   std::vector<std::pair<std::string, ShardEntry>> out;
   if (job.boxes.empty()) return out;
   const std::string file = rankStem(job.rank) + ".safetensors";
-  std::vector<size_t> order(job.boxes.size());
-  std::vector<std::string> keys;
-  for (const SnapshotBox& b : job.boxes)
-    keys.push_back(boxKey(b.name, b.offsets, b.lengths, job.tensors.at(b.name).shape));
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}, {"tessel_checkpoint_step", std::to_string(job.step)}};
-  int64_t at = 0;
-  for (size_t i : order) {
-    const SnapshotBox& b = job.boxes[i];
-    const int64_t n = static_cast<int64_t>(b.bytes.size());
-    header[keys[i]] = {{"dtype", dtypeName(job.tensors.at(b.name).dtype)}, {"shape", b.lengths},
-                       {"data_offsets", {at, at + n}}};
-    at += n;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  const int64_t dataStart = 8 + static_cast<int64_t>(text.size());
-  const std::string path = dir + "/" + file;
-  TmpFile f(path);
-  unsigned char length[8];
-  for (int k = 0; k < 8; ++k) length[k] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * k));
-  f.write(length, 8);
-  f.write(text.data(), text.size());
-  at = dataStart;
-  for (size_t i : order) {
-    const SnapshotBox& b = job.boxes[i];
-    f.write(b.bytes.data(), b.bytes.size());
+  SafeTensorsFile shards;
+  shards.metadata = {{"format", "pt"}, {"tessel_checkpoint_step", std::to_string(job.step)}};
+  for (SnapshotBox& b : job.boxes) {
+    const TensorMeta& meta = job.tensors.at(b.name);
     ShardEntry e;
     e.offsets = b.offsets;
     e.lengths = b.lengths;
     e.file = file;
-    e.key = keys[i];
-    e.begin = at;
-    e.end = at + static_cast<int64_t>(b.bytes.size());
+    e.key = boxKey(b.name, b.offsets, b.lengths, meta.shape);
     e.blockBytes = job.blockBytes;
     e.crc32 = blockCrcs(b.bytes.data(), b.bytes.size(), job.blockBytes);
-    at = e.end;
+    shards.tensors[e.key] = StTensor{meta.dtype, b.lengths, std::move(b.bytes)};
     out.emplace_back(b.name, std::move(e));
   }
-  f.commit();
+  const std::string path = dir + "/" + file;
+  StByteRanges ranges;
+  try {
+    ranges = writeSafeTensorsWithOffsets(path, shards);
+  } catch (const SafeTensorsError& e) {
+    throw CheckpointError(e.what());
+  }
+  for (auto& [name, e] : out) std::tie(e.begin, e.end) = ranges.at(e.key);
   syncFolder(dir);
   return out;
 }
@@ -224,7 +205,7 @@ Index buildIndex(const SaveJob& job, const std::vector<nlohmann::json>& markers,
       for (const auto& [name, t] : markers[r].at("tensors").items()) {
         TensorEntry e;
         e.kind = t.at("kind").get<std::string>();
-        e.dtype = dtypeFromName(t.at("dtype").get<std::string>(), where);
+        e.dtype = dtypeNamed(t.at("dtype").get<std::string>(), where);
         e.shape = t.at("shape").get<std::vector<int64_t>>();
         auto [it, fresh] = index.tensors.emplace(name, e);
         if (!fresh && (it->second.kind != e.kind || it->second.dtype != e.dtype || it->second.shape != e.shape))
@@ -331,7 +312,7 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
   syncFolder(fs::path(path).parent_path().string());
 }
 
-std::string runSave(const SaveJob& job) {
+std::string runSave(SaveJob job) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = tmpFolder(job.root, job.step);
   try {
