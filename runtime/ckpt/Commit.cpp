@@ -342,7 +342,7 @@ std::string runSave(SaveJob job) {
   for (const auto& [name, t] : index.tensors)
     for (const ShardEntry& s : t.shards) bytes += s.end - s.begin;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return fmt::format("checkpoint step {} durable: {:.1f} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
+  return fmt::format("checkpoint step {} durable: {:.3g} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
                      job.step, static_cast<double>(bytes) / 1e6, job.world, job.world == 1 ? "" : "s",
                      seconds + job.blockedSeconds, job.async ? job.blockedSeconds : seconds + job.blockedSeconds,
                      final);

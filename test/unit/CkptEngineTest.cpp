@@ -151,6 +151,37 @@ TEST(CkptEngine, EmptyShardsAreNotStored) {
                                              "rank_00002.safetensors", "rank_00003.safetensors"}));
 }
 
+TEST(CkptEngine, EachRankReadsOnlyItsOwnShards) {
+  // Loaded under the plan that saved it, each rank's boxes are exactly shards of the index, so
+  // it reads those bytes and no others (the CRC blocks, 1 MiB, are larger than any shard).
+  const std::string root = test::freshFolder("own_shards");
+  saveUnder(layoutNamed("fsdp2tp2"), root, 3, 1);
+  const auto errors = test::runRanks(4, [&](int r, rt::Communicator* world) {
+    test::HostExecutor ex(modelUnder(layoutNamed("fsdp2tp2")));
+    const LoadResult result = loadCheckpoint(ex, world, root);
+    int64_t own = 0;  // this rank's non-padding bytes
+    const rt::Program& p = ex.program();
+    const rt::MeshLayout mesh(p.mesh);
+    for (const rt::Buffer& b : p.buffers)
+      for (int64_t g : rt::globalIndices(b, mesh, mesh.coordinates(r))) own += g >= 0 ? 4 : 0;
+    if (result.stats.bytesNeeded != own || result.stats.bytesRead != own)
+      throw std::runtime_error(fmt::format("rank {} read {} bytes for {} needed; it holds {}", r,
+                                           result.stats.bytesRead, result.stats.bytesNeeded, own));
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
+TEST(CkptEngine, MeshOfAnotherWorldSizeIsRefusedOnEveryRank) {
+  const std::string root = test::freshFolder("world_size");
+  saveUnder(layoutNamed("one"), root, 1, 1);
+  const auto errors = test::runRanks(2, [&](int, rt::Communicator* world) {
+    test::HostExecutor ex(modelUnder(layoutNamed("fsdp4")));
+    loadCheckpoint(ex, world, root);
+  });
+  EXPECT_NE(errors[0].find("the program's mesh fsdp=4 has 4 ranks but the world has 2"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0], errors[1]);
+}
+
 TEST(CkptEngine, PipelineStagesAndTiedParameter) {
   // Two stages with different parameters; "tied.weight" lives on both (a tied embedding).
   const std::vector<rt::MeshAxis> mesh{{"pp", 2}};

@@ -6,6 +6,8 @@
 
 #include "ThreadCommunicator.h"
 
+#include <gtest/gtest.h>
+
 #include "runtime/ckpt/Checkpoint.h"
 #include "runtime/exec/ProgramExecutor.h"
 #include "runtime/exec/Sharding.h"
@@ -150,10 +152,23 @@ inline std::vector<std::string> runRanks(int n, const std::function<void(int, rt
   return errors;
 }
 
-/// A fresh empty folder under the test's temporary directory.
+/// The folder of this process's test checkpoints, removed after the last test.
+inline std::filesystem::path testFolder() {
+  return std::filesystem::temp_directory_path() / ("tessel_ckpt_test_" + std::to_string(::getpid()));
+}
+
+/// Removes testFolder() when the tests end (kept on failure, to look at).
+class RemoveTestFolder : public testing::Environment {
+ public:
+  void TearDown() override {
+    if (!testing::UnitTest::GetInstance()->Failed()) std::filesystem::remove_all(testFolder());
+  }
+};
+inline testing::Environment* const kRemoveTestFolder = testing::AddGlobalTestEnvironment(new RemoveTestFolder);
+
+/// A fresh empty folder under testFolder().
 inline std::string freshFolder(const std::string& name) {
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("tessel_ckpt_" + std::to_string(::getpid()) + "_" + name);
+  const std::filesystem::path dir = testFolder() / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
