@@ -37,49 +37,6 @@ namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 
-/// Writes all `n` bytes to `fd`, retrying short writes; throws naming `path`.
-void writeAll(int fd, const void* data, size_t n, const std::string& path) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw CheckpointError(fmt::format("cannot write '{}': {}", path, w < 0 ? errnoText() : "no progress"));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-/// A file being written under "<path>.tmp": commit() fsyncs, closes and renames it to `path`;
-/// destroyed before that, it removes the temporary (no partial file ever has the final name).
-class TmpFile {
- public:
-  explicit TmpFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", tmp_, errnoText()));
-  }
-  ~TmpFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TmpFile(const TmpFile&) = delete;
-  TmpFile& operator=(const TmpFile&) = delete;
-  void write(const void* data, size_t n) { writeAll(fd_, data, n, tmp_); }
-  void commit() {
-    if (::fsync(fd_) != 0) throw CheckpointError(fmt::format("cannot fsync '{}': {}", tmp_, errnoText()));
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) throw CheckpointError(fmt::format("cannot close '{}': {}", tmp_, errnoText()));
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp_, path_, errnoText()));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
 StDType dtypeNamed(const std::string& name, const std::string& where) {
   StDType d;
   if (!dtypeFromName(name, d)) throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
@@ -306,9 +263,23 @@ void syncFolder(const std::string& dir) {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& text) {
-  TmpFile f(path);
-  f.write(text.data(), text.size());
-  f.commit();
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", tmp, errnoText()));
+  std::string problem;
+  for (size_t done = 0; done < text.size() && problem.empty();) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w > 0) done += static_cast<size_t>(w);
+    else if (w == 0 || errno != EINTR) problem = fmt::format("cannot write '{}': {}", tmp, w == 0 ? "no progress" : errnoText());
+  }
+  if (problem.empty() && ::fsync(fd) != 0) problem = fmt::format("cannot fsync '{}': {}", tmp, errnoText());
+  if (::close(fd) != 0 && problem.empty()) problem = fmt::format("cannot close '{}': {}", tmp, errnoText());
+  if (problem.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    problem = fmt::format("cannot rename '{}' to '{}': {}", tmp, path, errnoText());
+  if (!problem.empty()) {
+    ::unlink(tmp.c_str());  // never a partial file under the final name, nor a stray temporary
+    throw CheckpointError(problem);
+  }
   syncFolder(fs::path(path).parent_path().string());
 }
 

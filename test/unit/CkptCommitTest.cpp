@@ -219,5 +219,17 @@ TEST(CkptCommit, UnusableRootIsAnErrorOnEveryRank) {
   EXPECT_EQ(errors[0], errors[1]);
 }
 
+TEST(CkptCommit, RanksDescribingATensorDifferentlyIsAnErrorOnEveryRank) {
+  // Replicas of one tensor with different shapes cannot be written once: refused up front.
+  const std::string root = test::freshFolder("disagree");
+  const auto errors = test::runRanks(2, [&](int r, rt::Communicator* world) {
+    test::HostExecutor ex(test::makeProgram({}, {{"b", {r == 0 ? 3 : 4}, {}, rt::BufferKind::Parameter}}));
+    Checkpointer ck(ex, world, {root});
+  });
+  EXPECT_NE(errors[0].find("tensor 'b' is parameter F32 [4] on rank 1 but parameter F32 [3] on rank 0"),
+            std::string::npos) << errors[0];
+  EXPECT_EQ(errors[0], errors[1]);
+}
+
 }  // namespace
 }  // namespace tessel::ckpt
