@@ -266,6 +266,12 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   for (const PlannedBuffer& planned : s.plan) {
     const rt::Buffer& b = p.buffers[static_cast<size_t>(planned.buffer)];
     const size_t element = static_cast<size_t>(rt::dtypeBytes(b.dtype));
+    if (planned.boxes.size() == 1 && planned.boxes[0].lengths == b.shape) {  // the whole buffer: no staging copy
+      detail::SnapshotBox snap{b.name, planned.boxes[0].offsets, b.shape, std::vector<uint8_t>(b.bytes())};
+      s.ex.readBuffer(planned.buffer, snap.bytes.data());
+      job.boxes.push_back(std::move(snap));
+      continue;
+    }
     local.resize(static_cast<size_t>(b.bytes()));
     s.ex.readBuffer(planned.buffer, local.data());
     for (const LocalBox& box : planned.boxes) {
