@@ -94,6 +94,7 @@ struct Checkpointer::Impl {
   int rank = 0, world = 1;
   std::string nonce;  // rank 0's random number, agreed with the plan (SaveJob.h)
   int64_t saves = 0;
+  int64_t lastStep = -1;  // the step saved last
   std::vector<PlannedBuffer> plan;
   std::map<std::string, detail::TensorMeta> tensors;
   int64_t bytes = 0;
@@ -110,6 +111,7 @@ struct Checkpointer::Impl {
   std::exception_ptr join() {
     if (writer.joinable()) writer.join();
     std::lock_guard lock(mutex);
+    if (error) lastStep = -1;  // that step is not saved: saving it again is a real save
     return std::exchange(error, nullptr);
   }
 };
@@ -242,6 +244,10 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   Impl& s = *impl_;
   const Clock::time_point start = Clock::now();
   if (std::exception_ptr e = s.join()) std::rethrow_exception(e);  // the previous save's error
+  // Same step, same state: a second save would only race rank 0's commit of the first (it
+  // removes what its folder holds besides that save's shards).
+  if (step == s.lastStep) return since(start);
+  s.lastStep = step;
   detail::SaveJob job;
   job.root = s.options.root;
   job.step = step;
@@ -283,7 +289,9 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   }
   job.blockedSeconds = since(start);
   if (!s.options.async) {
+    s.lastStep = -1;  // until it succeeds
     std::string line = detail::runSave(std::move(job));
+    s.lastStep = step;
     std::lock_guard lock(s.mutex);
     if (!line.empty()) s.lines.push_back(std::move(line));
     return since(start);
@@ -311,7 +319,10 @@ std::vector<std::string> Checkpointer::poll() {
   Impl& s = *impl_;
   if (s.writer.joinable() && s.finished) s.writer.join();
   std::lock_guard lock(s.mutex);
-  if (s.error) std::rethrow_exception(std::exchange(s.error, nullptr));
+  if (s.error) {
+    s.lastStep = -1;
+    std::rethrow_exception(std::exchange(s.error, nullptr));
+  }
   return std::exchange(s.lines, {});
 }
 

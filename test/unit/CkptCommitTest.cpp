@@ -169,6 +169,29 @@ TEST(CkptCommit, AsyncSaveWritesTheSnapshot) {
   EXPECT_EQ(load2(root, 1), "step_00000006");
 }
 
+TEST(CkptCommit, TheSameStepTwiceIsSavedOnce) {
+  // The loop's periodic save and its final one can fall on one step: one checkpoint, one line.
+  const std::string root = test::freshFolder("twice");
+  for (bool async : {false, true}) {
+    SaveOptions options;
+    options.root = root;
+    options.async = async;
+    std::vector<std::string> lines;
+    const auto errors = test::runRanks(2, [&](int r, rt::Communicator* world) {
+      test::HostExecutor ex(model());
+      test::fillBuffers(ex, r, 1);
+      Checkpointer ck(ex, world, options);
+      ck.save(8, {{"step", 8}});
+      ck.save(8, {{"step", 8}});
+      ck.wait();
+      if (r == 0) lines = ck.poll();
+    });
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    EXPECT_EQ(lines.size(), 1u);
+    EXPECT_EQ(load2(root, 1), "step_00000008");
+  }
+}
+
 TEST(CkptCommit, FailedRankAbortsTheCommitWithItsReason) {
   const std::string root = test::freshFolder("failed");
   save2(root, 1, 1);
