@@ -2,7 +2,7 @@
 // leaves the previous checkpoint loadable (the partial states are made by hand from a real
 // save's files), leftovers of a crashed run do not spoil the next save, keep-K pruning, the
 // asynchronous snapshot, a failing rank's .failed marker and the agreement's timeout.
-#include "CkptTestModel.h"
+#include "CkptTestRanks.h"
 
 #include "runtime/ckpt/Checkpoint.h"
 
