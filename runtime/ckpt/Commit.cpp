@@ -37,6 +37,15 @@ namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 
+/// "1.2 MB", "3.4 kB", "512 bytes" (decimal units, as the durable line reports sizes).
+std::string sizeText(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{} bytes", bytes);
+}
+
 StDType dtypeNamed(const std::string& name, const std::string& where) {
   StDType d;
   if (!dtypeFromName(name, d)) throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
@@ -313,8 +322,8 @@ std::string runSave(SaveJob job) {
   for (const auto& [name, t] : index.tensors)
     for (const ShardEntry& s : t.shards) bytes += s.end - s.begin;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return fmt::format("checkpoint step {} durable: {:.3g} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
-                     job.step, static_cast<double>(bytes) / 1e6, job.world, job.world == 1 ? "" : "s",
+  return fmt::format("checkpoint step {} durable: {} from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
+                     job.step, sizeText(bytes), job.world, job.world == 1 ? "" : "s",
                      seconds + job.blockedSeconds, job.async ? job.blockedSeconds : seconds + job.blockedSeconds,
                      final);
 }
