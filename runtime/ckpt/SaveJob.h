@@ -13,8 +13,10 @@
 // whatever else the folder holds (an old run's files of ranks that write nothing now, old
 // markers, temporaries) before it writes index.json. A save of a step that is already
 // committed (a resumed run saving the step it loaded) swaps the folders atomically
-// (renameat2 RENAME_EXCHANGE; where the file system refuses it, renames the old one away
-// first) and removes the old one after `latest` is updated.
+// (renameat2 RENAME_EXCHANGE) and removes the old one after `latest` is updated. Where the file
+// system refuses the exchange (EINVAL: NFS, for one) it renames the old one away first; a
+// crash between that rename and the next leaves `latest` naming a missing folder, the one
+// window the exchange closes.
 #pragma once
 
 #include "runtime/ckpt/Index.h"
