@@ -319,9 +319,11 @@ VerifyReport verifyCheckpoint(const std::string& dir) {
   return report;
 }
 
-std::string resolveCheckpoint(const std::string& path, std::vector<std::string>* notes) {
+std::string resolveCheckpoint(const std::string& given, std::vector<std::string>* notes) {
   namespace fs = std::filesystem;
   std::error_code ec;
+  std::string path = given;  // "ck/" names the same root as "ck"
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (fs::is_regular_file(fs::path(path) / "index.json", ec)) return path;
   const std::string latestPath = path + "/latest";
   if (!fs::exists(latestPath, ec)) {
