@@ -166,7 +166,11 @@ def resume_mode(run, tmp):
                 print(f"  {case}: the interrupted run logged steps {sorted(first)} and printed no durable save")
                 failures += 1
             failures += same_steps(f"{case} first half", first, refs[plan][0], list(range(1, SAVED + 1)), True)
-            resumed, out, export = run(f"{case}-resumed", plan, ["--resume", str(ckpt), *flags], export=True)
+            # The resumed run saves into the same root: step 20 at its end (async: keeping only it).
+            keep = ["--keep-checkpoints", "1"] if mode == "async" else []
+            resumed, out, export = run(f"{case}-resumed", plan, ["--resume", str(ckpt), "--checkpoint-dir", str(ckpt),
+                                                                 "--checkpoint-every", str(SAVED), *flags, *keep],
+                                       export=True)
             if f"resumed from '{ckpt / f'step_{SAVED:08d}'}' (step {SAVED}" not in out:
                 print(f"  {case}: no 'resumed from' line:\n{out[-1500:]}")
                 failures += 1
@@ -175,11 +179,16 @@ def resume_mode(run, tmp):
                                                                  load_file(str(export)).items()},
                                 {k: ("parameter", v) for k, v in load_file(str(refs[plan][2])).items()},
                                 kinds=("parameter",))
-            for folder in ckpt.glob("step_*"):
-                assemble(folder)  # every shard file readable, every tensor covered once
+            folders = sorted(p.name for p in ckpt.iterdir())
+            want = [f"step_{STEPS:08d}"] if keep else [f"step_{SAVED:08d}", f"step_{STEPS:08d}"]
+            if folders != ["latest", *want] or (ckpt / "latest").read_text() != want[-1] + "\n":
+                print(f"  {case}: the root holds {folders}, latest {(ckpt / 'latest').read_text()!r}; expected "
+                      f"{want} and latest naming the last")
+                failures += 1
+            failures += exported_equals_checkpoint(f"{case}-resumed", export, ckpt / f"step_{STEPS:08d}")
     # The dp=2 checkpoint on other plans: within the tolerance of the dp=2 run.
     for plan in ("one", "tp2"):
-        resumed, _, _ = run(f"dp2-on-{plan}", plan, ["--resume", str(tmp / "dp2-sync-ckpt")])
+        resumed, _, _ = run(f"dp2-on-{plan}", plan, ["--resume", str(tmp / "dp2-sync-ckpt" / f"step_{SAVED:08d}")])
         failures += same_steps(f"dp2 checkpoint resumed on {plan}", resumed, refs["dp2"][0], later, False)
     return failures
 
@@ -194,8 +203,9 @@ def reshard_mode(run, tmp):
                                        "--checkpoint-every", str(SAVED)])
         saved, index = assemble(root / f"step_{SAVED:08d}")
         kinds = {kind for kind, _ in saved.values()}
-        if kinds != {"parameter", "optimizer_state"} or index["trainer"]["plan"] != PLANS[source][1][1]:
-            print(f"  {source}: the checkpoint holds kinds {sorted(kinds)}, plan {index['trainer'].get('plan')}")
+        mesh = ",".join(f"{axis}={size}" for axis, size in index["trainer"]["mesh"])
+        if kinds != {"parameter", "optimizer_state"} or mesh != PLANS[source][1][1]:
+            print(f"  {source}: the checkpoint holds kinds {sorted(kinds)}, mesh {mesh}")
             failures += 1
         for target in ("one", "fsdp2", "tp2"):
             case = f"{source}-to-{target}"
