@@ -10,7 +10,8 @@ Mode `resume` (exact resume, and interop of the shard files):
   parameters must equal the reference's bit for bit (same plan, same global batches: the
   sampler position is the step; same schedule: it spans --steps). dp=2 also with
   --async-checkpoint on both halves. The dp=2 checkpoint resumed on one rank and under tp=2
-  (another plan) must continue within the equivalence tolerance below.
+  (another plan) must continue within the equivalence tolerance below, and resumed by tessel-run
+  on a dp=2 bundle of the model, bitwise. Each checkpoint's trainer state holds the run's fields.
   Interop: Python's `safetensors` (safetensors.numpy.load_file) reads every shard file of every
   checkpoint written; each tensor assembled from the index's boxes covers its global shape
   exactly once, and the step-20 checkpoints' parameters equal --export-params's bit for bit
@@ -36,7 +37,7 @@ tp=2; in the reshard matrix 4.8e-7 from dp=4, 9.5e-7 from fsdp=4, 1.4e-6 from dp
 Time on two cores with the kernel cache warm: `resume` 13 runs in 6 s, `reshard` 22 runs in
 11 s.
 
-Usage: check_checkpoint_training.py resume|reshard MPIEXEC TESSEL_GPT DATA_FILE"""
+Usage: check_checkpoint_training.py resume|reshard MPIEXEC TESSEL_GPT DATA_FILE TESSEL_RUN"""
 import json
 import subprocess
 import sys
@@ -64,11 +65,12 @@ class Runner:
         self.mpiexec, self.exe, self.data, self.tmp = mpiexec, exe, data, Path(tmp)
         self.runs, self.seconds = 0, 0.0
 
-    def __call__(self, name, plan, extra, export=False):
-        """Runs tessel-gpt under `plan`; returns ({step: record} of its --log-json, stdout, export path)."""
+    def __call__(self, name, plan, extra, export=False, command=None):
+        """Runs tessel-gpt (or `command`, flags and all) under `plan`; returns ({step: record} of its
+        --log-json, stdout, export path)."""
         ranks, flags = PLANS[plan]
         log, params = self.tmp / f"{name}.jsonl", self.tmp / f"{name}.safetensors"
-        cmd = [self.exe, "--data", self.data, *COMMON, *flags, *extra, "--log-json", str(log)]
+        cmd = [*(command or [self.exe, "--data", self.data, *COMMON, *flags]), *extra, "--log-json", str(log)]
         if export:
             cmd += ["--export-params", str(params)]
         if ranks > 1:
@@ -150,7 +152,23 @@ def exported_equals_checkpoint(name, export, folder):
     return bitwise(f"{name} export vs checkpoint", tensors, exported, kinds=("parameter",))
 
 
-def resume_mode(run, tmp):
+def trainer_state(case, state, plan, step):
+    """Failures: fields of a saved trainer state (docs/checkpoints.md) that are not this run's."""
+    ranks, flags = PLANS[plan]
+    want = {"step": step, "steps": STEPS, "seed": 1337, "world_size": ranks, "model": "gpt", "optimizer": "adamw",
+            "precision": "f32", "sampler": {"global_batches_consumed": step, "global_batch": 8},
+            "lr_schedule": {"lr": 3e-3, "warmup": 0, "schedule": "cosine", "min_lr_ratio": 0.1, "steps": STEPS},
+            "config": {"layers": 2, "channels": 32, "heads": 2, "seq": 16, "vocab": 256}}
+    bad = {k: state.get(k) for k, v in want.items() if state.get(k) != v}
+    mesh = ",".join(f"{axis}={size}" for axis, size in state.get("mesh", []))
+    if mesh != flags[1] or "rng" not in state:
+        bad["mesh"] = state.get("mesh")
+    if bad:
+        print(f"  {case}: trainer state fields differ from the run's: {bad}")
+    return int(bool(bad))
+
+
+def resume_mode(run, tmp, run_bundle):
     failures = 0
     later = list(range(SAVED + 1, STEPS + 1))
     refs = {}
@@ -169,6 +187,8 @@ def resume_mode(run, tmp):
                 print(f"  {case}: the interrupted run logged steps {sorted(first)} and printed no durable save")
                 failures += 1
             failures += same_steps(f"{case} first half", first, refs[plan][0], list(range(1, SAVED + 1)), True)
+            failures += trainer_state(case, json.loads((ckpt / f"step_{SAVED:08d}" / "index.json").read_text())
+                                      ["trainer"], plan, SAVED)
             # The resumed run saves into the same root: step 20 at its end (async: keeping only it).
             keep = ["--keep-checkpoints", "1"] if mode == "async" else []
             resumed, out, export = run(f"{case}-resumed", plan, ["--resume", str(ckpt), "--checkpoint-dir", str(ckpt),
@@ -189,6 +209,14 @@ def resume_mode(run, tmp):
                       f"{want} and latest naming the last")
                 failures += 1
             failures += exported_equals_checkpoint(f"{case}-resumed", export, ckpt / f"step_{STEPS:08d}")
+    # tessel-run: a dp=2 bundle of the same model resumes the dp=2 checkpoint bitwise.
+    bundle = tmp / "dp2-bundle"
+    run("emit", "one", ["--plan", "dp=2", "--emit-bundle", str(bundle)])
+    resumed, _, _ = run("dp2-bundle-resumed", "dp2", ["--resume", str(tmp / "dp2-sync-ckpt" / f"step_{SAVED:08d}")],
+                        command=[run_bundle, str(bundle), "--data", run.data, "--steps", str(STEPS), "--device", "cpu",
+                                 "--threads", "1", "--eval-batches", "1", "--lr", "3e-3", "--weight-decay", "0.1",
+                                 "--grad-clip", "0.5"])
+    failures += same_steps("dp2 checkpoint resumed by tessel-run", resumed, refs["dp2"][0], later, True)
     # The dp=2 checkpoint on other plans: within the tolerance of the dp=2 run.
     for plan in ("one", "tp2"):
         resumed, _, _ = run(f"dp2-on-{plan}", plan, ["--resume", str(tmp / "dp2-sync-ckpt" / f"step_{SAVED:08d}")])
@@ -223,12 +251,12 @@ def reshard_mode(run, tmp):
 
 
 def main():
-    mode, mpiexec, exe, data = sys.argv[1:5]
+    mode, mpiexec, exe, data, run_bundle = sys.argv[1:6]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         run = Runner(mpiexec, exe, data, tmp)
         try:
-            failures = (resume_mode if mode == "resume" else reshard_mode)(run, Path(tmp))
+            failures = resume_mode(run, Path(tmp), run_bundle) if mode == "resume" else reshard_mode(run, Path(tmp))
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
             return 1
