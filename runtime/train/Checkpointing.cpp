@@ -179,7 +179,7 @@ void CheckpointSession::attach(TrainOptions& o) {
   options_ = &o;
   o.firstStep = resume_.step + 1;
   o.lastStep = flags_.stopAfter >= 0 ? flags_.stopAfter : o.steps;
-  o.afterStep = [this](int64_t step) { afterStep(step); };
+  o.afterStep = [this](int64_t step) { return afterStep(step); };
   if (o.lastStep == resume_.step) {
     // Nothing to run: save what was loaded, where the policy wants a checkpoint, unless that
     // is the very folder it came from.
@@ -187,34 +187,28 @@ void CheckpointSession::attach(TrainOptions& o) {
     if (checkpointer_ && wanted) {
       std::error_code ec;
       const auto target = std::filesystem::path(flags_.dir) / ckpt::stepFolderName(resume_.step);
-      if (resume_.dir.empty() || !std::filesystem::equivalent(target, resume_.dir, ec)) save(resume_.step);
+      if (resume_.dir.empty() || !std::filesystem::equivalent(target, resume_.dir, ec))
+        for (const std::string& line : save(resume_.step)) fmt::print("{}\n", line);
     }
   }
 }
 
-void CheckpointSession::save(int64_t step) {
+std::vector<std::string> CheckpointSession::save(int64_t step) {
   checkpointer_->save(step, trainerState(run_, *options_, step));
-  printDurable();
+  return checkpointer_->poll();  // rank 0's lines only (Checkpoint.h)
 }
 
-void CheckpointSession::printDurable() {
-  for (const std::string& line : checkpointer_->poll())
-    if (rank0_) fmt::print("{}\n", line);
-}
-
-void CheckpointSession::afterStep(int64_t step) {
-  if (!checkpointer_) return;
+std::vector<std::string> CheckpointSession::afterStep(int64_t step) {
+  if (!checkpointer_) return {};
   const bool onCadence = flags_.every > 0 && step % flags_.every == 0;
-  if (onCadence || step == options_->steps)
-    save(step);
-  else
-    printDurable();
+  return onCadence || step == options_->steps ? save(step) : checkpointer_->poll();
 }
 
 void CheckpointSession::finish() {
   if (!checkpointer_) return;
   checkpointer_->wait();
-  printDurable();
+  for (const std::string& line : checkpointer_->poll())
+    if (rank0_) fmt::print("{}\n", line);
 }
 
 }  // namespace tessel::trainer

@@ -115,7 +115,8 @@ class CheckpointSession {
   CheckpointSession& operator=(const CheckpointSession&) = delete;
 
   /// Sets the loop's firstStep (the resumed step + 1), lastStep (--stop-after, else --steps)
-  /// and afterStep (the save policy, and rank 0 printing each save that became durable). When
+  /// and afterStep (the save policy; it returns a line per save that became durable, for
+  /// rank 0 to print). When
   /// no step is left to run (--stop-after equal to the resumed step) it saves the loaded state
   /// right away if the policy asks for a checkpoint at that step (not into the folder it was
   /// loaded from). `options` must outlive the session's use of the hook.
@@ -126,9 +127,9 @@ class CheckpointSession {
   void finish();
 
  private:
-  void afterStep(int64_t step);
-  void save(int64_t step);
-  void printDurable();
+  /// The save policy after `step`; returns the lines of saves that became durable (rank 0).
+  std::vector<std::string> afterStep(int64_t step);
+  std::vector<std::string> save(int64_t step);
 
   rt::ProgramExecutor& ex_;
   rt::Communicator* world_;

@@ -343,7 +343,13 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     if (evaluated && !std::isfinite(s.valLoss))
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
-    if (o.afterStep) o.afterStep(step);
+    if (o.afterStep) {
+      const std::vector<std::string> lines = o.afterStep(step);
+      if (print && !lines.empty()) {
+        progress.finish();  // on a terminal, below the redrawn bar rather than after it
+        for (const std::string& line : lines) fmt::print("{}\n", line);
+      }
+    }
   }
   progress.finish();
   if (print && !o.reportDir.empty())

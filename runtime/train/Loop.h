@@ -99,8 +99,9 @@ struct TrainOptions {
   /// validation); -1: `steps`. No step runs when lastStep < firstStep.
   int64_t lastStep = -1;
   /// Called after each step (after its log record), with the step, on every rank at the same
-  /// point: the checkpoint policy. Empty: nothing.
-  std::function<void(int64_t step)> afterStep;
+  /// point: the checkpoint policy. Returns lines for rank 0 to print (e.g. a checkpoint that
+  /// became durable), which the loop prints below the progress line. Empty: nothing.
+  std::function<std::vector<std::string>(int64_t step)> afterStep;
 };
 
 /// The steps --trace-steps `flag` selects in a run of `steps` steps (see TrainOptions::

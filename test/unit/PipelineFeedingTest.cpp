@@ -272,7 +272,10 @@ std::pair<std::vector<SetInput>, std::vector<int64_t>> resumedRun(const tessel::
   o.lastStep = lastStep;
   o.logJson = log;
   std::vector<int64_t> hooked;
-  o.afterStep = [&](int64_t step) { hooked.push_back(step); };
+  o.afterStep = [&](int64_t step) {
+    hooked.push_back(step);
+    return std::vector<std::string>{};
+  };
   tessel::trainer::train(ex, o, tessel::trainer::textTrainFeeder(options), tessel::trainer::textValFeeder(options));
   return {ex.inputs, hooked};
 }
