@@ -3,7 +3,7 @@
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
 // GPU by the ZeRO formula or, through the model's own binary, a compiled plan's exact bytes,
 // `tessel report` renders a training log as a page, `tessel pipeline` checks and charts a
-// pipeline schedule. Every subcommand
+// pipeline schedule, `tessel ckpt` inspects and converts checkpoints. Every subcommand
 // has complete --help, prints tables by default and one JSON object with --json.
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
@@ -40,6 +40,10 @@ const Subcommand kSubcommands[] = {
     {"pipeline", "a pipeline schedule before launch: gpipe, 1f1b, interleaved, zero-bubble or a CSV, proved "
                  "deadlock-free, its timeline per rank, bubble fraction beside the closed form, peak activations",
      tessel::cli::setupPipeline},
+    {"ckpt", "inspect and convert distributed checkpoints: info (step, plan, tensors, shards, sizes), verify (every "
+             "checksum and the index's consistency), export (one safetensors file), import (a safetensors file as a "
+             "step-0 checkpoint)",
+     tessel::cli::setupCkpt},
 };
 
 }  // namespace

@@ -83,6 +83,7 @@ HUGE = ["1e10", "1e30"]
 # parsing above broke).
 NO_NUMERIC_FLAGS = {
     "tessel report": "it reads a log file and writes a folder; nothing it takes is a number",
+    "tessel ckpt": "its subcommands (info, verify, export, import) take folders and files, no number",
 }
 # FLOAT flags for which huge values are in range, and why.
 HUGE_IN_RANGE = {
