@@ -34,8 +34,8 @@ exp_avg/exp_avg_sq tensors) moves the loss of step 12 by 2.9e-2 and of step 13 b
 11's loss is computed before the first update, so each continuation runs 3 steps or more).
 Measured worst differences: 4.8e-7 (1 ulp) for the dp=2 checkpoint continued on one rank and
 tp=2; in the reshard matrix 4.8e-7 from dp=4, 9.5e-7 from fsdp=4, 1.4e-6 from dp=2,tp=2.
-Time on two cores with the kernel cache warm: `resume` 13 runs in 6 s, `reshard` 22 runs in
-11 s.
+Time on two cores: `resume` 15 runs in 8 s, `reshard` 22 runs in 8 to 11 s with the kernel cache
+warm; 17 s and 32 s with an empty one (TESSEL_CACHE_DIR).
 
 Usage: check_checkpoint_training.py resume|reshard MPIEXEC TESSEL_GPT DATA_FILE TESSEL_RUN"""
 import json
