@@ -158,12 +158,17 @@ void checkTrainingProgram(const rt::Program& program, int64_t microsteps, int64_
   }
 }
 
-std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps) {
-  if (flag.empty()) return steps >= 6 ? std::pair<int64_t, int64_t>{2, 6} : std::pair<int64_t, int64_t>{1, steps};
+std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps, int64_t firstStep) {
+  const int64_t before = firstStep - 1;  // steps a resumed run does not run
+  if (flag.empty())
+    return steps - before >= 6 ? std::pair<int64_t, int64_t>{before + 2, before + 6}
+                               : std::pair<int64_t, int64_t>{firstStep, steps};
   const size_t colon = flag.find(':');
   const int64_t first = std::stoll(flag.substr(0, colon)), last = std::stoll(flag.substr(colon + 1));
   if (last > steps)
     throw std::runtime_error(fmt::format("--trace-steps {}: the run has {} step{}", flag, steps, steps == 1 ? "" : "s"));
+  if (first < firstStep)
+    throw std::runtime_error(fmt::format("--trace-steps {}: the run resumes at step {}", flag, firstStep));
   return {first, last};
 }
 
@@ -209,7 +214,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   std::unique_ptr<rt::TraceRecorder> trace;
   std::pair<int64_t, int64_t> window{0, -1};
   if (!o.traceFile.empty()) {
-    window = traceWindow(o.traceSteps, o.steps);
+    window = traceWindow(o.traceSteps, o.steps, o.firstStep);
     trace = std::make_unique<rt::TraceRecorder>();
     trace->alignClocks(o.comm);
     ex.setTrace(trace.get());

@@ -104,10 +104,12 @@ struct TrainOptions {
   std::function<std::vector<std::string>(int64_t step)> afterStep;
 };
 
-/// The steps --trace-steps `flag` selects in a run of `steps` steps (see TrainOptions::
-/// traceSteps). Throws std::runtime_error when the window ends after the run does
-/// ("--trace-steps 2:10: the run has 5 steps").
-std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps);
+/// The steps --trace-steps `flag` selects in a run of steps firstStep..steps (see
+/// TrainOptions::traceSteps; a resumed run starts after step 1: its default window is the
+/// second to the sixth step it runs). Throws std::runtime_error when the window ends after the
+/// run does ("--trace-steps 2:10: the run has 5 steps") or starts before it
+/// ("--trace-steps 2:6: the run resumes at step 11").
+std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps, int64_t firstStep = 1);
 
 /// The last step the loop runs: lastStep (--stop-after) when set, else steps.
 int64_t lastStepOf(const TrainOptions& o);

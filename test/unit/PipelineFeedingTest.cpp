@@ -338,4 +338,19 @@ TEST(ResumedLoop, ALogIsContinuedNotReplaced) {
   EXPECT_FALSE(records[2].contains("val_loss"));  // the interruption did not
 }
 
+
+
+TEST(ResumedLoop, TheTraceWindowIsOfTheStepsTheRunRuns) {
+  using Window = std::pair<int64_t, int64_t>;
+  EXPECT_EQ(tessel::trainer::traceWindow("", 20), (Window{2, 6}));
+  EXPECT_EQ(tessel::trainer::traceWindow("", 20, 11), (Window{12, 16}));  // the second to sixth it runs
+  EXPECT_EQ(tessel::trainer::traceWindow("", 14, 11), (Window{11, 14}));  // all of a shorter run
+  EXPECT_EQ(tessel::trainer::traceWindow("12:14", 20, 11), (Window{12, 14}));
+  try {
+    tessel::trainer::traceWindow("2:6", 20, 11);
+    ADD_FAILURE() << "a window before the resumed run was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "--trace-steps 2:6: the run resumes at step 11");
+  }
+}
 }  // namespace
