@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -32,55 +31,9 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-StDType stDType(rt::DType d) {
-  switch (d) {
-    case rt::DType::F32: return StDType::F32;
-    case rt::DType::BF16: return StDType::BF16;
-    case rt::DType::I32: return StDType::I32;
-  }
-  throw CheckpointError("unknown buffer dtype");
-}
-
-/// The step of a committed folder name ("step_00000010" -> 10), or -1 for any other name.
-int64_t committedStep(const std::string& name) {
-  if (name.size() < 13 || name.rfind("step_", 0) != 0) return -1;
-  int64_t step = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return -1;
-    step = step * 10 + (name[i] - '0');
-  }
-  return step;
-}
-
 }  // namespace
 
 std::string stepFolderName(int64_t step) { return fmt::format("step_{:08d}", step); }
-
-namespace detail {
-
-void pruneCheckpoints(const std::string& root, int64_t keep) {
-  if (keep <= 0) return;
-  std::string latest;
-  if (std::ifstream in(root + "/latest"); in) std::getline(in, latest);
-  std::vector<std::pair<int64_t, fs::path>> committed;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-    const int64_t step = committedStep(e.path().filename().string());
-    if (step >= 0 && e.is_directory()) committed.emplace_back(step, e.path());
-  }
-  if (ec) throw CheckpointError(fmt::format("cannot list '{}': {}", root, ec.message()));
-  std::sort(committed.begin(), committed.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i) {
-    const fs::path& dir = committed[i].second;
-    if (dir.filename().string() == latest) continue;
-    // index.json first and durably: a crash in the middle leaves a folder no loader accepts.
-    if (fs::remove(dir / "index.json", ec); !ec) syncFolder(dir.string());
-    fs::remove_all(dir, ec);
-    if (ec) throw CheckpointError(fmt::format("cannot remove '{}': {}", dir.string(), ec.message()));
-  }
-}
-
-}  // namespace detail
 
 /// One buffer whose boxes (some or all) this rank writes.
 struct PlannedBuffer {
@@ -203,8 +156,7 @@ Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* worl
     const rt::Buffer& b = p.buffers[i];
     if (b.kind != rt::BufferKind::Parameter && b.kind != rt::BufferKind::State) continue;
     const std::vector<int64_t> shape = b.globalShape.empty() ? b.shape : b.globalShape;
-    detail::TensorMeta meta{b.kind == rt::BufferKind::Parameter ? "parameter" : "optimizer_state", stDType(b.dtype),
-                            shape};
+    detail::TensorMeta meta{detail::indexKind(b.kind), detail::indexDType(b.dtype), shape};
     s.tensors[b.name] = meta;
     nlohmann::json list = nlohmann::json::array();
     for (LocalBox& box : boxes[static_cast<int>(i)] = localBoxes(b, layout.get(), coordinates))

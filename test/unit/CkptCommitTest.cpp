@@ -5,6 +5,7 @@
 #include "CkptTestRanks.h"
 
 #include "runtime/ckpt/Checkpoint.h"
+#include "runtime/comm/GatherBytes.h"
 
 #include <gtest/gtest.h>
 
@@ -143,7 +144,8 @@ TEST(CkptCommit, KeepsTheNewestK) {
 TEST(CkptCommit, AsyncSaveWritesTheSnapshot) {
   // The writer sleeps between the shard file and the marker, so the buffers change while the
   // save is still in flight; what is written must be what save() saw.
-  ::setenv("TESSEL_CKPT_TEST_DELAY_MS", "200", 1);
+  // 500 ms: far longer than the few microseconds from save()'s return to the poll below.
+  ::setenv("TESSEL_CKPT_TEST_DELAY_MS", "500", 1);
   const std::string root = test::freshFolder("async");
   SaveOptions options;
   options.root = root;
@@ -223,8 +225,9 @@ TEST(CkptCommit, TimeoutNamesTheMissingRanks) {
   const auto errors = test::runRanks(3, [&](int r, rt::Communicator* world) {
     test::HostExecutor ex(test::makeProgram({}, {{"b", {3}, {}, rt::BufferKind::Parameter}}));
     Checkpointer ck(ex, world, options);
-    if (r == 1) ck.save(4, {{"step", 4}});  // ranks 0 waits for 2, which never saves
-    if (r == 0) ck.save(4, {{"step", 4}});
+    if (r == 1) ck.save(4, {{"step", 4}});  // its marker is durable when save() returns
+    rt::allGatherBytes(*world, "", "rank 1 saved");
+    if (r == 0) ck.save(4, {{"step", 4}});  // waits for rank 2, which never saves
   });
   EXPECT_NE(errors[0].find("rank 2 wrote no marker"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("within 0.2 s"), std::string::npos) << errors[0];
