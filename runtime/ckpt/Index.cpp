@@ -41,9 +41,16 @@ using nlohmann::json;
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 /// Most dimensions a tensor may have (PyTorch's limit is 64 too).
 constexpr size_t kMaxRank = 64;
-/// Most shards one tensor may have: far above any mesh (a shard per rank and block), low enough
-/// that the overlap check stays quick even in its worst case.
+/// Most shards one tensor may have: far above any mesh (a shard per rank and block).
 constexpr size_t kMaxShardsPerTensor = size_t{1} << 16;
+/// Most box comparisons the overlap check makes for one tensor. Real layouts need about one
+/// per shard and band (a 256 x 256 grid: 2^23); only a contrived index of many thin, interleaved boxes
+/// comes near, and it is refused rather than checked for seconds.
+constexpr int64_t kMaxOverlapComparisons = int64_t{1} << 25;
+/// Deepest JSON nesting accepted (the schema needs 5 levels; the trainer object a few more).
+/// Deeper input is refused while parsing: copying, comparing or printing a JSON value
+/// recurses once per level, so unbounded nesting could exhaust the stack.
+constexpr int kMaxDepth = 64;
 
 /// Throws the index's error: "checkpoint index 'PATH': CONTEXT: CAUSE".
 [[noreturn]] void fail(const std::string& path, const std::string& context, const std::string& cause) {
@@ -152,11 +159,15 @@ void checkExactCover(const Where& w, const TensorEntry& t) {
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(),
             [&](size_t a, size_t b) { return t.shards[a].offsets[axis] < t.shards[b].offsets[axis]; });
+  int64_t comparisons = 0;
   for (size_t i = 0; i < order.size(); ++i) {
     const ShardEntry& a = t.shards[order[i]];
     for (size_t j = i + 1; j < order.size(); ++j) {
       const ShardEntry& b = t.shards[order[j]];
       if (b.offsets[axis] >= a.offsets[axis] + a.lengths[axis]) break;
+      if (++comparisons > kMaxOverlapComparisons)
+        w.fail(fmt::format("{} shards interleave too much to check for overlaps in {} box comparisons",
+                           t.shards.size(), kMaxOverlapComparisons));
       if (boxesOverlap(a, b))
         w.fail(fmt::format("shards {} {} and {} {} overlap", order[i], boxString(a), order[j], boxString(b)));
     }
@@ -240,7 +251,12 @@ TensorEntry parseTensor(const Where& w, const json& j) {
 json parseJson(const std::string& text, const std::string& path) {
   std::vector<std::set<std::string>> keys;  // one set per open object
   std::string duplicate;
-  json::parser_callback_t onEvent = [&](int, json::parse_event_t event, json& parsed) {
+  bool tooDeep = false;
+  json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxDepth) {
+      tooDeep = true;
+      return false;  // drop the value: nothing this deep is kept
+    }
     switch (event) {
       case json::parse_event_t::object_start:
         keys.emplace_back();
@@ -263,6 +279,7 @@ json parseJson(const std::string& text, const std::string& path) {
   } catch (const json::exception& e) {
     fail(path, "", fmt::format("not valid JSON: {}", e.what()));
   }
+  if (tooDeep) fail(path, "", fmt::format("JSON nested deeper than {} levels", kMaxDepth));
   if (!duplicate.empty()) fail(path, "", fmt::format("key {} appears twice in one object", quoteName(duplicate)));
   return j;
 }

@@ -41,6 +41,8 @@ using nlohmann::ordered_json;
 
 /// The reference implementation's cap on the header length (100 MB).
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+/// Deepest JSON nesting a header may have; the format needs 3 (header, entry, shape).
+constexpr int kMaxHeaderDepth = 8;
 
 struct FileCloser {
   void operator()(std::FILE* f) const { std::fclose(f); }
@@ -369,9 +371,16 @@ SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, 
 
   // 2. Parse the JSON, noting duplicate top-level keys (nlohmann would silently keep the last).
   const std::string_view text(reinterpret_cast<const char*>(bytes + 8), headerLen);
+  // Nesting deeper than the format's 3 levels is dropped while parsing (and refused below):
+  // printing a value in an error message recurses once per level.
   std::set<std::string> seen;
   std::string duplicate;
+  bool tooDeep = false;
   json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxHeaderDepth) {
+      tooDeep = true;
+      return false;
+    }
     if (depth == 1 && event == json::parse_event_t::key &&
         !seen.insert(parsed.get<std::string>()).second)
       duplicate = parsed.get<std::string>();
@@ -384,6 +393,7 @@ SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, 
     fail(path, fmt::format("header is not valid JSON: {}", e.what()));
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
+  if (tooDeep) fail(path, fmt::format("header JSON is nested deeper than {} levels", kMaxHeaderDepth));
   if (!duplicate.empty()) fail(path, fmt::format("header names '{}' more than once", duplicate));
 
   // 3. Validate each entry.

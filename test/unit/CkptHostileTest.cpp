@@ -185,6 +185,9 @@ std::vector<HostileCase> hostileCases() {
       {"TrainerStepDiffers", onIndex([](json& j) { j["trainer"]["step"] = 8; }), kIndex,
        {"trainer \"step\" 8 differs from the index's \"step\" 7"}},
       {"TrainerMissing", onIndex([](json& j) { j.erase("trainer"); }), kIndex, {"missing field \"trainer\""}},
+      {"DeeplyNested",
+       onIndexText("\"trainer\":{", "\"trainer\":{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + ","),
+       kIndex, {"JSON nested deeper than 64 levels"}},
       {"TrainerNotObject", onIndex([](json& j) { j["trainer"] = {1, 2}; }), kIndex,
        {"\"trainer\" must be an object, not array"}},
       // the index file itself

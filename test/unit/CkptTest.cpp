@@ -186,6 +186,7 @@ TEST(CkptReaderTest, ResolveFollowsLatestAndNotesUncommittedSaves) {
   EXPECT_EQ(notes, std::vector<std::string>{"skipped '" + root.str() +
                                             "/step_00000030.tmp': a save that did not commit"});
   EXPECT_EQ(resolveCheckpoint(root.str() + "/step_00000010"), root.str() + "/step_00000010");
+  EXPECT_EQ(resolveCheckpoint(root.str() + "//"), root.str() + "/step_00000020");
   // `latest` naming something outside the root, or malformed, is refused by name.
   for (const char* bad : {"../step_00000010\n", "/etc\n", "step_00000020", "step_00000099\n", ""}) {
     std::ofstream(root.path / "latest", std::ios::trunc) << bad;
@@ -216,6 +217,26 @@ TEST(CkptIndexTest, ExactCoverCheckScalesToThousandsOfShards) {
     EXPECT_NE(messageOf([&] { parseIndex(serializeIndex(index), "mem"); }).find("overlap"), std::string::npos);
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST(CkptIndexTest, ContrivedInterleavedShardsAreRefusedNotCheckedForever) {
+  // A 14-dimensional tensor of 2^14 unit boxes (every dimension cut in two): a valid exact
+  // cover, but every axis has only two distinct offsets, so the sweep compares ~2^26 pairs.
+  // The check gives up at its cap with a message instead of running for many seconds.
+  Index index;
+  index.trainer = {{"step", 0}};
+  TensorEntry& t = index.tensors["w"];
+  t.shape.assign(14, 2);
+  for (int i = 0; i < (1 << 14); ++i) {
+    ShardEntry s{{}, std::vector<int64_t>(14, 1), "f", "k" + std::to_string(i), 0, 4, 16, {0}};
+    for (int d = 0; d < 14; ++d) s.offsets.push_back((i >> d) & 1);
+    t.shards.push_back(s);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  const std::string msg = messageOf([&] { parseIndex(serializeIndex(index), "mem"); });
+  EXPECT_NE(msg.find("interleave too much to check for overlaps"), std::string::npos) << msg;
+  // Loose bound (the cap's 2^25 comparisons take ~0.3 s on one CI core): catches a missing cap.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(30));
 }
 
 }  // namespace

@@ -97,6 +97,22 @@ TEST(SafeTensorsHeaderTest, InMemoryHeaderShorterThanItsLengthIsRefused) {
   fs::remove(path);
 }
 
+TEST(SafeTensorsHeaderTest, DeepNestingIsRefusedWithoutRecursion) {
+  // 10^6 nested arrays in a metadata value: printing or copying such a value recurses once
+  // per level, so the parser must drop and refuse it instead.
+  const std::string text = "{\"__metadata__\":{\"a\":" + std::string(1000000, '[') + std::string(1000000, ']') + "}}";
+  std::vector<uint8_t> bytes(8);
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = uint8_t(uint64_t(text.size()) >> (8 * i));
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  try {
+    parseSafeTensorsHeader(bytes.data(), bytes.size(), bytes.size(), "deep");
+    FAIL() << "deep header accepted";
+  } catch (const SafeTensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("'deep': header JSON is nested deeper than 8 levels"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SafeTensorsHeaderTest, F16WidensExactly) {
   // IEEE binary16 bit patterns with their values by the format's definition: 0x3C00 = 1,
   // 0xC000 = -2, 0x7BFF = 65504 (largest finite), 0x0001 = 2^-24 (smallest subnormal),

@@ -19,6 +19,9 @@ namespace {
 
 using nlohmann::json;
 
+/// "1 file", "2 files".
+std::string count(int64_t n, const char* noun) { return fmt::format("{} {}{}", n, noun, n == 1 ? "" : "s"); }
+
 std::string shapeText(const std::vector<int64_t>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
 
 int64_t shardBytes(const ckpt::ShardEntry& s) { return s.end - s.begin; }
@@ -73,8 +76,9 @@ int info(const std::string& path, bool asJson) {
                            .dump());
     return 0;
   }
-  fmt::print("checkpoint '{}': step {}, {} tensors, {} shards in {} files, {} ({} parameters, {} optimizer state{})\n",
-             dir, index.step, index.tensors.size(), shards, files.size(), humanBytes(bytes),
+  fmt::print("checkpoint '{}': step {}, {}, {} in {}, {} ({} parameters, {} optimizer state{})\n", dir, index.step,
+             count(static_cast<int64_t>(index.tensors.size()), "tensor"), count(shards, "shard"),
+             count(static_cast<int64_t>(files.size()), "file"), humanBytes(bytes),
              humanBytes(bytesByKind["parameter"]), humanBytes(bytesByKind["optimizer_state"]),
              index.optimizerState ? "" : "; weights only: loading starts the optimizer state at zero");
   fmt::print("saved under: plan {}, mesh {}, world size {}\n\n", trainerText(index.trainer, "plan"),
@@ -97,9 +101,9 @@ int info(const std::string& path, bool asJson) {
 int verify(const std::string& path) {
   const std::string dir = resolveCheckpointNoting(path);
   const ckpt::VerifyReport r = ckpt::verifyCheckpoint(dir);
-  fmt::print("checkpoint '{}' verified: {} tensors, {} shards in {} files, {}; every header agrees with the index "
-             "and every CRC block matches\n",
-             dir, r.tensors, r.shards, r.files, humanBytes(r.bytes));
+  fmt::print("checkpoint '{}' verified: {}, {} in {}, {}; every header agrees with the index and every CRC block "
+             "matches\n",
+             dir, count(r.tensors, "tensor"), count(r.shards, "shard"), count(r.files, "file"), humanBytes(r.bytes));
   return 0;
 }
 
