@@ -26,7 +26,7 @@ void addCheckpointFlags(CLI::App& app, CheckpointFlags& f) {
       ->type_name("K")->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--stop-after", f.stopAfter,
                  "end the run after step N as if it were interrupted: the learning-rate schedule still spans "
-                 "--steps, and a checkpoint is written only if N is a multiple of --checkpoint-every")
+                 "--steps, and a checkpoint is written only if N is a multiple of --checkpoint-every (or N is --steps)")
       ->type_name("N")->check(integerIn(0, int64_t{1} << 40));
   app.add_option("--resume", f.resume,
                  "continue from a checkpoint: its folder, or a checkpoint root (follows DIR/latest); at its step + 1, "
