@@ -18,16 +18,16 @@ void addCheckpointFlags(CLI::App& app, CheckpointFlags& f) {
                  "rank writes its own shards; docs/checkpoints.md): every --checkpoint-every steps and after the last")
       ->type_name("DIR")->check(nonEmpty("folder"));
   app.add_option("--checkpoint-every", f.every, "save a checkpoint every N steps (needs --checkpoint-dir)")
-      ->type_name("N")->check(integerIn(1, int64_t{1} << 40));
+      ->check(integerIn(1, int64_t{1} << 40));
   app.add_flag("--async-checkpoint", f.async,
                "copy the state to host memory, then write and commit it on a background thread while training "
                "continues");
   app.add_option("--keep-checkpoints", f.keep, "keep only the newest K committed checkpoints (0: all)")
-      ->type_name("K")->check(integerIn(0, int64_t{1} << 20));
+      ->check(integerIn(0, int64_t{1} << 20));
   app.add_option("--stop-after", f.stopAfter,
                  "end the run after step N as if it were interrupted: the learning-rate schedule still spans "
                  "--steps, and a checkpoint is written only if N is a multiple of --checkpoint-every (or N is --steps)")
-      ->type_name("N")->check(integerIn(0, int64_t{1} << 40));
+      ->check(integerIn(0, int64_t{1} << 40));
   app.add_option("--resume", f.resume,
                  "continue from a checkpoint: its folder, or a checkpoint root (follows DIR/latest); at its step + 1, "
                  "with the same data order, on any plan and number of ranks")
