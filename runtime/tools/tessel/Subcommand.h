@@ -54,6 +54,8 @@ Action setupMemory(CLI::App& sub);
 Action setupReport(CLI::App& sub);
 /// `tessel pipeline` (Pipeline.cpp).
 Action setupPipeline(CLI::App& sub);
+/// `tessel launch` (Launch.cpp).
+Action setupLaunch(CLI::App& sub);
 
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {
