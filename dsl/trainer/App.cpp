@@ -112,6 +112,7 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
     : app_(app), flags_(flags), train_(train) {
   addCommonFlags(app, flags, data.defaultPath, data.help, data.minSteps, data.stepsHelp);
   addTrainFlags(app, train);
+  addCheckpointFlags(app, checkpoints_);
   app.add_option("--threads", run_.threads, "CPU threads (0: all cores)")->check(integerIn(0, 1024));
   app.add_flag("--profile", run_.profile, "time every step and print where a train step's time goes");
   app.add_option("--emit-bundle", run_.emitBundle,
@@ -157,6 +158,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const std::string name = app_.get_name();
   const Plan plan = planFromFlags(flags_);
   prepareDumpIrFolder(flags_.dumpIr);
+  checkCheckpointFlags(checkpoints_, flags_.steps);  // the steps again below, once the recipe set them
   const int64_t planRanks = plan.mesh().size();
   const bool emitting = !run_.emitBundle.empty();
   // Each pipeline stage compiles a program of its own; a bundle holds one program for every
@@ -260,8 +262,15 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // ranks that differ on other axes (the tp ranks of one data-parallel replica) feed the
   // same rows.
   const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axes(), rank);
-  RankData data = recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed}, train_);
+  // Where a resumed run starts, before the feeders: every rank reads the checkpoint's index.
+  const RunIdentity identity{.model = recipe.model, .config = recipe.config, .globalBatch = flags_.batch,
+                             .seed = flags_.seed, .optimizer = train_.optimizer, .precision = flags_.precision,
+                             .plan = plan.describe(), .mesh = plan.mesh().axes(), .worldSize = world};
+  ResumePoint resume = findResumePoint(checkpoints_, identity);
+  RankData data =
+      recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed, resume.step}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
+  checkCheckpointFlags(checkpoints_, train_.steps, resume.step);
 
   // The CPU program, or the GPU executor.
   NativeOptions native{.threads = run_.threads, .seed = flags_.seed, .profile = run_.profile, .world = comm,
@@ -307,10 +316,14 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   train_.runInfo = {{"model", recipe.model}, {"describe", recipe.describe}, {"plan", plan.describe()},
                     {"device", ex.deviceName()}, {"batch", flags_.batch}, {"seed", flags_.seed},
                     {"precision", flags_.precision}, {"config", recipe.config}};
+  // Loads the checkpoint over the initialised parameters, and saves (collective).
+  CheckpointSession checkpoints(ex, comm, checkpoints_, identity, std::move(resume), train_);
+  checkpoints.attach(train_);
   if (cpu)
     trainer::train(*cpu, program, train_, data.train, data.val);
   else
     trainer::train(ex, train_, data.train, data.val);
+  checkpoints.finish();
   if (pipelineInfo && !train_.traceFile.empty() && rank == 0) {
     std::vector<int64_t> stageOfRank;
     for (int w = 0; w < world; ++w)
@@ -328,8 +341,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   if (rank != 0) return 0;  // rank 0 reports communication, memory and the model's report
   fmt::print("{}", rt::communicationSummary(ex.program(), gpu ? gpu->collectiveCounters()
                                                                : cpu->executor().collectiveCounters(),
-                                            train_.steps, world));
-  if (run_.profile && cpu) printProfile(*cpu, "train_step", train_.steps);
+                                            std::max<int64_t>(1, stepsRun(train_)), world));
+  if (run_.profile && cpu) printProfile(*cpu, "train_step", std::max<int64_t>(1, stepsRun(train_)));
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));
   if (const rt::AllocationCounter* counter = ex.allocationCounter())

@@ -19,8 +19,10 @@
 //      (a bundle that records the plan, for `mpirun -np N tessel-run DIR`; refused for a
 //      pipeline plan);
 //   5. the CPU executor (generated C++ kernels) or the GPU executor (NVRTC cubin), the loop
-//      (runtime/train/Loop.h) with --log-json, and rank 0's communication, profile and
-//      memory report; then the model's own report (sampling, accuracy) on rank 0.
+//      (runtime/train/Loop.h) with --log-json, checkpoints and --resume
+//      (runtime/train/Checkpointing.h; the feeders start at the resumed step), and rank 0's
+//      communication, profile and memory report; then the model's own report (sampling,
+//      accuracy) on rank 0.
 //
 // A model's main is its flags plus a few lines (examples/mlp/main.cpp):
 //   tessel::trainer::TrainerApp trainer(app, flags, train, {.defaultPath = ..., .help = ...});
@@ -31,6 +33,7 @@
 #include "dsl/trainer/ExplainPipeline.h"
 #include "dsl/trainer/Flags.h"
 #include "runtime/comm/World.h"
+#include "runtime/train/Checkpointing.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/RankData.h"  // what a recipe's data function returns
 #include "runtime/train/Ranks.h"
@@ -76,6 +79,9 @@ struct DataShard {
   int rank = 0, world = 1;
   int64_t batch = 1, microsteps = 1;
   uint64_t seed = 1337;
+  /// Global batches already trained (a resumed run: the checkpoint's step): the feeders start
+  /// at global batch firstStep (TextBatchOptions::firstStep).
+  int64_t firstStep = 0;
 };
 
 /// What rank 0's report after training sees.
@@ -138,6 +144,7 @@ class TrainerApp {
   Flags& flags_;
   TrainOptions& train_;
   RunFlags run_;
+  CheckpointFlags checkpoints_;  // --checkpoint-dir, --resume, ... (runtime/train/Checkpointing.h)
   PipelineCostFlags ppCost_;  // the pipeline cost model's constants (--pp-gemm-gflops, ...)
   /// The launcher's world. It outlives runMain's error handlers, so every rank reports its
   /// error before the world's orderly shutdown (MPI_Finalize waits for every rank, and then

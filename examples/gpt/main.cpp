@@ -54,7 +54,7 @@ int main(int argc, char** argv) {
       data = std::make_shared<tessel::TextDataset>(flags.data);
       data->requireSequenceLength(flags.seq);
       const tessel::trainer::TextBatchOptions o{data.get(), s.batch, flags.seq, s.rank, s.world, s.microsteps,
-                                                s.seed};
+                                                s.seed,     s.firstStep};
       return tessel::trainer::textRankData(o);
     };
     // Tensor parallelism alone (no dp, sequence parallelism or accumulation): per training

@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     };
     r.data = [&](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
       const tessel::trainer::ImageBatchOptions o{trainSet.get(), test.get(), s.batch, s.rank, s.world,
-                                                 s.microsteps, s.seed};
+                                                 s.microsteps,   s.seed,     s.firstStep};
       if (t.steps == 0) t.steps = trainSet->count / s.batch;  // one epoch; the remainder is dropped
       return tessel::trainer::imageRankData(o, flags.data);
     };

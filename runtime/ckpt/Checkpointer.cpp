@@ -1,1 +1,293 @@
-// runtime/ckpt/Checkpointer.cpp: see the headers of runtime/ckpt/.
+// The Checkpointer: the write plan agreed once, the snapshot, and the writer thread; see
+// Checkpoint.h. The writing and the commit themselves are Commit.cpp's (SaveJob.h).
+#include "runtime/ckpt/Checkpoint.h"
+
+#include "runtime/ckpt/Boxes.h"
+#include "runtime/ckpt/SaveJob.h"
+#include "runtime/comm/GatherBytes.h"
+#include "runtime/exec/Sharding.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <tuple>
+
+namespace fs = std::filesystem;
+
+namespace tessel::ckpt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+StDType stDType(rt::DType d) {
+  switch (d) {
+    case rt::DType::F32: return StDType::F32;
+    case rt::DType::BF16: return StDType::BF16;
+    case rt::DType::I32: return StDType::I32;
+  }
+  throw CheckpointError("unknown buffer dtype");
+}
+
+/// The step of a committed folder name ("step_00000010" -> 10), or -1 for any other name.
+int64_t committedStep(const std::string& name) {
+  if (name.size() < 13 || name.rfind("step_", 0) != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
+
+}  // namespace
+
+std::string stepFolderName(int64_t step) { return fmt::format("step_{:08d}", step); }
+
+namespace detail {
+
+void pruneCheckpoints(const std::string& root, int64_t keep) {
+  if (keep <= 0) return;
+  std::string latest;
+  if (std::ifstream in(root + "/latest"); in) std::getline(in, latest);
+  std::vector<std::pair<int64_t, fs::path>> committed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    const int64_t step = committedStep(e.path().filename().string());
+    if (step >= 0 && e.is_directory()) committed.emplace_back(step, e.path());
+  }
+  if (ec) throw CheckpointError(fmt::format("cannot list '{}': {}", root, ec.message()));
+  std::sort(committed.begin(), committed.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i) {
+    const fs::path& dir = committed[i].second;
+    if (dir.filename().string() == latest) continue;
+    // index.json first and durably: a crash in the middle leaves a folder no loader accepts.
+    if (fs::remove(dir / "index.json", ec); !ec) syncFolder(dir.string());
+    fs::remove_all(dir, ec);
+    if (ec) throw CheckpointError(fmt::format("cannot remove '{}': {}", dir.string(), ec.message()));
+  }
+}
+
+}  // namespace detail
+
+/// One buffer whose boxes (some or all) this rank writes.
+struct PlannedBuffer {
+  int buffer = -1;
+  std::vector<LocalBox> boxes;  // only those this rank writes
+};
+
+struct Checkpointer::Impl {
+  const rt::ProgramExecutor& ex;
+  SaveOptions options;
+  int rank = 0, world = 1;
+  std::string nonce;  // rank 0's random number, agreed with the plan (SaveJob.h)
+  int64_t saves = 0;
+  std::vector<PlannedBuffer> plan;
+  std::map<std::string, detail::TensorMeta> tensors;
+  int64_t bytes = 0;
+  // The writer thread and what it reports (guarded by `mutex`).
+  std::thread writer;
+  std::atomic<bool> finished{false};
+  std::mutex mutex;
+  std::vector<std::string> lines;
+  std::exception_ptr error;
+
+  Impl(const rt::ProgramExecutor& e, SaveOptions o) : ex(e), options(std::move(o)) {}
+
+  /// Joins the writer thread if one ran; returns its error (cleared) if any.
+  std::exception_ptr join() {
+    if (writer.joinable()) writer.join();
+    std::lock_guard lock(mutex);
+    return std::exchange(error, nullptr);
+  }
+};
+
+Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* world, SaveOptions options)
+    : impl_(std::make_unique<Impl>(ex, std::move(options))) {
+  Impl& s = *impl_;
+  const rt::Program& p = ex.program();
+  s.rank = world ? world->rank() : 0;
+  s.world = world ? world->worldSize() : 1;
+  // Every rank checks what it can on its own, then all exchange the outcome with the plan, so
+  // that a problem on one rank is every rank's error (no rank is left waiting in a collective).
+  std::string problem;
+  std::error_code ec;
+  fs::create_directories(s.options.root, ec);
+  if (ec || !fs::is_directory(s.options.root))
+    problem = fmt::format("cannot create the checkpoint root '{}': {}", s.options.root,
+                          ec ? ec.message() : "not a folder");
+  std::unique_ptr<rt::MeshLayout> layout;
+  std::vector<int> coordinates;
+  if (!p.mesh.empty()) {
+    layout = std::make_unique<rt::MeshLayout>(rt::meshLayoutOf(p));
+    if (layout->size() != s.world)
+      problem = fmt::format("the program's mesh {} has {} ranks but the world has {}", layout->describe(),
+                            layout->size(), s.world);
+    else
+      coordinates = layout->coordinates(s.rank);
+  }
+  std::map<int, std::vector<LocalBox>> boxes;  // by buffer id
+  nlohmann::json mine = {{"problem", problem}, {"tensors", nlohmann::json::array()}};
+  if (s.rank == 0) mine["nonce"] = fmt::format("{:016x}", std::random_device{}() * 0x100000000ull ^ std::random_device{}() ^
+                                                              static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+  for (size_t i = 0; i < p.buffers.size() && problem.empty(); ++i) {
+    const rt::Buffer& b = p.buffers[i];
+    if (b.kind != rt::BufferKind::Parameter && b.kind != rt::BufferKind::State) continue;
+    const std::vector<int64_t> shape = b.globalShape.empty() ? b.shape : b.globalShape;
+    detail::TensorMeta meta{b.kind == rt::BufferKind::Parameter ? "parameter" : "optimizer_state", stDType(b.dtype),
+                            shape};
+    s.tensors[b.name] = meta;
+    nlohmann::json list = nlohmann::json::array();
+    for (LocalBox& box : boxes[static_cast<int>(i)] = localBoxes(b, layout.get(), coordinates))
+      list.push_back({box.offsets, box.lengths});
+    mine["tensors"].push_back({{"name", b.name}, {"kind", meta.kind}, {"dtype", dtypeName(meta.dtype)},
+                               {"shape", shape}, {"boxes", list}});
+  }
+  std::vector<std::string> all{mine.dump()};
+  if (world && s.world > 1) all = rt::allGatherBytes(*world, all[0], "the checkpoint write plan");
+  // The writer of each box: the lowest rank holding it. Every rank computes the same table.
+  using BoxId = std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>>;
+  std::map<BoxId, int> writerOf;
+  struct Described {
+    std::string text;  // "kind dtype shape"
+    int rank = 0;      // the first rank describing it
+    std::vector<int64_t> shape;
+  };
+  std::map<std::string, Described> described;
+  std::map<std::string, int64_t> covered;                         // name -> elements written
+  std::vector<std::string> problems;
+  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+    const nlohmann::json j = nlohmann::json::parse(all[static_cast<size_t>(r)]);
+    if (r == 0 && j.contains("nonce")) s.nonce = j["nonce"].get<std::string>();
+    if (!j["problem"].get<std::string>().empty())
+      problems.push_back(fmt::format("rank {}: {}", r, j["problem"].get<std::string>()));
+    for (const nlohmann::json& t : j["tensors"]) {
+      const std::string name = t["name"].get<std::string>();
+      const std::string description = fmt::format("{} {} {}", t["kind"].get<std::string>(),
+                                                  t["dtype"].get<std::string>(), t["shape"].dump());
+      auto [it, fresh] = described.emplace(name, Described{description, r, t["shape"].get<std::vector<int64_t>>()});
+      if (!fresh && it->second.text != description)
+        problems.push_back(fmt::format("tensor '{}' is {} on rank {} but {} on rank {}", name, description, r,
+                                       it->second.text, it->second.rank));
+      for (const nlohmann::json& box : t["boxes"]) {
+        const auto lengths = box[1].get<std::vector<int64_t>>();
+        if (writerOf.emplace(BoxId{name, box[0].get<std::vector<int64_t>>(), lengths}, r).second)
+          covered[name] += elementCount(lengths, name);
+      }
+    }
+  }
+  for (const auto& [name, d] : described) {
+    const int64_t total = elementCount(d.shape, name);
+    if (covered[name] != total)
+      problems.push_back(fmt::format("the ranks' shards of '{}' hold {} elements, not its {}", name, covered[name], total));
+  }
+  if (!problems.empty())
+    throw CheckpointError(fmt::format("cannot plan checkpoints under '{}': {}", s.options.root, fmt::join(problems, "; ")));
+  for (const auto& [id, list] : boxes) {
+    PlannedBuffer planned{id, {}};
+    const std::string& name = p.buffers[static_cast<size_t>(id)].name;
+    for (const LocalBox& box : list)
+      if (writerOf.at(BoxId{name, box.offsets, box.lengths}) == s.rank) {
+        planned.boxes.push_back(box);
+        s.bytes += elementCount(box.lengths, name) * static_cast<int64_t>(dtypeSize(s.tensors[name].dtype));
+      }
+    if (!planned.boxes.empty()) s.plan.push_back(std::move(planned));
+  }
+}
+
+Checkpointer::~Checkpointer() {
+  if (std::exception_ptr e = impl_->join()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "%s\n", x.what());
+    }
+  }
+}
+
+double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
+  Impl& s = *impl_;
+  const Clock::time_point start = Clock::now();
+  if (std::exception_ptr e = s.join()) std::rethrow_exception(e);  // the previous save's error
+  detail::SaveJob job;
+  job.root = s.options.root;
+  job.step = step;
+  job.saveId = fmt::format("{}-{}", s.nonce, ++s.saves);
+  job.rank = s.rank;
+  job.world = s.world;
+  job.blockBytes = s.options.blockBytes;
+  job.timeoutSeconds = s.options.timeoutSeconds;
+  job.keep = s.options.keep;
+  job.async = s.options.async;
+  job.tensors = s.tensors;
+  if (s.rank == 0) {
+    job.trainer = trainer.is_null() ? nlohmann::json::object() : trainer;
+    if (!job.trainer.is_object() || (job.trainer.contains("step") && job.trainer["step"] != step))
+      throw CheckpointError(fmt::format("checkpoint step {}: the trainer state must be an object with \"step\": {}, "
+                                        "not {}", step, step, trainer.dump()));
+    job.trainer["step"] = step;
+  }
+  // The snapshot: the only part an asynchronous save blocks training for.
+  const rt::Program& p = s.ex.program();
+  std::vector<uint8_t> local;
+  for (const PlannedBuffer& planned : s.plan) {
+    const rt::Buffer& b = p.buffers[static_cast<size_t>(planned.buffer)];
+    const size_t element = static_cast<size_t>(rt::dtypeBytes(b.dtype));
+    local.resize(static_cast<size_t>(b.bytes()));
+    s.ex.readBuffer(planned.buffer, local.data());
+    for (const LocalBox& box : planned.boxes) {
+      detail::SnapshotBox snap{b.name, box.offsets, box.lengths, {}};
+      snap.bytes.resize(static_cast<size_t>(elementCount(box.lengths, b.name)) * element);
+      extractBox(local.data(), b.shape, box, element, snap.bytes.data());
+      job.boxes.push_back(std::move(snap));
+    }
+  }
+  job.blockedSeconds = since(start);
+  if (!s.options.async) {
+    std::string line = detail::runSave(job);
+    std::lock_guard lock(s.mutex);
+    if (!line.empty()) s.lines.push_back(std::move(line));
+    return since(start);
+  }
+  s.finished = false;
+  s.writer = std::thread([&s, job = std::move(job)] {
+    try {
+      std::string line = detail::runSave(job);
+      std::lock_guard lock(s.mutex);
+      if (!line.empty()) s.lines.push_back(std::move(line));
+    } catch (...) {
+      std::lock_guard lock(s.mutex);
+      s.error = std::current_exception();
+    }
+    s.finished = true;
+  });
+  return since(start);
+}
+
+void Checkpointer::wait() {
+  if (std::exception_ptr e = impl_->join()) std::rethrow_exception(e);
+}
+
+std::vector<std::string> Checkpointer::poll() {
+  Impl& s = *impl_;
+  if (s.writer.joinable() && s.finished) s.writer.join();
+  std::lock_guard lock(s.mutex);
+  if (s.error) std::rethrow_exception(std::exchange(s.error, nullptr));
+  return std::exchange(s.lines, {});
+}
+
+int64_t Checkpointer::bytesPerSave() const { return impl_->bytes; }
+
+}  // namespace tessel::ckpt

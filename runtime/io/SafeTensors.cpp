@@ -9,7 +9,8 @@
 // Reader: reads the 8-byte length, checks it against the file size and a 100 MB cap (the
 // reference implementation's limit), parses the JSON, validates every entry, then checks that
 // the tensors' byte ranges tile the data area exactly (sorted by offset, no gap, no overlap,
-// ending at the end of the file). Only then is tensor data read.
+// ending at the end of the file). Only then is tensor data read. readSafeTensorsHeader stops
+// after those checks, so a checkpoint reader can read single tensors by their absolute ranges.
 #include "runtime/io/SafeTensors.h"
 
 #include <fcntl.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <limits>
@@ -51,16 +53,6 @@ using FilePtr = std::unique_ptr<std::FILE, FileCloser>;
 
 std::string shapeString(const std::vector<int64_t>& shape) {
   return fmt::format("[{}]", fmt::join(shape, ", "));
-}
-
-bool parseDType(const std::string& name, StDType& out) {
-  for (StDType d : {StDType::F32, StDType::F64, StDType::BF16, StDType::I32, StDType::I64}) {
-    if (name == dtypeName(d)) {
-      out = d;
-      return true;
-    }
-  }
-  return false;
 }
 
 /// Element count of `shape`, or -1 if a dimension is negative or the product overflows.
@@ -120,6 +112,19 @@ bool getUnsigned(const json& j, uint64_t& out) {
   return false;
 }
 
+/// IEEE binary16 to double, exactly: sign, 5-bit exponent (bias 15), 10-bit fraction;
+/// exponent 0 is subnormal (fraction x 2^-24), 31 is infinity or NaN.
+double halfToDouble(uint16_t h) {
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  const int exponent = (h >> 10) & 0x1F;
+  const int fraction = h & 0x3FF;
+  if (exponent == 0) return sign * std::ldexp(fraction, -24);
+  if (exponent == 31)
+    return fraction == 0 ? sign * std::numeric_limits<double>::infinity()
+                         : std::numeric_limits<double>::quiet_NaN();
+  return sign * std::ldexp(1024 + fraction, exponent - 25);
+}
+
 /// One header entry after validation.
 struct Entry {
   std::string name;
@@ -136,8 +141,8 @@ Entry parseEntry(const std::string& path, const std::string& name, const json& j
   e.name = name;
   auto dtype = j.find("dtype");
   if (dtype == j.end() || !dtype->is_string()) bad("missing or non-string \"dtype\"");
-  if (!parseDType(dtype->get<std::string>(), e.tensor.dtype))
-    bad(fmt::format("unsupported dtype '{}' (supported: F32, F64, BF16, I32, I64)",
+  if (!dtypeFromName(dtype->get<std::string>(), e.tensor.dtype))
+    bad(fmt::format("unsupported dtype '{}' (supported: F32, F64, BF16, F16, I32, I64)",
                     dtype->get<std::string>()));
   auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array()) bad("missing or non-array \"shape\"");
@@ -185,6 +190,8 @@ size_t dtypeSize(StDType dtype) {
       return 4;
     case StDType::I64:
       return 8;
+    case StDType::F16:
+      return 2;
   }
   return 0;  // unreachable for valid enumerators
 }
@@ -201,8 +208,20 @@ const char* dtypeName(StDType dtype) {
       return "I32";
     case StDType::I64:
       return "I64";
+    case StDType::F16:
+      return "F16";
   }
   return "?";
+}
+
+bool dtypeFromName(std::string_view name, StDType& out) {
+  for (StDType d : {StDType::F32, StDType::F64, StDType::BF16, StDType::I32, StDType::I64, StDType::F16}) {
+    if (name == dtypeName(d)) {
+      out = d;
+      return true;
+    }
+  }
+  return false;
 }
 
 StTensor StTensor::fromF32(std::vector<int64_t> shape, const std::vector<float>& values) {
@@ -246,16 +265,25 @@ std::vector<double> StTensor::toF64() const {
         out.push_back(static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(h) << 16)));
       }
       break;
+    case StDType::F16:
+      for (size_t i = 0; i + 2 <= bytes.size(); i += 2) {
+        uint16_t h;
+        std::memcpy(&h, bytes.data() + i, 2);
+        out.push_back(halfToDouble(h));
+      }
+      break;
   }
   return out;
 }
 
-void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
+StByteRanges writeSafeTensorsWithOffsets(const std::string& path, const SafeTensorsFile& file,
+                                         bool durable) {
   const std::string what = fmt::format("cannot write safetensors file '{}'", path);
   // 1. Header JSON, tensors in name order (std::map order), data packed in the same order.
   ordered_json header = ordered_json::object();
   if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
   uint64_t offset = 0;
+  StByteRanges ranges;
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__")
       throw SafeTensorsError(
@@ -264,6 +292,7 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
     header[name] = {{"dtype", dtypeName(t.dtype)},
                     {"shape", t.shape},
                     {"data_offsets", {offset, offset + t.bytes.size()}}};
+    ranges[name] = {static_cast<int64_t>(offset), static_cast<int64_t>(offset + t.bytes.size())};
     offset += t.bytes.size();
   }
   std::string text;
@@ -273,6 +302,8 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
     throw SafeTensorsError(fmt::format("{}: {}", what, e.what()));
   }
   text.append((8 - text.size() % 8) % 8, ' ');
+  const int64_t dataBegin = 8 + static_cast<int64_t>(text.size());
+  for (auto& [name, range] : ranges) range = {dataBegin + range.first, dataBegin + range.second};
   uint8_t lengthLE[8];
   for (int i = 0; i < 8; ++i) lengthLE[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
 
@@ -286,7 +317,7 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
     writeAll(f, lengthLE, 8, tmp);
     writeAll(f, text.data(), text.size(), tmp);
     for (const auto& [name, t] : file.tensors) writeAll(f, t.bytes.data(), t.bytes.size(), tmp);
-    if (std::fflush(f) != 0 || ::fsync(fileno(f)) != 0)
+    if (std::fflush(f) != 0 || (durable && ::fsync(fileno(f)) != 0))
       throw SafeTensorsError(fmt::format("cannot flush '{}': {}", tmp, std::strerror(errno)));
     std::FILE* closing = f;
     f = nullptr;
@@ -300,6 +331,7 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
     throw SafeTensorsError(fmt::format("{}: {}", what, e.what()));
   }
   // 3. Best effort: make the rename itself durable by syncing the directory.
+  if (!durable) return ranges;
   const size_t slash = path.find_last_of('/');
   const std::string dir =
       slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
@@ -308,41 +340,35 @@ void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
     (void)::fsync(dfd);
     ::close(dfd);
   }
+  return ranges;
 }
 
-SafeTensorsFile readSafeTensors(const std::string& path) {
-  FilePtr f(std::fopen(path.c_str(), "rb"));
-  if (!f) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
-  if (std::fseek(f.get(), 0, SEEK_END) != 0)
-    fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
-  const long endPos = std::ftell(f.get());
-  if (endPos < 0) fail(path, fmt::format("cannot determine size: {}", std::strerror(errno)));
-  const uint64_t fileSize = static_cast<uint64_t>(endPos);
-  std::rewind(f.get());
-  auto readExactly = [&](void* dst, size_t n, const char* part) {
-    if (n != 0 && std::fread(dst, 1, n, f.get()) != n)
-      fail(path,
-           fmt::format("cannot read {}: {}", part,
-                       std::ferror(f.get()) ? std::strerror(errno) : "unexpected end of file"));
-  };
+void writeSafeTensors(const std::string& path, const SafeTensorsFile& file) {
+  writeSafeTensorsWithOffsets(path, file, /*durable=*/true);
+}
 
+SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, uint64_t fileSize,
+                                         const std::string& path) {
+  const auto* bytes = static_cast<const uint8_t*>(prefix);
   // 1. Header length: 8 bytes, little-endian, within the file and the cap.
   if (fileSize < 8)
     fail(path, fmt::format("file is {} bytes, shorter than the 8-byte header length", fileSize));
-  uint8_t lengthLE[8];
-  readExactly(lengthLE, 8, "the header length");
+  if (prefixSize < 8) fail(path, fmt::format("only {} bytes of the 8-byte header length given", prefixSize));
+  if (fileSize > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+    fail(path, fmt::format("file size {} is beyond int64", fileSize));
   uint64_t headerLen = 0;
-  for (int i = 0; i < 8; ++i) headerLen |= uint64_t{lengthLE[i]} << (8 * i);
+  for (int i = 0; i < 8; ++i) headerLen |= uint64_t{bytes[i]} << (8 * i);
   if (headerLen > kMaxHeaderBytes)
     fail(path,
          fmt::format("header length {} exceeds the {}-byte limit", headerLen, kMaxHeaderBytes));
   if (headerLen > fileSize - 8)
     fail(path, fmt::format("header length {} runs past the end of the file ({} bytes)", headerLen,
                            fileSize));
+  if (headerLen > prefixSize - 8)
+    fail(path, fmt::format("header of {} bytes is truncated to {}", headerLen, prefixSize - 8));
 
   // 2. Parse the JSON, noting duplicate top-level keys (nlohmann would silently keep the last).
-  std::string text(headerLen, '\0');
-  readExactly(text.data(), text.size(), "the header");
+  const std::string_view text(reinterpret_cast<const char*>(bytes + 8), headerLen);
   std::set<std::string> seen;
   std::string duplicate;
   json::parser_callback_t onEvent = [&](int depth, json::parse_event_t event, json& parsed) {
@@ -361,7 +387,9 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
   if (!duplicate.empty()) fail(path, fmt::format("header names '{}' more than once", duplicate));
 
   // 3. Validate each entry.
-  SafeTensorsFile result;
+  SafeTensorsHeader result;
+  result.fileSize = static_cast<int64_t>(fileSize);
+  result.dataBegin = static_cast<int64_t>(8 + headerLen);
   std::vector<Entry> entries;
   for (auto it = header.begin(); it != header.end(); ++it) {
     if (it.key() == "__metadata__") {
@@ -401,13 +429,83 @@ SafeTensorsFile readSafeTensors(const std::string& path) {
     fail(path,
          fmt::format("tensors cover {} bytes but the data area has {} (file truncated or padded?)",
                      expected, dataSize));
-
-  // 5. Read the data; ranges are contiguous and sorted, so one sequential pass suffices.
   for (Entry& e : entries) {
-    e.tensor.bytes.resize(e.end - e.begin);
-    readExactly(e.tensor.bytes.data(), e.tensor.bytes.size(),
-                fmt::format("the data of tensor '{}'", e.name).c_str());
-    result.tensors.emplace(e.name, std::move(e.tensor));
+    StTensorInfo& info = result.tensors[e.name];
+    info.dtype = e.tensor.dtype;
+    info.shape = std::move(e.tensor.shape);
+    info.begin = result.dataBegin + static_cast<int64_t>(e.begin);
+    info.end = result.dataBegin + static_cast<int64_t>(e.end);
+  }
+  return result;
+}
+
+namespace {
+
+/// An open file and its size, for the header and data reads below.
+struct OpenFile {
+  FilePtr f;
+  uint64_t size = 0;
+};
+
+OpenFile openForReading(const std::string& path) {
+  OpenFile file;
+  file.f.reset(std::fopen(path.c_str(), "rb"));
+  if (!file.f) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  if (std::fseek(file.f.get(), 0, SEEK_END) != 0)
+    fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
+  const long endPos = std::ftell(file.f.get());
+  if (endPos < 0) fail(path, fmt::format("cannot determine size: {}", std::strerror(errno)));
+  file.size = static_cast<uint64_t>(endPos);
+  std::rewind(file.f.get());
+  return file;
+}
+
+void readExactly(const OpenFile& file, const std::string& path, void* dst, size_t n,
+                 const std::string& part) {
+  if (n != 0 && std::fread(dst, 1, n, file.f.get()) != n)
+    fail(path, fmt::format("cannot read {}: {}", part,
+                           std::ferror(file.f.get()) ? std::strerror(errno) : "unexpected end of file"));
+}
+
+/// Reads the 8-byte length and the header it announces (checked against the cap and the file
+/// size before anything is allocated), leaving the file positioned at the data area.
+SafeTensorsHeader readHeader(const OpenFile& file, const std::string& path) {
+  std::vector<uint8_t> prefix(8);
+  if (file.size < 8) return parseSafeTensorsHeader(prefix.data(), 0, file.size, path);
+  readExactly(file, path, prefix.data(), 8, "the header length");
+  uint64_t headerLen = 0;
+  for (int i = 0; i < 8; ++i) headerLen |= uint64_t{prefix[size_t(i)]} << (8 * i);
+  if (headerLen <= kMaxHeaderBytes && headerLen <= file.size - 8) {
+    prefix.resize(8 + headerLen);
+    readExactly(file, path, prefix.data() + 8, headerLen, "the header");
+  }
+  return parseSafeTensorsHeader(prefix.data(), prefix.size(), file.size, path);
+}
+
+}  // namespace
+
+SafeTensorsHeader readSafeTensorsHeader(const std::string& path) {
+  return readHeader(openForReading(path), path);
+}
+
+SafeTensorsFile readSafeTensors(const std::string& path) {
+  const OpenFile file = openForReading(path);
+  SafeTensorsHeader header = readHeader(file, path);
+  SafeTensorsFile result;
+  result.metadata = std::move(header.metadata);
+  // The ranges tile the data area, which follows the header: one sequential pass in offset order.
+  std::vector<std::pair<const std::string*, StTensorInfo*>> order;
+  for (auto& [name, info] : header.tensors) order.emplace_back(&name, &info);
+  std::sort(order.begin(), order.end(),
+            [](const auto& a, const auto& b) { return a.second->begin < b.second->begin; });
+  for (auto& [name, info] : order) {
+    StTensor t;
+    t.dtype = info->dtype;
+    t.shape = std::move(info->shape);
+    t.bytes.resize(static_cast<size_t>(info->end - info->begin));
+    readExactly(file, path, t.bytes.data(), t.bytes.size(),
+                fmt::format("the data of tensor '{}'", *name));
+    result.tensors.emplace(*name, std::move(t));
   }
   return result;
 }

@@ -11,6 +11,10 @@
 // of each global batch (runtime/train/TextBatches.h, ImageBatches.h) exactly as
 // `tessel-gpt --plan dp=N` does, so the losses are the JIT run's, bit for bit.
 //
+// Checkpoints (--checkpoint-dir, --checkpoint-every, --async-checkpoint, --resume, ...;
+// runtime/train/Checkpointing.h) as the JIT trainers have them: a bundle's run saves and resumes
+// the same checkpoints, so a job can move between tessel-gpt and tessel-run and between plans.
+//
 // --device cuda runs a bundle compiled for the GPU (tessel-gpt --emit-bundle DIR --device
 // cuda) on the GPU executor (runtime/cuda/CudaExecutor.h) instead, from its cubin; the same
 // bundle still runs on the CPU with --device cpu. --device auto picks the GPU when the bundle
@@ -26,6 +30,7 @@
 #include "runtime/exec/ProgramProof.h"  // defines: proveTraining, proofLine
 #include "runtime/exec/Sharding.h"  // deviceMeshFor
 #include "runtime/data/TextDataset.h"
+#include "runtime/train/Checkpointing.h"
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/LastValueWins.h"
 #include "runtime/train/LogPath.h"
@@ -78,18 +83,20 @@ struct BundleData : tessel::trainer::RankData {
 
 /// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
 /// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
-void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world) {
+void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
+              int64_t firstStep) {
   const int64_t batch = info.batch, microsteps = info.plan.microsteps;
   if (info.model == "gpt") {
     d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? defaultData(info.model) : f.data);
     d.text->requireSequenceLength(info.seq);
-    const tessel::trainer::TextBatchOptions o{d.text.get(), batch, info.seq, rank, world, microsteps, f.seed};
+    const tessel::trainer::TextBatchOptions o{d.text.get(), batch,  info.seq, rank,
+                                              world,        microsteps, f.seed, firstStep};
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::textRankData(o);
   } else if (info.model == "mlp") {
     const std::string dir = f.data.empty() ? defaultData(info.model) : f.data;
     d.images = tessel::readFashionMnist(dir, tessel::Split::Train);
     d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
-    const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed};
+    const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed, firstStep};
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::imageRankData(o, dir);
   } else {
     throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt) nor an "
@@ -98,8 +105,17 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
   }
 }
 
-int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, char** argv,
-              std::optional<tessel::rt::World>& ranks) {
+/// "bf16" when the bundle's program computes in bf16 (mixed precision), else "f32": the
+/// trainer state's precision (informative; a run may resume in another precision).
+std::string precisionOf(const tessel::rt::Program& program) {
+  for (const tessel::rt::Buffer& b : program.buffers)
+    if (b.dtype == tessel::rt::DType::BF16) return "bf16";
+  return "f32";
+}
+
+int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, const tessel::trainer::CheckpointFlags& ck,
+              int argc, char** argv, std::optional<tessel::rt::World>& ranks) {
+  tessel::trainer::checkCheckpointFlags(ck, f.steps);
   tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
   // Before anything is opened for writing: the log is none of what this process reads.
   const std::vector<tessel::trainer::ReadPath> reads = {
@@ -131,11 +147,19 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
                                            "DIR --device cuda, or use --device cpu", f.dir));
     device = "cpu";
   }
+  // Where a resumed run starts, before the feeders: every rank reads the checkpoint's index.
+  const tessel::trainer::RunIdentity identity{.model = bundle.info.model, .config = bundle.info.config,
+                                              .globalBatch = bundle.info.batch, .seed = f.seed,
+                                              .optimizer = bundle.info.optimizer,
+                                              .precision = precisionOf(bundle.program), .plan = plan.meshText(),
+                                              .mesh = plan.mesh, .worldSize = world};
+  tessel::trainer::ResumePoint resume = tessel::trainer::findResumePoint(ck, identity);
+  tessel::trainer::checkCheckpointFlags(ck, f.steps, resume.step);
   BundleData data;
   // The batch is split over the plan's batch axes only (with HSDP the replicated and the fully
   // sharded axis); tensor-parallel peers feed the same rows.
   const auto [batchRank, batchRanks] = tessel::trainer::batchShard(plan.mesh, plan.batchAxes(), rank);
-  loadData(data, bundle.info, f, batchRank, batchRanks);
+  loadData(data, bundle.info, f, batchRank, batchRanks, resume.step);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
   // Before anything is allocated for the program (NCCL's bootstrap allocates device memory).
   tessel::trainer::requireDeviceMemory(bundle.program, f.deviceMemory, rank, plan.meshText());
@@ -202,11 +226,18 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
   train.runInfo = {{"model", bundle.info.model}, {"describe", shape}, {"plan", plan.meshText()},
                    {"device", ex->deviceName()}, {"batch", bundle.info.batch}, {"seed", f.seed},
                    {"bundle", f.dir}, {"config", bundle.info.config}};
-  tessel::trainer::train(*ex, train, data.train, data.val);
+  {
+    // Loads the checkpoint over the initialised parameters, and saves (collective).
+    tessel::trainer::CheckpointSession checkpoints(*ex, comm, ck, identity, std::move(resume), train);
+    checkpoints.attach(train);
+    tessel::trainer::train(*ex, train, data.train, data.val);
+    checkpoints.finish();
+  }
+  const int64_t ran = std::max<int64_t>(1, tessel::trainer::stepsRun(train));
   if (rank == 0) {  // what the collectives cost, as the JIT trainers print it
     const tessel::rt::CollectiveCounters& counters = gpu ? gpu->collectiveCounters()
                                                          : static_cast<tessel::rt::Executor&>(*ex).collectiveCounters();
-    fmt::print("{}", tessel::rt::communicationSummary(ex->program(), counters, f.steps, world));
+    fmt::print("{}", tessel::rt::communicationSummary(ex->program(), counters, ran, world));
   }
   if (rank == 0)
     fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
@@ -220,7 +251,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, int argc, 
                mib(m.allocated), mib(m.persistent), mib(m.arena), mib(m.workspace), mib(m.devicePeakUsed),
                mib(m.deviceTotal));
     fmt::print("device time: train_step {:.3f} ms per step ({})\n",
-               gpu->deviceMilliseconds("train_step") / static_cast<double>(f.steps),
+               gpu->deviceMilliseconds("train_step") / static_cast<double>(ran),
                gpu->usingGraphs() ? "CUDA graphs" : "eager launches");
   }
   ex.reset();  // before the library it calls into
@@ -258,6 +289,8 @@ int main(int argc, char** argv) {
   tessel::trainer::addCommFlags(app, f.checkSchedule, f.checkReplicas, f.commTimeout);
   tessel::trainer::TrainOptions train;
   tessel::trainer::addTrainFlags(app, train, /*optimizerFlag=*/false);
+  tessel::trainer::CheckpointFlags checkpoints;
+  tessel::trainer::addCheckpointFlags(app, checkpoints);
   try {
     tessel::trainer::lastValueWins(app);
     app.parse(argc, argv);
@@ -267,5 +300,5 @@ int main(int argc, char** argv) {
   // The world outlives the error handlers: a failed collective ends the job there
   // (rt::abortJob) without the world's orderly shutdown, which would wait for peers.
   std::optional<tessel::rt::World> ranks;
-  return tessel::trainer::runGuarded("tessel-run", [&] { return runBundle(f, train, argc, argv, ranks); });
+  return tessel::trainer::runGuarded("tessel-run", [&] { return runBundle(f, train, checkpoints, argc, argv, ranks); });
 }

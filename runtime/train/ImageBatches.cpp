@@ -30,7 +30,7 @@ BatchFeeder imageTrainFeeder(const ImageBatchOptions& o) {
   requireImageBatch(o);
   // As for text: the sampler sees the whole global batch and every rank takes its rows.
   auto sampler = std::make_shared<DistributedSampler>(o.train->count, o.batch, 0, 1, o.seed);
-  auto call = std::make_shared<int64_t>(0);
+  auto call = std::make_shared<int64_t>(o.firstStep * o.microsteps);  // calls so far
   return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn, size_t firstInput) {
     const int64_t step = *call / o.microsteps, micro = *call % o.microsteps;
     ++*call;

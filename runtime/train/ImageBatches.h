@@ -28,6 +28,10 @@ struct ImageBatchOptions {
   int rank = 0, world = 1;
   int64_t microsteps = 1;  // k: calls per training step (microsteps, or a pipeline's M_eff microbatches)
   uint64_t seed = 1337;
+  /// Global batches already consumed (a run resumed from checkpoint step s: s). The first
+  /// training call feeds global batch firstStep (0-based), i.e. 1-based step firstStep + 1: the
+  /// sampler position is the step, so a resumed run sees the uninterrupted run's data order.
+  int64_t firstStep = 0;
 };
 
 /// The training feeder (see the promise). Throws DataError when the training set has fewer

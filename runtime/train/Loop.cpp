@@ -24,6 +24,10 @@
 
 namespace tessel::trainer {
 
+int64_t lastStepOf(const TrainOptions& o) { return o.lastStep >= 0 ? std::min(o.lastStep, o.steps) : o.steps; }
+
+int64_t stepsRun(const TrainOptions& o) { return std::max<int64_t>(0, lastStepOf(o) - o.firstStep + 1); }
+
 double learningRate(const TrainOptions& o, int64_t step) {
   if (o.warmup > 0 && step <= o.warmup)
     return o.lr * static_cast<double>(step) / static_cast<double>(o.warmup);
@@ -182,7 +186,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   const size_t firstHyper = modelInputs * stepMicrobatches;
   std::ofstream log;
   if (!o.logJson.empty() && (!o.comm || o.comm->rank() == 0)) {
-    log.open(o.logJson);
+    // A resumed run continues the log of the run it resumes (records of steps > firstStep - 1).
+    log.open(o.logJson, o.firstStep > 1 ? std::ios::app : std::ios::trunc);
     if (!log) throw std::runtime_error(fmt::format("cannot write the JSON log '{}'", o.logJson));
   }
   // Validation runs @forward once per microbatch: microsteps, or M_eff under a pipeline.
@@ -218,6 +223,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   if (recording) {
     run["world_size"] = o.comm ? o.comm->worldSize() : 1;
     run["steps"] = o.steps;
+    if (o.firstStep > 1) run["resumed_after_step"] = o.firstStep - 1;
     run["unit"] = o.throughputUnit;
     run["training"] = {{"optimizer", o.optimizer}, {"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule},
                        {"weight_decay", o.weightDecay}, {"grad_clip", o.gradClip}, {"microsteps", o.microsteps},
@@ -232,7 +238,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
   bool anyValidation = false;
   std::vector<StepStats> stats;
   auto start = std::chrono::steady_clock::now();
-  for (int64_t step = 1; step <= o.steps; ++step) {
+  const int64_t lastStep = lastStepOf(o);
+  for (int64_t step = o.firstStep; step <= lastStep; ++step) {
     if (tr) tr->setActive(step >= window.first && step <= window.second);
     auto t0 = std::chrono::steady_clock::now();
     const rt::CollectiveCounters before = o.counters ? o.counters() : rt::CollectiveCounters{};
@@ -305,7 +312,8 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       s.valLoss = meanOverRanks(o.comm, evaluate(ex, valBatch, evalBatches));
     }
     double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double eta = elapsed / static_cast<double>(step) * static_cast<double>(o.steps - step);
+    // This run's steps so far (a resumed run started at firstStep) predict the rest of it.
+    double eta = elapsed / static_cast<double>(step - o.firstStep + 1) * static_cast<double>(lastStep - step);
     if (evaluated) lastValLoss = s.valLoss, anyValidation = true;
     if (print)
       progress.update({.step = step, .steps = o.steps, .loss = s.loss, .lr = s.lr, .gradNorm = s.gradNorm,
@@ -321,7 +329,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       const rt::AllocationCounter* counter = ex.allocationCounter();
       j["peak_memory_bytes"] = counter ? counter->peak() : memory.total() - memory.activationArena + ex.highWaterBytes();
       j["arena_high_water_bytes"] = ex.highWaterBytes();
-      if (step == 1) j["run"] = run;
+      if (step == o.firstStep) j["run"] = run;
       if (log.is_open()) {
         log << j.dump() << "\n" << std::flush;
         if (!log)
@@ -335,6 +343,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
     if (evaluated && !std::isfinite(s.valLoss))
       throw divergence("validation", s.valLoss, step, s.lr, o, std::isfinite(clip));
     stats.push_back(s);
+    if (o.afterStep) o.afterStep(step);
   }
   progress.finish();
   if (print && !o.reportDir.empty())

@@ -89,12 +89,30 @@ struct TrainOptions {
   /// The run's configuration and plan for the log's "run" record of step 1 (RunLog.h: model,
   /// describe, plan, device, config); the loop adds world_size, steps, unit and memory.
   nlohmann::json runInfo = nlohmann::json::object();
+  /// Resuming (runtime/train/Checkpointing.h): the first step to run, 1-based (a run resumed
+  /// from checkpoint step s starts at s + 1). The learning-rate schedule is a function of the
+  /// step and `steps` alone, so it continues where it was (over a different --steps, the
+  /// cosine spans the new --steps). A resumed run (firstStep > 1) appends to --log-json, its
+  /// first record carrying the "run" object; progress and ETA count the steps of this run.
+  int64_t firstStep = 1;
+  /// The last step to run (--stop-after: the run ends as if interrupted, without the final
+  /// validation); -1: `steps`. No step runs when lastStep < firstStep.
+  int64_t lastStep = -1;
+  /// Called after each step (after its log record), with the step, on every rank at the same
+  /// point: the checkpoint policy. Empty: nothing.
+  std::function<void(int64_t step)> afterStep;
 };
 
 /// The steps --trace-steps `flag` selects in a run of `steps` steps (see TrainOptions::
 /// traceSteps). Throws std::runtime_error when the window ends after the run does
 /// ("--trace-steps 2:10: the run has 5 steps").
 std::pair<int64_t, int64_t> traceWindow(const std::string& flag, int64_t steps);
+
+/// The last step the loop runs: lastStep (--stop-after) when set, else steps.
+int64_t lastStepOf(const TrainOptions& o);
+/// Steps the loop runs: from firstStep to lastStepOf (0 when a resumed run stops where it
+/// resumed), for per-step averages of what this process measured.
+int64_t stepsRun(const TrainOptions& o);
 
 /// The learning rate at 1-based `step`: linear warmup, then cosine or constant.
 double learningRate(const TrainOptions& o, int64_t step);
@@ -130,7 +148,8 @@ std::vector<std::string> hyperParameterNames(const rt::Program& program, int64_t
 /// otherwise.
 void checkTrainingProgram(const rt::Program& program, int64_t microsteps, int64_t pipelineMicrobatches = 0);
 
-/// Runs the loop on `ex` (a program with @train_step and @forward): per step, `trainBatch`
+/// Runs the loop on `ex` (a program with @train_step and @forward): per step from firstStep to
+/// lastStep (or steps), `trainBatch`
 /// feeds a batch (each microbatch, at its first input: BatchFeeder), the hyper-parameters are
 /// set, train_step runs; every evalEvery steps and at the end, the first
 /// evaluationBatches(evalBatches, valBatch) global batches of the fixed validation set run

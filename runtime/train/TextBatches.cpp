@@ -37,7 +37,7 @@ BatchFeeder textTrainFeeder(const TextBatchOptions& o) {
   // global batch and takes its rows, which is rankBatch's slice split into microsteps.
   auto sampler = std::make_shared<DistributedSampler>(
       textWindowCount(o.data->trainSize(), o.seq), o.batch, 0, 1, o.seed);
-  auto call = std::make_shared<int64_t>(0);
+  auto call = std::make_shared<int64_t>(o.firstStep * o.microsteps);  // calls so far
   return [o, sampler, call](rt::ProgramExecutor& ex, const std::string& fn, size_t firstInput) {
     const int64_t step = *call / o.microsteps, micro = *call % o.microsteps;
     ++*call;

@@ -40,6 +40,10 @@ struct TextBatchOptions {
   int64_t microsteps = 1;  // k: calls per training step (accumulate_step k-1 times, then train_step;
                            // or a pipeline's M_eff microbatches, all of one train_step)
   uint64_t seed = 1337;
+  /// Global batches already consumed (a run resumed from checkpoint step s: s). The first
+  /// training call feeds global batch firstStep (0-based), i.e. 1-based step firstStep + 1: the
+  /// sampler position is the step, so a resumed run sees the uninterrupted run's data order.
+  int64_t firstStep = 0;
 };
 
 /// The training feeder: one call per microstep, in order (see the promise). Throws

@@ -6,6 +6,8 @@
 // promise of TextBatches.h defines them by), that @train_step runs once per step with the
 // hyper-parameters at inputs M_eff k onwards, and that validation runs @forward once per
 // microbatch. Also checkTrainingProgram's pipelined signature check.
+// Also the loop resumed at a later step (Checkpointing.h): the same rows, learning rates and
+// log as the uninterrupted run from there on.
 #include "runtime/data/DistributedSampler.h"
 #include "runtime/data/TextDataset.h"
 #include "runtime/train/Loop.h"
@@ -245,6 +247,92 @@ TEST(PipelineFeeding, ValidationMustFeedTheSameMicrobatches) {
   EXPECT_THROW(tessel::trainer::train(ex, o, tessel::trainer::textTrainFeeder(train),
                                       tessel::trainer::textValFeeder(val)),
                std::logic_error);
+}
+
+
+// Resuming (runtime/train/Checkpointing.h): the loop started at a later step with feeders
+// started at that step must feed exactly what the uninterrupted loop fed from there on, rows
+// (the sampler position is the step), learning rate (the schedule spans --steps whatever the
+// first step) and the optimizer's step alike; --stop-after ends it early without validation.
+
+/// The setInput calls of a pipelined loop on this file's program: steps firstStep..lastStep of
+/// a run of `steps` (warmup 1, cosine, so that every step has its own learning rate), feeders
+/// started at firstStep - 1, and the steps the after-step hook saw.
+std::pair<std::vector<SetInput>, std::vector<int64_t>> resumedRun(const tessel::TextDataset& data, int64_t firstStep,
+                                                                  int64_t lastStep, const std::string& log = "") {
+  tessel::trainer::TextBatchOptions options{&data, kBatch, kSeq, kRank, kWorld, kMicrobatches, 11};
+  options.firstStep = firstStep - 1;
+  RecordingExecutor ex(pipelinedProgram(kMicrobatches, kBatch / (kWorld * kMicrobatches)));
+  TrainOptions o;
+  o.steps = 6;
+  o.warmup = 1;
+  o.evalBatches = 1;
+  o.pipelineMicrobatches = kMicrobatches;
+  o.firstStep = firstStep;
+  o.lastStep = lastStep;
+  o.logJson = log;
+  std::vector<int64_t> hooked;
+  o.afterStep = [&](int64_t step) { hooked.push_back(step); };
+  tessel::trainer::train(ex, o, tessel::trainer::textTrainFeeder(options), tessel::trainer::textValFeeder(options));
+  return {ex.inputs, hooked};
+}
+
+bool sameCall(const SetInput& a, const SetInput& b) {
+  return a.function == b.function && a.index == b.index && a.ints == b.ints &&
+         std::memcmp(&a.scalar, &b.scalar, sizeof(float)) == 0;
+}
+
+TEST(ResumedLoop, FeedsWhatTheUninterruptedLoopFedAfterItsStep) {
+  const std::string path = ::testing::TempDir() + "/tessel_resumed_loop.txt";
+  std::ofstream(path) << windowText();
+  tessel::TextDataset data(path);
+  const auto [full, fullSteps] = resumedRun(data, 1, -1);
+  EXPECT_EQ(fullSteps, (std::vector<int64_t>{1, 2, 3, 4, 5, 6}));
+  const size_t perStep = 2 * kMicrobatches + kHyper.size();  // data, then the hyper-parameters
+  const size_t validation = 2 * kMicrobatches;                // at the last step
+  ASSERT_EQ(full.size(), 6 * perStep + validation);
+  for (int64_t resumed : {1, 3, 5}) {
+    const auto [tail, steps] = resumedRun(data, resumed + 1, -1);
+    ASSERT_EQ(tail.size(), full.size() - static_cast<size_t>(resumed) * perStep) << "resumed at " << resumed;
+    for (size_t i = 0; i < tail.size(); ++i)
+      EXPECT_TRUE(sameCall(tail[i], full[static_cast<size_t>(resumed) * perStep + i]))
+          << "resumed at step " << resumed << ": call " << i << " (" << tail[i].function << " input "
+          << tail[i].index << ") differs from the uninterrupted run's";
+    EXPECT_EQ(steps.front(), resumed + 1);
+    EXPECT_EQ(steps.back(), 6);
+  }
+  // --stop-after 4 of a run resumed at 2: steps 3 and 4 as the uninterrupted run fed them, and
+  // no validation (an interruption is not the end).
+  const auto [stopped, stoppedSteps] = resumedRun(data, 3, 4);
+  EXPECT_EQ(stoppedSteps, (std::vector<int64_t>{3, 4}));
+  ASSERT_EQ(stopped.size(), 2 * perStep);
+  for (size_t i = 0; i < stopped.size(); ++i) EXPECT_TRUE(sameCall(stopped[i], full[2 * perStep + i])) << i;
+  // --stop-after equal to the resumed step: nothing runs.
+  const auto [none, noSteps] = resumedRun(data, 5, 4);
+  EXPECT_TRUE(none.empty());
+  EXPECT_TRUE(noSteps.empty());
+}
+
+TEST(ResumedLoop, ALogIsContinuedNotReplaced) {
+  const std::string text = ::testing::TempDir() + "/tessel_resumed_log.txt";
+  std::ofstream(text) << windowText();
+  tessel::TextDataset data(text);
+  const std::string log = ::testing::TempDir() + "/tessel_resumed_log.jsonl";
+  std::filesystem::remove(log);
+  resumedRun(data, 1, 3, log);  // interrupted after step 3
+  resumedRun(data, 4, -1, log);  // resumed
+  std::ifstream in(log);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(records.size(), 6u);
+  for (size_t i = 0; i < records.size(); ++i) EXPECT_EQ(records[i]["step"], i + 1);
+  // Each run's first record says what the run was; the resumed one after which step.
+  EXPECT_TRUE(records[0].contains("run"));
+  EXPECT_FALSE(records[0]["run"].contains("resumed_after_step"));
+  EXPECT_EQ(records[3]["run"]["resumed_after_step"], 3);
+  EXPECT_FALSE(records[1].contains("run"));
+  EXPECT_TRUE(records[5].contains("val_loss"));  // the last step of --steps validates
+  EXPECT_FALSE(records[2].contains("val_loss"));  // the interruption did not
 }
 
 }  // namespace

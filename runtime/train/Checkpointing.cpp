@@ -1,0 +1,204 @@
+// Checkpoints and resuming for the training loop; see Checkpointing.h.
+#include "runtime/train/Checkpointing.h"
+
+#include "runtime/ckpt/Index.h"
+#include "runtime/comm/GatherBytes.h"
+#include "runtime/train/FlagChecks.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <stdexcept>
+
+namespace tessel::trainer {
+
+void addCheckpointFlags(CLI::App& app, CheckpointFlags& f) {
+  app.add_option("--checkpoint-dir", f.dir,
+                 "save checkpoints under DIR (a folder per step, DIR/latest naming the newest committed one; every "
+                 "rank writes its own shards; docs/checkpoints.md): every --checkpoint-every steps and after the last")
+      ->type_name("DIR")->check(nonEmpty("folder"));
+  app.add_option("--checkpoint-every", f.every, "save a checkpoint every N steps (needs --checkpoint-dir)")
+      ->type_name("N")->check(integerIn(1, int64_t{1} << 40));
+  app.add_flag("--async-checkpoint", f.async,
+               "copy the state to host memory, then write and commit it on a background thread while training "
+               "continues");
+  app.add_option("--keep-checkpoints", f.keep, "keep only the newest K committed checkpoints (0: all)")
+      ->type_name("K")->check(integerIn(0, int64_t{1} << 20));
+  app.add_option("--stop-after", f.stopAfter,
+                 "end the run after step N as if it were interrupted: the learning-rate schedule still spans "
+                 "--steps, and a checkpoint is written only if N is a multiple of --checkpoint-every")
+      ->type_name("N")->check(integerIn(0, int64_t{1} << 40));
+  app.add_option("--resume", f.resume,
+                 "continue from a checkpoint: its folder, or a checkpoint root (follows DIR/latest); at its step + 1, "
+                 "with the same data order, on any plan and number of ranks")
+      ->type_name("DIR")->check(nonEmpty("folder"));
+  app.add_flag("--allow-partial", f.allowPartial,
+               "with --resume: load the tensors both the checkpoint and the model have, name the others, and keep "
+               "the initialised values of the rest");
+}
+
+void checkCheckpointFlags(const CheckpointFlags& f, int64_t steps, int64_t resumedStep) {
+  if (f.dir.empty()) {
+    const char* without = f.every > 0 ? "--checkpoint-every" : f.async ? "--async-checkpoint"
+                          : f.keep > 0 ? "--keep-checkpoints" : nullptr;
+    if (without)
+      throw std::runtime_error(fmt::format("{} needs --checkpoint-dir DIR: where the checkpoints go", without));
+  }
+  if (f.allowPartial && f.resume.empty())
+    throw std::runtime_error("--allow-partial needs --resume DIR: it says how a checkpoint is loaded");
+  if (steps <= 0) return;  // not known yet (e.g. --steps 0: one epoch)
+  if (f.stopAfter > steps)
+    throw std::runtime_error(fmt::format("--stop-after {} is beyond the run's last step (--steps {})", f.stopAfter,
+                                         steps));
+  if (resumedStep > steps)
+    throw std::runtime_error(fmt::format("--resume '{}': the checkpoint holds step {}, beyond the run's last step "
+                                         "(--steps {})",
+                                         f.resume, resumedStep, steps));
+  if (f.stopAfter >= 0 && f.stopAfter < resumedStep)
+    throw std::runtime_error(fmt::format("--stop-after {} is before the step --resume '{}' continues from ({})",
+                                         f.stopAfter, f.resume, resumedStep));
+}
+
+nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& o, int64_t step) {
+  nlohmann::json mesh = nlohmann::json::array();
+  for (const auto& [axis, size] : run.mesh) mesh.push_back({axis, size});
+  return {{"step", step},
+          {"steps", o.steps},
+          {"seed", run.seed},
+          {"sampler", {{"global_batches_consumed", step}, {"global_batch", run.globalBatch}}},
+          {"lr_schedule",
+           {{"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule}, {"min_lr_ratio", o.minLrRatio},
+            {"steps", o.steps}}},
+          // No random stream advances while training (no dropout): parameters are drawn from the
+          // seed once, and the sampler's order is a pure function of the seed and the step.
+          {"rng", {{"kind", "stateless"}, {"parameter_init_seed", run.seed}, {"sampler_seed", run.seed}}},
+          {"plan", run.plan},
+          {"mesh", mesh},
+          {"world_size", run.worldSize},
+          {"model", run.model},
+          {"config", run.config},
+          {"optimizer", run.optimizer},
+          {"precision", run.precision}};
+}
+
+void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir) {
+  if (!saved.is_object() || saved.empty())
+    return;  // weights only (`tessel ckpt import`): nothing recorded to compare
+  auto refuse = [&](const std::string& field, const nlohmann::json& was, const nlohmann::json& now) {
+    return std::runtime_error(fmt::format("--resume '{}': the checkpoint was saved with {} {}, this run has {}; "
+                                          "a run resumes only with the same model, configuration, global batch, "
+                                          "seed and optimizer",
+                                          dir, field, was.dump(), now.dump()));
+  };
+  auto compare = [&](const char* key, const std::string& field, const nlohmann::json& now) {
+    if (saved.contains(key) && saved.at(key) != now) throw refuse(field, saved.at(key), now);
+  };
+  compare("model", "model", run.model);
+  compare("config", "config", run.config);
+  compare("seed", "--seed", run.seed);
+  compare("optimizer", "optimizer", run.optimizer);
+  if (saved.contains("sampler") && saved["sampler"].is_object()) {
+    const nlohmann::json& s = saved["sampler"];
+    if (s.contains("global_batch") && s["global_batch"] != nlohmann::json(run.globalBatch))
+      throw refuse("global batch (--batch)", s["global_batch"], run.globalBatch);
+    if (s.contains("global_batches_consumed") && saved.contains("step") &&
+        s["global_batches_consumed"] != saved["step"])
+      throw std::runtime_error(fmt::format("--resume '{}': the trainer state's sampler position {} is not its "
+                                           "step {}",
+                                           dir, s["global_batches_consumed"].dump(), saved["step"].dump()));
+  }
+}
+
+ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
+  ResumePoint r;
+  if (f.resume.empty()) return r;
+  try {
+    r.dir = ckpt::resolveCheckpoint(f.resume, &r.notes);
+    const ckpt::Index index = ckpt::readIndex(r.dir);
+    r.step = index.step;
+    r.trainer = index.trainer;
+  } catch (const ckpt::CheckpointError& e) {
+    throw std::runtime_error(fmt::format("--resume '{}': {}", f.resume, e.what()));
+  }
+  checkTrainerState(r.trainer, run, r.dir);
+  return r;
+}
+
+CheckpointSession::CheckpointSession(rt::ProgramExecutor& ex, rt::Communicator* world, const CheckpointFlags& flags,
+                                     RunIdentity run, ResumePoint resume, const TrainOptions& options)
+    : ex_(ex), world_(world), flags_(flags), run_(std::move(run)), resume_(std::move(resume)), options_(&options),
+      rank0_(!world || world->rank() == 0) {
+  if (!resume_.dir.empty()) {
+    const ckpt::LoadResult loaded = ckpt::loadCheckpoint(ex_, world_, resume_.dir, {.allowPartial = flags_.allowPartial});
+    // Every rank's bytes read, summed for the line.
+    int64_t bytes = loaded.stats.bytesRead;
+    if (world_ && world_->worldSize() > 1) {
+      bytes = 0;
+      for (const std::string& b : rt::allGatherBytes(*world_, std::to_string(loaded.stats.bytesRead), "bytes read"))
+        bytes += std::stoll(b);
+    }
+    if (rank0_) {
+      const nlohmann::json& t = loaded.index.trainer;
+      const std::string plan = t.is_object() && t.contains("plan") && t["plan"].is_string()
+                                   ? t["plan"].get<std::string>()
+                                   : std::string("unknown");
+      const std::string ranks = t.is_object() && t.contains("world_size")
+                                    ? fmt::format(" on {} rank{}", t["world_size"].dump(),
+                                                  t["world_size"] == 1 ? "" : "s")
+                                    : std::string();
+      fmt::print("resumed from '{}' (step {}, saved under plan {}{}): {} bytes read\n", loaded.dir,
+                 loaded.index.step, plan, ranks, bytes);
+      for (const std::string& note : resume_.notes) fmt::print("{}\n", note);
+      for (const std::string& note : loaded.notes) fmt::print("{}\n", note);
+    }
+  }
+  if (!flags_.dir.empty())
+    checkpointer_ = std::make_unique<ckpt::Checkpointer>(
+        ex_, world_, ckpt::SaveOptions{.root = flags_.dir, .async = flags_.async, .keep = flags_.keep});
+}
+
+CheckpointSession::~CheckpointSession() = default;
+
+void CheckpointSession::attach(TrainOptions& o) {
+  options_ = &o;
+  o.firstStep = resume_.step + 1;
+  o.lastStep = flags_.stopAfter >= 0 ? flags_.stopAfter : o.steps;
+  o.afterStep = [this](int64_t step) { afterStep(step); };
+  if (o.lastStep == resume_.step) {
+    // Nothing to run: save what was loaded, where the policy wants a checkpoint, unless that
+    // is the very folder it came from.
+    const bool wanted = (flags_.every > 0 && resume_.step % flags_.every == 0) || resume_.step == o.steps;
+    if (checkpointer_ && wanted) {
+      std::error_code ec;
+      const auto target = std::filesystem::path(flags_.dir) / ckpt::stepFolderName(resume_.step);
+      if (resume_.dir.empty() || !std::filesystem::equivalent(target, resume_.dir, ec)) save(resume_.step);
+    }
+  }
+}
+
+void CheckpointSession::save(int64_t step) {
+  checkpointer_->save(step, trainerState(run_, *options_, step));
+  printDurable();
+}
+
+void CheckpointSession::printDurable() {
+  for (const std::string& line : checkpointer_->poll())
+    if (rank0_) fmt::print("{}\n", line);
+}
+
+void CheckpointSession::afterStep(int64_t step) {
+  if (!checkpointer_) return;
+  const bool onCadence = flags_.every > 0 && step % flags_.every == 0;
+  if (onCadence || step == options_->steps)
+    save(step);
+  else
+    printDurable();
+}
+
+void CheckpointSession::finish() {
+  if (!checkpointer_) return;
+  checkpointer_->wait();
+  printDurable();
+}
+
+}  // namespace tessel::trainer

@@ -1,0 +1,143 @@
+// Checkpoints and resuming for the training loop, shared by the JIT trainers (dsl/trainer:
+// tessel-gpt, tessel-mlp) and tessel-run: the flags, the trainer state written into the index,
+// resuming (the step first, then the state), and the save policy. MLIR-free; the saving and
+// loading themselves are runtime/ckpt/Checkpoint.h's. docs/checkpoints.md is the user's guide.
+//
+// The order a trainer follows (every rank alike):
+//   1. addCheckpointFlags, then checkCheckpointFlags once --steps is known;
+//   2. findResumePoint before the feeders are made: every rank reads the index of the
+//      checkpoint --resume names, refuses one saved by an incompatible run (trainer state:
+//      model, config, global batch, seed and optimizer must match; plan, mesh, world size and
+//      --steps may differ) and learns the step, which the feeders start after (the sampler
+//      position is the step, so the data order equals the uninterrupted run's on any dp degree);
+//   3. once the executor holds its initialised parameters: a CheckpointSession (collective:
+//      loads the checkpoint into the executor, makes the Checkpointer) and attach(), which sets
+//      the loop's first step, its --stop-after step and the save after each step;
+//   4. the loop (runtime/train/Loop.h), then finish(): waits for the save in flight.
+//
+// The save policy: a checkpoint after every step that is a multiple of --checkpoint-every,
+// and one after the last step of the run (--steps) whenever --checkpoint-dir is given.
+// --stop-after N ends the run after step N as if it were interrupted: the learning-rate
+// schedule still spans --steps, and a checkpoint is written at N only when N is on the
+// --checkpoint-every cadence (or N equals --steps). N may equal the resumed step: then no step
+// runs and the loaded state is saved (on the cadence) and exported (--export-params) as it is.
+#pragma once
+
+#include "runtime/ckpt/Checkpoint.h"
+#include "runtime/comm/Communicator.h"
+#include "runtime/exec/ProgramExecutor.h"
+#include "runtime/train/Loop.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessel::trainer {
+
+/// The checkpoint flags (addCheckpointFlags). Defaults: no checkpoints, no resume.
+struct CheckpointFlags {
+  std::string dir;            // --checkpoint-dir: the checkpoint root ("": no checkpoints)
+  int64_t every = 0;          // --checkpoint-every N (>= 1; 0: only at the end)
+  bool async = false;         // --async-checkpoint
+  int64_t keep = 0;           // --keep-checkpoints K (0: all)
+  int64_t stopAfter = -1;     // --stop-after N (-1: not given; the run ends after --steps)
+  std::string resume;         // --resume: a checkpoint folder or a root ("": start afresh)
+  bool allowPartial = false;  // --allow-partial
+};
+
+/// Registers --checkpoint-dir, --checkpoint-every, --async-checkpoint, --keep-checkpoints,
+/// --stop-after, --resume and --allow-partial (numbers range-checked with FlagChecks.h).
+void addCheckpointFlags(CLI::App& app, CheckpointFlags& flags);
+
+/// Refuses combinations that cannot mean what the user asked, with one line naming the flags:
+/// --checkpoint-every, --async-checkpoint or --keep-checkpoints without --checkpoint-dir,
+/// --allow-partial without --resume; and when `steps` is known (> 0): --stop-after beyond
+/// `steps`, a resumed step (`resumedStep`, findResumePoint) beyond `steps` or after --stop-after.
+/// Throws std::runtime_error.
+void checkCheckpointFlags(const CheckpointFlags& flags, int64_t steps, int64_t resumedStep = 0);
+
+/// What identifies a training run in the trainer state (the index's "trainer" object).
+struct RunIdentity {
+  std::string model;            // e.g. "gpt" (bundle.json's "model")
+  nlohmann::json config;        // the model's configuration (bundle.json's "config")
+  int64_t globalBatch = 0;      // rows per optimizer step, over all ranks
+  uint64_t seed = 0;            // --seed: parameter init and the sampler
+  std::string optimizer;        // "adamw" or "sgd"
+  std::string precision;        // "f32" or "bf16"
+  std::string plan;             // e.g. "dp=2,tp=2" (informative: may differ on resume)
+  std::vector<std::pair<std::string, int64_t>> mesh;  // the plan's axes in order ({} for one rank)
+  int worldSize = 1;
+};
+
+/// The trainer state of checkpoint `step` of a run (docs/checkpoints.md): {"step", "steps",
+/// "seed", "sampler": {"global_batches_consumed", "global_batch"}, "lr_schedule": {"lr",
+/// "warmup", "schedule", "min_lr_ratio", "steps"}, "rng", "plan", "mesh", "world_size", "model",
+/// "config", "optimizer", "precision"}.
+nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& options, int64_t step);
+
+/// Throws std::runtime_error naming the checkpoint folder, the field and both values unless the
+/// saved trainer state `saved` belongs to a run this one may continue: the same model, config,
+/// global batch, seed and optimizer, and a sampler position equal to the step. Plan, mesh,
+/// world size, precision and --steps may differ.
+void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir);
+
+/// Where a run resumes: the checkpoint folder and its step (0 and "" without --resume).
+struct ResumePoint {
+  std::string dir;                 // the checkpoint folder (resolveCheckpoint of --resume)
+  int64_t step = 0;                // optimizer steps it holds: the run continues at step + 1
+  nlohmann::json trainer;          // its trainer state
+  std::vector<std::string> notes;  // e.g. a newer partial save of the root that was skipped
+};
+
+/// Step 2 of the file comment, on every rank (no collective): resolves --resume, reads its
+/// index and checks the trainer state (checkTrainerState). Throws std::runtime_error beginning
+/// "--resume 'DIR': " for a folder without a checkpoint or an incompatible one. The steps are
+/// checked by checkCheckpointFlags once --steps is final.
+ResumePoint findResumePoint(const CheckpointFlags& flags, const RunIdentity& run);
+
+/// Steps 3 and 4 of the file comment for one executor.
+class CheckpointSession {
+ public:
+  /// Collective over `world` (null: one rank), after the executor's parameters are
+  /// initialised: loads `resume` into `ex` (when it names a checkpoint; rank 0 prints the
+  /// "resumed from ..." line and the load's notes), then makes the Checkpointer when
+  /// --checkpoint-dir is given. `options` is the loop's (the schedule's fields go into the
+  /// trainer state). Throws ckpt::CheckpointError from the load or the Checkpointer.
+  CheckpointSession(rt::ProgramExecutor& ex, rt::Communicator* world, const CheckpointFlags& flags,
+                    RunIdentity run, ResumePoint resume, const TrainOptions& options);
+  ~CheckpointSession();
+  CheckpointSession(const CheckpointSession&) = delete;
+  CheckpointSession& operator=(const CheckpointSession&) = delete;
+
+  /// Sets the loop's firstStep (the resumed step + 1), lastStep (--stop-after, else --steps)
+  /// and afterStep (the save policy, and rank 0 printing each save that became durable). When
+  /// no step is left to run (--stop-after equal to the resumed step) it saves the loaded state
+  /// right away if the policy asks for a checkpoint at that step (not into the folder it was
+  /// loaded from). `options` must outlive the session's use of the hook.
+  void attach(TrainOptions& options);
+
+  /// After the loop: waits for the save in flight and prints (rank 0) the saves that became
+  /// durable. Throws ckpt::CheckpointError for a save that failed.
+  void finish();
+
+ private:
+  void afterStep(int64_t step);
+  void save(int64_t step);
+  void printDurable();
+
+  rt::ProgramExecutor& ex_;
+  rt::Communicator* world_;
+  CheckpointFlags flags_;
+  RunIdentity run_;
+  ResumePoint resume_;
+  const TrainOptions* options_;
+  std::unique_ptr<ckpt::Checkpointer> checkpointer_;
+  bool rank0_ = true;
+};
+
+}  // namespace tessel::trainer
