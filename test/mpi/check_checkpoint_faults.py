@@ -33,6 +33,7 @@ victim is found as the tessel-gpt process whose environment has it and OMPI_COMM
 Usage: check_checkpoint_faults.py MPIEXEC TESSEL_GPT DATA_FILE TESSEL"""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -246,7 +247,7 @@ def min_ranks(tmp):
     rc, out = finish(proc)
     if rc != 0:
         raise Failure(f"tessel launch exited {rc} after the kill")
-    if "saved under plan dp=4 on 4 ranks" not in out:
+    if not re.search(r"resumed from .* \(step \d+, saved under plan dp=4\b.* on 4 ranks\)", out):
         raise Failure("the restarted job did not say it resumed a dp=4 checkpoint")
     shrinks = [e for e in launch_log(events) if e["event"] == "shrink"]
     if len(shrinks) != 1 or shrinks[0]["ranks"] != 2 or shrinks[0]["plan"] != "dp=2":
