@@ -114,6 +114,62 @@ struct Checkpointer::Impl {
   }
 };
 
+namespace {
+
+/// A box of a tensor, as the ranks compare them.
+using BoxId = std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>>;
+
+/// 64 random bits as 16 hex digits: the run's part of every save id (SaveJob.h).
+std::string randomNonce() {
+  std::random_device device;
+  const uint64_t bits = (uint64_t{device()} << 32) ^ device() ^
+                        static_cast<uint64_t>(Clock::now().time_since_epoch().count());
+  return fmt::format("{:016x}", bits);
+}
+
+/// Every rank's plan (its JSON: "problem", "tensors" with their boxes, rank 0's "nonce") made
+/// into the writer of each box, the lowest rank holding it. Adds to `problems` each rank's own
+/// problem, tensors the ranks describe differently and tensors whose distinct boxes do not hold
+/// exactly their elements.
+std::map<BoxId, int> agreeOnWriters(const std::vector<std::string>& plans, std::string& nonce,
+                                    std::vector<std::string>& problems) {
+  std::map<BoxId, int> writerOf;
+  struct Described {
+    std::string text;  // "kind dtype shape"
+    int rank = 0;      // the first rank describing it
+    std::vector<int64_t> shape;
+    int64_t covered = 0;  // elements of its distinct boxes
+  };
+  std::map<std::string, Described> described;
+  for (int r = 0; r < static_cast<int>(plans.size()); ++r) {
+    const nlohmann::json j = nlohmann::json::parse(plans[static_cast<size_t>(r)]);
+    if (r == 0) nonce = j.value("nonce", "");
+    if (const std::string problem = j["problem"].get<std::string>(); !problem.empty())
+      problems.push_back(fmt::format("rank {}: {}", r, problem));
+    for (const nlohmann::json& t : j["tensors"]) {
+      const std::string name = t["name"].get<std::string>();
+      const std::string text = fmt::format("{} {} {}", t["kind"].get<std::string>(), t["dtype"].get<std::string>(),
+                                           t["shape"].dump());
+      auto [it, fresh] = described.emplace(name, Described{text, r, t["shape"].get<std::vector<int64_t>>(), 0});
+      if (!fresh && it->second.text != text)
+        problems.push_back(fmt::format("tensor '{}' is {} on rank {} but {} on rank {}", name, text, r,
+                                       it->second.text, it->second.rank));
+      for (const nlohmann::json& box : t["boxes"]) {
+        const auto lengths = box[1].get<std::vector<int64_t>>();
+        if (writerOf.emplace(BoxId{name, box[0].get<std::vector<int64_t>>(), lengths}, r).second)
+          it->second.covered += elementCount(lengths, name);
+      }
+    }
+  }
+  for (const auto& [name, d] : described)
+    if (d.covered != elementCount(d.shape, name))
+      problems.push_back(fmt::format("the ranks' shards of '{}' hold {} elements, not its {}", name, d.covered,
+                                     elementCount(d.shape, name)));
+  return writerOf;
+}
+
+}  // namespace
+
 Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* world, SaveOptions options)
     : impl_(std::make_unique<Impl>(ex, std::move(options))) {
   Impl& s = *impl_;
@@ -140,8 +196,7 @@ Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* worl
   }
   std::map<int, std::vector<LocalBox>> boxes;  // by buffer id
   nlohmann::json mine = {{"problem", problem}, {"tensors", nlohmann::json::array()}};
-  if (s.rank == 0) mine["nonce"] = fmt::format("{:016x}", std::random_device{}() * 0x100000000ull ^ std::random_device{}() ^
-                                                              static_cast<uint64_t>(Clock::now().time_since_epoch().count()));
+  if (s.rank == 0) mine["nonce"] = randomNonce();
   for (size_t i = 0; i < p.buffers.size() && problem.empty(); ++i) {
     const rt::Buffer& b = p.buffers[i];
     if (b.kind != rt::BufferKind::Parameter && b.kind != rt::BufferKind::State) continue;
@@ -155,44 +210,10 @@ Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* worl
     mine["tensors"].push_back({{"name", b.name}, {"kind", meta.kind}, {"dtype", dtypeName(meta.dtype)},
                                {"shape", shape}, {"boxes", list}});
   }
-  std::vector<std::string> all{mine.dump()};
-  if (world && s.world > 1) all = rt::allGatherBytes(*world, all[0], "the checkpoint write plan");
-  // The writer of each box: the lowest rank holding it. Every rank computes the same table.
-  using BoxId = std::tuple<std::string, std::vector<int64_t>, std::vector<int64_t>>;
-  std::map<BoxId, int> writerOf;
-  struct Described {
-    std::string text;  // "kind dtype shape"
-    int rank = 0;      // the first rank describing it
-    std::vector<int64_t> shape;
-  };
-  std::map<std::string, Described> described;
-  std::map<std::string, int64_t> covered;                         // name -> elements written
+  std::vector<std::string> plans{mine.dump()};
+  if (world && s.world > 1) plans = rt::allGatherBytes(*world, plans[0], "the checkpoint write plan");
   std::vector<std::string> problems;
-  for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-    const nlohmann::json j = nlohmann::json::parse(all[static_cast<size_t>(r)]);
-    if (r == 0 && j.contains("nonce")) s.nonce = j["nonce"].get<std::string>();
-    if (!j["problem"].get<std::string>().empty())
-      problems.push_back(fmt::format("rank {}: {}", r, j["problem"].get<std::string>()));
-    for (const nlohmann::json& t : j["tensors"]) {
-      const std::string name = t["name"].get<std::string>();
-      const std::string description = fmt::format("{} {} {}", t["kind"].get<std::string>(),
-                                                  t["dtype"].get<std::string>(), t["shape"].dump());
-      auto [it, fresh] = described.emplace(name, Described{description, r, t["shape"].get<std::vector<int64_t>>()});
-      if (!fresh && it->second.text != description)
-        problems.push_back(fmt::format("tensor '{}' is {} on rank {} but {} on rank {}", name, description, r,
-                                       it->second.text, it->second.rank));
-      for (const nlohmann::json& box : t["boxes"]) {
-        const auto lengths = box[1].get<std::vector<int64_t>>();
-        if (writerOf.emplace(BoxId{name, box[0].get<std::vector<int64_t>>(), lengths}, r).second)
-          covered[name] += elementCount(lengths, name);
-      }
-    }
-  }
-  for (const auto& [name, d] : described) {
-    const int64_t total = elementCount(d.shape, name);
-    if (covered[name] != total)
-      problems.push_back(fmt::format("the ranks' shards of '{}' hold {} elements, not its {}", name, covered[name], total));
-  }
+  const std::map<BoxId, int> writerOf = agreeOnWriters(plans, s.nonce, problems);
   if (!problems.empty())
     throw CheckpointError(fmt::format("cannot plan checkpoints under '{}': {}", s.options.root, fmt::join(problems, "; ")));
   for (const auto& [id, list] : boxes) {
@@ -256,15 +277,15 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   }
   job.blockedSeconds = since(start);
   if (!s.options.async) {
-    std::string line = detail::runSave(job);
+    std::string line = detail::runSave(std::move(job));
     std::lock_guard lock(s.mutex);
     if (!line.empty()) s.lines.push_back(std::move(line));
     return since(start);
   }
   s.finished = false;
-  s.writer = std::thread([&s, job = std::move(job)] {
+  s.writer = std::thread([&s, job = std::move(job)]() mutable {
     try {
-      std::string line = detail::runSave(job);
+      std::string line = detail::runSave(std::move(job));
       std::lock_guard lock(s.mutex);
       if (!line.empty()) s.lines.push_back(std::move(line));
     } catch (...) {

@@ -24,6 +24,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -36,53 +37,10 @@ namespace {
 
 std::string errnoText() { return std::strerror(errno); }
 
-/// Writes all `n` bytes to `fd`, retrying short writes; throws naming `path`.
-void writeAll(int fd, const void* data, size_t n, const std::string& path) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw CheckpointError(fmt::format("cannot write '{}': {}", path, w < 0 ? errnoText() : "no progress"));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
-/// A file being written under "<path>.tmp": commit() fsyncs, closes and renames it to `path`;
-/// destroyed before that, it removes the temporary (no partial file ever has the final name).
-class TmpFile {
- public:
-  explicit TmpFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", tmp_, errnoText()));
-  }
-  ~TmpFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  TmpFile(const TmpFile&) = delete;
-  TmpFile& operator=(const TmpFile&) = delete;
-  void write(const void* data, size_t n) { writeAll(fd_, data, n, tmp_); }
-  void commit() {
-    if (::fsync(fd_) != 0) throw CheckpointError(fmt::format("cannot fsync '{}': {}", tmp_, errnoText()));
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) throw CheckpointError(fmt::format("cannot close '{}': {}", tmp_, errnoText()));
-    if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
-      throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp_, path_, errnoText()));
-    committed_ = true;
-  }
-
- private:
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-};
-
-StDType dtypeFromName(const std::string& name, const std::string& where) {
-  for (StDType d : {StDType::F32, StDType::F64, StDType::BF16, StDType::I32, StDType::I64})
-    if (name == dtypeName(d)) return d;
-  throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
+StDType dtypeNamed(const std::string& name, const std::string& where) {
+  StDType d;
+  if (!dtypeFromName(name, d)) throw CheckpointError(fmt::format("{}: unknown dtype '{}'", where, name));
+  return d;
 }
 
 nlohmann::json shardToJson(const ShardEntry& s) {
@@ -103,55 +61,35 @@ ShardEntry shardFromJson(const nlohmann::json& j) {
   return s;
 }
 
-/// Writes this rank's shard file (safetensors: 8-byte little-endian header length, the header
-/// JSON padded with spaces to a multiple of 8, the data in key order, no gaps) and returns each
-/// box's entry by tensor name. No file when the rank writes no box.
-std::vector<std::pair<std::string, ShardEntry>> writeShardFile(const SaveJob& job, const std::string& dir) {
+/// Writes this rank's shard file (runtime/io/SafeTensors.h's writer: a temporary name,
+/// fsynced, renamed) and returns each box's entry by tensor name. No file when the rank writes
+/// no box. The boxes' bytes move into the file's tensors.
+std::vector<std::pair<std::string, ShardEntry>> writeShardFile(SaveJob& job, const std::string& dir) {
   std::vector<std::pair<std::string, ShardEntry>> out;
   if (job.boxes.empty()) return out;
   const std::string file = rankStem(job.rank) + ".safetensors";
-  std::vector<size_t> order(job.boxes.size());
-  std::vector<std::string> keys;
-  for (const SnapshotBox& b : job.boxes)
-    keys.push_back(boxKey(b.name, b.offsets, b.lengths, job.tensors.at(b.name).shape));
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return keys[a] < keys[b]; });
-  nlohmann::json header = nlohmann::json::object();
-  header["__metadata__"] = {{"format", "pt"}, {"tessel_checkpoint_step", std::to_string(job.step)}};
-  int64_t at = 0;
-  for (size_t i : order) {
-    const SnapshotBox& b = job.boxes[i];
-    const int64_t n = static_cast<int64_t>(b.bytes.size());
-    header[keys[i]] = {{"dtype", dtypeName(job.tensors.at(b.name).dtype)}, {"shape", b.lengths},
-                       {"data_offsets", {at, at + n}}};
-    at += n;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  const int64_t dataStart = 8 + static_cast<int64_t>(text.size());
-  const std::string path = dir + "/" + file;
-  TmpFile f(path);
-  unsigned char length[8];
-  for (int k = 0; k < 8; ++k) length[k] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * k));
-  f.write(length, 8);
-  f.write(text.data(), text.size());
-  at = dataStart;
-  for (size_t i : order) {
-    const SnapshotBox& b = job.boxes[i];
-    f.write(b.bytes.data(), b.bytes.size());
+  SafeTensorsFile shards;
+  shards.metadata = {{"format", "pt"}, {"tessel_checkpoint_step", std::to_string(job.step)}};
+  for (SnapshotBox& b : job.boxes) {
+    const TensorMeta& meta = job.tensors.at(b.name);
     ShardEntry e;
     e.offsets = b.offsets;
     e.lengths = b.lengths;
     e.file = file;
-    e.key = keys[i];
-    e.begin = at;
-    e.end = at + static_cast<int64_t>(b.bytes.size());
+    e.key = boxKey(b.name, b.offsets, b.lengths, meta.shape);
     e.blockBytes = job.blockBytes;
     e.crc32 = blockCrcs(b.bytes.data(), b.bytes.size(), job.blockBytes);
-    at = e.end;
+    shards.tensors[e.key] = StTensor{meta.dtype, b.lengths, std::move(b.bytes)};
     out.emplace_back(b.name, std::move(e));
   }
-  f.commit();
+  const std::string path = dir + "/" + file;
+  StByteRanges ranges;
+  try {
+    ranges = writeSafeTensorsWithOffsets(path, shards);
+  } catch (const SafeTensorsError& e) {
+    throw CheckpointError(e.what());
+  }
+  for (auto& [name, e] : out) std::tie(e.begin, e.end) = ranges.at(e.key);
   syncFolder(dir);
   return out;
 }
@@ -224,7 +162,7 @@ Index buildIndex(const SaveJob& job, const std::vector<nlohmann::json>& markers,
       for (const auto& [name, t] : markers[r].at("tensors").items()) {
         TensorEntry e;
         e.kind = t.at("kind").get<std::string>();
-        e.dtype = dtypeFromName(t.at("dtype").get<std::string>(), where);
+        e.dtype = dtypeNamed(t.at("dtype").get<std::string>(), where);
         e.shape = t.at("shape").get<std::vector<int64_t>>();
         auto [it, fresh] = index.tensors.emplace(name, e);
         if (!fresh && (it->second.kind != e.kind || it->second.dtype != e.dtype || it->second.shape != e.shape))
@@ -325,13 +263,27 @@ void syncFolder(const std::string& dir) {
 }
 
 void writeFileAtomically(const std::string& path, const std::string& text) {
-  TmpFile f(path);
-  f.write(text.data(), text.size());
-  f.commit();
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", tmp, errnoText()));
+  std::string problem;
+  for (size_t done = 0; done < text.size() && problem.empty();) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w > 0) done += static_cast<size_t>(w);
+    else if (w == 0 || errno != EINTR) problem = fmt::format("cannot write '{}': {}", tmp, w == 0 ? "no progress" : errnoText());
+  }
+  if (problem.empty() && ::fsync(fd) != 0) problem = fmt::format("cannot fsync '{}': {}", tmp, errnoText());
+  if (::close(fd) != 0 && problem.empty()) problem = fmt::format("cannot close '{}': {}", tmp, errnoText());
+  if (problem.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    problem = fmt::format("cannot rename '{}' to '{}': {}", tmp, path, errnoText());
+  if (!problem.empty()) {
+    ::unlink(tmp.c_str());  // never a partial file under the final name, nor a stray temporary
+    throw CheckpointError(problem);
+  }
   syncFolder(fs::path(path).parent_path().string());
 }
 
-std::string runSave(const SaveJob& job) {
+std::string runSave(SaveJob job) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = tmpFolder(job.root, job.step);
   try {
@@ -361,7 +313,7 @@ std::string runSave(const SaveJob& job) {
   for (const auto& [name, t] : index.tensors)
     for (const ShardEntry& s : t.shards) bytes += s.end - s.begin;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return fmt::format("checkpoint step {} durable: {:.1f} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
+  return fmt::format("checkpoint step {} durable: {:.3g} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
                      job.step, static_cast<double>(bytes) / 1e6, job.world, job.world == 1 ? "" : "s",
                      seconds + job.blockedSeconds, job.async ? job.blockedSeconds : seconds + job.blockedSeconds,
                      final);

@@ -69,6 +69,10 @@ LoadResult loadCheckpoint(rt::ProgramExecutor& ex, rt::Communicator* world, cons
   } catch (const std::exception& e) {
     mine["errors"].push_back(e.what());
   }
+  if (!p.mesh.empty() && rt::meshLayoutOf(p).size() != (world ? world->worldSize() : 1))
+    mine["errors"].push_back(fmt::format("the program's mesh {} has {} ranks but the world has {}",
+                                         rt::meshLayoutOf(p).describe(), rt::meshLayoutOf(p).size(),
+                                         world ? world->worldSize() : 1));
   const bool indexRead = mine["errors"].empty();
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const rt::Buffer& b = p.buffers[i];

@@ -60,7 +60,7 @@ struct SaveJob {
 /// Runs the save: this rank's shard file and marker; on rank 0 also the agreement and the
 /// commit. Returns rank 0's durable line ("checkpoint step 10 durable: ..."), "" elsewhere.
 /// Throws CheckpointError (after writing this rank's .failed marker where it can).
-std::string runSave(const SaveJob& job);
+std::string runSave(SaveJob job);
 
 /// The key of a box in its shard file: `name` for the whole tensor, else "name@o0,o1,...".
 std::string boxKey(const std::string& name, const std::vector<int64_t>& offsets,

@@ -49,55 +49,62 @@ void forEachIndex(const std::vector<int64_t>& lengths, F f) {
   }
 }
 
+using BoxSet = std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, int>;
+
+/// Checks the boxes of rank `r` (see the file comment); counts its distinct boxes' global
+/// elements in `covered` and appends its number of boxes to `counts`.
+void checkRank(const rt::Buffer& b, const rt::MeshLayout& layout, int r, const std::vector<int64_t>& global,
+               BoxSet& distinct, std::vector<int64_t>& covered, std::vector<size_t>& counts) {
+  const std::vector<int> at = layout.coordinates(r);
+  const std::vector<int64_t> index = rt::globalIndices(b, layout, at);
+  const std::vector<LocalBox> boxes = localBoxes(b, &layout, at);
+  counts.push_back(boxes.size());
+  // The local shard holds its own global indices (-1 for padding), as int64 elements.
+  std::vector<int64_t> seen(index.size(), 0);
+  for (const LocalBox& box : boxes) {
+    ASSERT_EQ(box.offsets.size(), b.shape.size());
+    for (size_t d = 0; d < box.offsets.size(); ++d) {
+      ASSERT_LE(box.offsets[d] + box.lengths[d], global[d]) << "rank " << r << ": a box outside the tensor";
+      ASSERT_LE(box.localOffsets[d] + box.lengths[d], b.shape[d]) << "rank " << r << ": a box outside the shard";
+    }
+    std::vector<int64_t> extracted(static_cast<size_t>(
+        std::accumulate(box.lengths.begin(), box.lengths.end(), int64_t{1}, std::multiplies<>())));
+    extractBox(index.data(), b.shape, box, sizeof(int64_t), extracted.data());
+    size_t k = 0;
+    forEachIndex(box.lengths, [&](const std::vector<int64_t>& i) {
+      std::vector<int64_t> l(i.size()), g(i.size());
+      for (size_t d = 0; d < i.size(); ++d) {
+        l[d] = box.localOffsets[d] + i[d];
+        g[d] = box.offsets[d] + i[d];
+      }
+      const int64_t li = flat(l, b.shape), gi = flat(g, global);
+      EXPECT_EQ(index[static_cast<size_t>(li)], gi) << "rank " << r << " local " << li;
+      EXPECT_EQ(extracted[k++], gi) << "rank " << r << " extractBox";
+      seen[static_cast<size_t>(li)]++;
+      if (distinct.count({box.offsets, box.lengths}) == 0) covered[static_cast<size_t>(gi)]++;
+    });
+    distinct[{box.offsets, box.lengths}]++;
+    // insertBox is extractBox's inverse: the box's elements land where they came from.
+    std::vector<int64_t> back(index.size(), -7);
+    insertBox(back.data(), b.shape, box, sizeof(int64_t), extracted.data());
+    for (size_t e = 0; e < back.size(); ++e)
+      if (back[e] != -7) EXPECT_EQ(back[e], index[e]) << "rank " << r << " insertBox at " << e;
+  }
+  for (size_t e = 0; e < index.size(); ++e)
+    EXPECT_EQ(seen[e], index[e] >= 0 ? 1 : 0) << "rank " << r << " local element " << e << " (global " << index[e]
+                                              << ") in " << seen[e] << " boxes";
+}
+
 /// Checks `b`'s boxes on every rank of `mesh` (see the file comment); returns the number of
 /// boxes per rank so that a case can also check how many a rank holds.
 std::vector<size_t> checkBoxes(const rt::Buffer& b, const std::vector<rt::MeshAxis>& mesh) {
   const rt::MeshLayout layout(mesh);
   const std::vector<int64_t> global = b.globalShape.empty() ? b.shape : b.globalShape;
   const int64_t globalCount = std::accumulate(global.begin(), global.end(), int64_t{1}, std::multiplies<>());
-  std::map<std::pair<std::vector<int64_t>, std::vector<int64_t>>, int> distinct;
+  BoxSet distinct;
   std::vector<int64_t> covered(static_cast<size_t>(globalCount), 0);
   std::vector<size_t> counts;
-  for (int r = 0; r < layout.size(); ++r) {
-    const std::vector<int> at = layout.coordinates(r);
-    const std::vector<int64_t> index = rt::globalIndices(b, layout, at);
-    const std::vector<LocalBox> boxes = localBoxes(b, &layout, at);
-    counts.push_back(boxes.size());
-    // The local shard holds its own global indices (-1 for padding), as int64 elements.
-    std::vector<int64_t> seen(index.size(), 0);
-    for (const LocalBox& box : boxes) {
-      EXPECT_EQ(box.offsets.size(), b.shape.size());
-      std::vector<int64_t> extracted(static_cast<size_t>(
-          std::accumulate(box.lengths.begin(), box.lengths.end(), int64_t{1}, std::multiplies<>())));
-      extractBox(index.data(), b.shape, box, sizeof(int64_t), extracted.data());
-      size_t k = 0;
-      forEachIndex(box.lengths, [&](const std::vector<int64_t>& i) {
-        std::vector<int64_t> l(i.size()), g(i.size());
-        for (size_t d = 0; d < i.size(); ++d) {
-          l[d] = box.localOffsets[d] + i[d];
-          g[d] = box.offsets[d] + i[d];
-        }
-        const int64_t li = flat(l, b.shape), gi = flat(g, global);
-        EXPECT_EQ(index[static_cast<size_t>(li)], gi) << "rank " << r << " local " << li;
-        EXPECT_EQ(extracted[k++], gi) << "rank " << r << " extractBox";
-        seen[static_cast<size_t>(li)]++;
-      });
-      if (distinct[{box.offsets, box.lengths}]++ == 0)
-        forEachIndex(box.lengths, [&](const std::vector<int64_t>& i) {
-          std::vector<int64_t> g(i.size());
-          for (size_t d = 0; d < i.size(); ++d) g[d] = box.offsets[d] + i[d];
-          covered[static_cast<size_t>(flat(g, global))]++;
-        });
-      // insertBox is extractBox's inverse: the box's elements land where they came from.
-      std::vector<int64_t> back(index.size(), -7);
-      insertBox(back.data(), b.shape, box, sizeof(int64_t), extracted.data());
-      for (size_t e = 0; e < back.size(); ++e)
-        if (back[e] != -7) EXPECT_EQ(back[e], index[e]) << "rank " << r << " insertBox at " << e;
-    }
-    for (size_t e = 0; e < index.size(); ++e)
-      EXPECT_EQ(seen[e], index[e] >= 0 ? 1 : 0) << "rank " << r << " local element " << e << " (global " << index[e]
-                                                << ") in " << seen[e] << " boxes";
-  }
+  for (int r = 0; r < layout.size(); ++r) checkRank(b, layout, r, global, distinct, covered, counts);
   for (size_t g = 0; g < covered.size(); ++g) EXPECT_EQ(covered[g], 1) << "global element " << g;
   return counts;
 }
