@@ -56,6 +56,8 @@ struct Where {
   const std::string& path;
   std::string context;
   [[noreturn]] void fail(const std::string& cause) const { ckpt::fail(path, context, cause); }
+  /// The file and context, for errors raised by helpers (elementCount).
+  std::string describe() const { return fmt::format("checkpoint index '{}': {}", path, context); }
 };
 
 /// The field `key` of object `j`, or an error naming it.
@@ -109,7 +111,7 @@ std::string stringField(const Where& w, const json& j, const char* key) {
 void onlyFields(const Where& w, const json& j, std::initializer_list<const char*> known) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (std::none_of(known.begin(), known.end(), [&](const char* k) { return it.key() == k; }))
-      w.fail(fmt::format("unknown field \"{}\"", quoteName(it.key())));
+      w.fail(fmt::format("unknown field {}", quoteName(it.key())));
   }
 }
 
@@ -130,7 +132,7 @@ std::string boxString(const ShardEntry& s) {
 
 /// Step 5: the shards of `t` cover it exactly once. Shards already lie inside the tensor.
 void checkExactCover(const Where& w, const TensorEntry& t) {
-  const int64_t total = elementCount(t.shape, w.context);
+  const int64_t total = elementCount(t.shape, w.describe());
   if (t.shape.empty()) {  // a scalar: exactly one (empty) box
     if (t.shards.size() != 1) w.fail(fmt::format("a scalar needs exactly 1 shard, found {}", t.shards.size()));
     return;
@@ -160,7 +162,7 @@ void checkExactCover(const Where& w, const TensorEntry& t) {
     }
   }
   int64_t covered = 0;  // no overlap and all inside: at most `total`, so no overflow
-  for (const ShardEntry& s : t.shards) covered += elementCount(s.lengths, w.context);
+  for (const ShardEntry& s : t.shards) covered += elementCount(s.lengths, w.describe());
   if (covered != total)
     w.fail(fmt::format("shards cover {} of the tensor's {} elements (a gap)", covered, total));
 }
@@ -189,7 +191,7 @@ ShardEntry parseShard(const Where& w, const json& j, const TensorEntry& t) {
   s.end = range[1];
   if (s.begin > s.end) w.fail(fmt::format("\"byte_range\" [{}, {}] ends before it begins", s.begin, s.end));
   // The box lies inside the tensor, whose byte size fits int64 (checked by the caller).
-  const int64_t bytes = elementCount(s.lengths, w.context) * static_cast<int64_t>(dtypeSize(t.dtype));
+  const int64_t bytes = elementCount(s.lengths, w.describe()) * static_cast<int64_t>(dtypeSize(t.dtype));
   if (s.end - s.begin != bytes)
     w.fail(fmt::format("\"byte_range\" [{}, {}] holds {} bytes but {} elements of {} need {}", s.begin, s.end,
                        s.end - s.begin, bytes / static_cast<int64_t>(dtypeSize(t.dtype)), dtypeName(t.dtype),
@@ -221,7 +223,7 @@ TensorEntry parseTensor(const Where& w, const json& j) {
   if (!dtypeFromName(dtype, t.dtype))
     w.fail(fmt::format("unknown \"dtype\" {} (known: F32, F64, BF16, F16, I32, I64)", quoteName(dtype)));
   t.shape = integerArray(w, j, "shape", 0);
-  const int64_t numel = elementCount(t.shape, w.context);
+  const int64_t numel = elementCount(t.shape, w.describe());
   if (numel > kInt64Max / static_cast<int64_t>(dtypeSize(t.dtype)))
     w.fail(fmt::format("shape [{}] of {} is more than int64 bytes", fmt::join(t.shape, ", "), dtype));
   const json& shards = field(w, j, "shards");
@@ -261,7 +263,7 @@ json parseJson(const std::string& text, const std::string& path) {
   } catch (const json::exception& e) {
     fail(path, "", fmt::format("not valid JSON: {}", e.what()));
   }
-  if (!duplicate.empty()) fail(path, "", fmt::format("key \"{}\" appears twice in one object", quoteName(duplicate)));
+  if (!duplicate.empty()) fail(path, "", fmt::format("key {} appears twice in one object", quoteName(duplicate)));
   return j;
 }
 

@@ -67,7 +67,11 @@ std::unique_ptr<ShardFile> openShardFile(const std::string& path, const std::str
   try {
     file->header = readSafeTensorsHeader(path);
   } catch (const SafeTensorsError& e) {
-    fail(path, tensor, e.what());
+    // Its message names the file too: keep only the cause, so the line names it once.
+    std::string cause = e.what();
+    const std::string prefix = fmt::format("safetensors file '{}': ", path);
+    if (cause.rfind(prefix, 0) == 0) cause.erase(0, prefix.size());
+    fail(path, tensor, "safetensors header: " + cause);
   }
   if (file->header.fileSize != file->size)
     fail(path, tensor, fmt::format("file changed while being read ({} then {} bytes)", file->size,
