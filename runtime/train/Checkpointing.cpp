@@ -124,6 +124,29 @@ ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
   return r;
 }
 
+namespace {
+
+/// The plan a trainer state was saved under, for the resume line: its mesh axes ("dp=2,tp=2"),
+/// else its plan text (one rank), else "unknown" (a weights-only import).
+std::string savedPlan(const nlohmann::json& t) {
+  if (!t.is_object()) return "unknown";
+  std::string text;
+  if (t.contains("mesh") && t["mesh"].is_array())
+    for (const nlohmann::json& axis : t["mesh"])
+      if (axis.is_array() && axis.size() == 2 && axis[0].is_string())
+        text += fmt::format("{}{}={}", text.empty() ? "" : ",", axis[0].get<std::string>(), axis[1].dump());
+  if (text.empty() && t.contains("plan") && t["plan"].is_string()) text = t["plan"].get<std::string>();
+  return text.empty() ? "unknown" : text;
+}
+
+/// " on N ranks" of the resume line, or "" when the state does not say.
+std::string savedRanks(const nlohmann::json& t) {
+  if (!t.is_object() || !t.contains("world_size")) return "";
+  return fmt::format(" on {} rank{}", t["world_size"].dump(), t["world_size"] == 1 ? "" : "s");
+}
+
+}  // namespace
+
 CheckpointSession::CheckpointSession(rt::ProgramExecutor& ex, rt::Communicator* world, const CheckpointFlags& flags,
                                      RunIdentity run, ResumePoint resume, const TrainOptions& options)
     : ex_(ex), world_(world), flags_(flags), run_(std::move(run)), resume_(std::move(resume)), options_(&options),
@@ -139,15 +162,8 @@ CheckpointSession::CheckpointSession(rt::ProgramExecutor& ex, rt::Communicator* 
     }
     if (rank0_) {
       const nlohmann::json& t = loaded.index.trainer;
-      const std::string plan = t.is_object() && t.contains("plan") && t["plan"].is_string()
-                                   ? t["plan"].get<std::string>()
-                                   : std::string("unknown");
-      const std::string ranks = t.is_object() && t.contains("world_size")
-                                    ? fmt::format(" on {} rank{}", t["world_size"].dump(),
-                                                  t["world_size"] == 1 ? "" : "s")
-                                    : std::string();
       fmt::print("resumed from '{}' (step {}, saved under plan {}{}): {} bytes read\n", loaded.dir,
-                 loaded.index.step, plan, ranks, bytes);
+                 loaded.index.step, savedPlan(t), savedRanks(t), bytes);
       for (const std::string& note : resume_.notes) fmt::print("{}\n", note);
       for (const std::string& note : loaded.notes) fmt::print("{}\n", note);
     }

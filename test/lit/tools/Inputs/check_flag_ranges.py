@@ -51,6 +51,10 @@ OUT_OF_RANGE = {
     "--top-k": ["-1", "257"],
     "--threads": ["-1", "1025"],
     "--cuda-device": ["-1", "1024"],
+    # checkpoints (runtime/train/Checkpointing.cpp)
+    "--checkpoint-every": ["0", "-1", "1099511627777", "2.5"],  # [1, 2^40]
+    "--keep-checkpoints": ["-1", "1048577"],  # [0, 2^20]
+    "--stop-after": ["-1", "1099511627777", "1.5"],  # [0, 2^40]
     # tessel bench-comm
     "--min-bytes": ["0", "1099511627777"],  # [1, 2^40]
     "--max-bytes": ["0", "1099511627777"],
