@@ -3,8 +3,9 @@
 // fails, reruns it from its latest durable checkpoint, up to K times.
 //
 // Each attempt is one child process (posix_spawnp, the launcher's environment, in the
-// launcher's process group so a terminal's Ctrl-C reaches both); SIGINT and SIGTERM sent to the
-// launcher are forwarded to it, and an attempt stopped that way is not restarted. An attempt
+// launcher's process group, so a terminal's Ctrl-C reaches both and mpirun keeps reading its
+// stdin); SIGINT and SIGTERM another process sends to the launcher are forwarded to it, and an
+// attempt stopped by either is not restarted. An attempt
 // that exits 0 ends the launch. One that exits non-zero or dies by a signal is a failure: its
 // cause (exit status or signal name) and how long it ran are logged, and while restarts remain
 // the command is rerun:
@@ -62,9 +63,13 @@ struct LaunchFlags {
 volatile sig_atomic_t gChild = 0;
 volatile sig_atomic_t gStopSignal = 0;
 
-extern "C" void forwardSignal(int sig) {
+// A signal the terminal sent (Ctrl-C: si_code SI_KERNEL) reached the child already, as it shares
+// the launcher's foreground process group; only one another process sent to the launcher alone
+// (kill: SI_USER, SI_QUEUE, SI_TKILL, all <= 0) is forwarded, so that mpirun never gets a
+// second SIGINT, which it takes as "terminate forcibly".
+extern "C" void forwardSignal(int sig, siginfo_t* info, void*) {
   if (gStopSignal == 0) gStopSignal = sig;
-  if (gChild > 0) kill(static_cast<pid_t>(gChild), sig);
+  if (gChild > 0 && (info == nullptr || info->si_code <= 0)) kill(static_cast<pid_t>(gChild), sig);
 }
 
 /// Installs forwardSignal for SIGINT and SIGTERM for its lifetime, restoring the previous
@@ -73,7 +78,8 @@ class SignalForwarding {
  public:
   SignalForwarding() {
     struct sigaction sa {};
-    sa.sa_handler = forwardSignal;
+    sa.sa_sigaction = forwardSignal;
+    sa.sa_flags = SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, &oldInt_);
     sigaction(SIGTERM, &sa, &oldTerm_);
