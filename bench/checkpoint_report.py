@@ -8,6 +8,8 @@ import re
 import statistics
 import sys
 
+from results_md import add_section_rows  # the script's folder is on sys.path
+
 HEADING = "## Checkpoints (bench/checkpoint.sh)"
 INTRO = """
 GPT L8 C512 NH8 T16 B4 (25.4 M parameters; f32 parameters and AdamW's two moments, about 304 MB
@@ -39,20 +41,6 @@ def saves(path):
     if not out:
         sys.exit(f"checkpoint_report.py: no 'checkpoint step N durable' line in {path}")
     return out
-
-
-def add_row(path, row):
-    lines = open(path).read().rstrip("\n").split("\n") if os.path.exists(path) else []
-    if HEADING not in lines:
-        lines += ["", HEADING, ""] + INTRO.strip("\n").split("\n")
-    at = lines.index(HEADING) + 1
-    while at < len(lines) and not lines[at].startswith("|"):
-        at += 1
-    while at < len(lines) and lines[at].startswith("|"):
-        at += 1
-    lines[at:at] = [row]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
 
 
 def main(argv):
@@ -95,7 +83,7 @@ def main(argv):
            f"| {save_bps / 1e6:.0f} / {dd_write / 1e6:.0f} MB/s ({save_bps / dd_write:.3f}) "
            f"| {load_bps / 1e6:.0f} / {dd_read / 1e6:.0f} MB/s, load {load_s:.3f} s ({load_bps / dd_read:.3f}) "
            f"| {run_async:.2f} s / {run_sync:.2f} s ({run_async / run_sync:.3f}) |")
-    add_row(results, row)
+    add_section_rows(results, HEADING, INTRO, [row])
     print(f"added to {results}: {row}")
 
 
