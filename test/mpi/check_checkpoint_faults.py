@@ -6,9 +6,9 @@ the same plan and steps:
       with TESSEL_CKPT_TEST_DELAY_MS (runtime/ckpt/Checkpoint.h's test hook: each rank's writer
       sleeps after writing its shard file and before its marker). Rank 1 is SIGKILLed once its
       shard file of the step-10 save exists and before its marker does. Then `latest` names
-      step 5, `tessel ckpt verify` passes on the root, and a resume from the root loads step 5,
-      says the partial step_00000010.tmp folder was skipped, and gives steps 6-15 with losses
-      bitwise equal to the uninterrupted run's.
+      step 5, `tessel ckpt verify` passes on the root (and fails on the partial folder), and a
+      resume from the root loads step 5, says the partial step_00000010.tmp folder was skipped,
+      and gives steps 6-15 with losses bitwise equal to the uninterrupted run's.
   restart  `tessel launch --max-restarts 2 -- mpirun -np 2 ... --plan dp=2 --checkpoint-every 4
       --steps 12`; rank 1 is SIGKILLed after the first checkpoint is committed (the saves are
       slowed by the hook so the kill lands mid-run). The launch succeeds after one restart that
@@ -182,6 +182,9 @@ def crash_during_save(tmp):
     if latest != "step_00000005\n":
         raise Failure(f"latest is {latest!r} after the crash, not 'step_00000005\\n'")
     print(run([TESSEL, "ckpt", "verify", root], "tessel ckpt verify of the root"), flush=True)
+    partial = subprocess.run([TESSEL, "ckpt", "verify", folder], capture_output=True, text=True, timeout=60)
+    if partial.returncode == 0:
+        raise Failure(f"tessel ckpt verify passed the partial folder {folder.name}: {partial.stdout}")
     out = run(mpirun(2, [*plan, "--resume", root, "--log-json", tmp / "crash-resumed.json"]), "the resume")
     print(out[-3000:], flush=True)
     loaded = f"resumed from '{root / 'step_00000005'}' (step 5"

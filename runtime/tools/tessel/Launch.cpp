@@ -100,6 +100,7 @@ struct Outcome {
   double seconds = 0;  // how long it ran
   /// The launcher's exit status for it: the exit status, or 128 + the signal.
   int status() const { return signal ? 128 + signal : exitStatus; }
+  /// The cause in words: "killed by signal 9 (SIGKILL)", "exit status 137 (128 + 9: ...)".
   std::string cause() const {
     if (signal) {
       const char* abbrev = sigabbrev_np(signal);
