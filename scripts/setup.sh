@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs every Debian package Tessel needs to build, test and run.
-# Idempotent: when everything is already installed it only runs dpkg-query and exits (well under a second).
+# Then creates the test venv of the Python packages Debian lacks (safetensors, for the checkpoint
+# interop tests; TESSEL_TEST_PYTHON in test/CMakeLists.txt points at its python).
+# Idempotent: when everything is already installed it only runs dpkg-query and one python import
+# and exits (well under a second).
 set -euo pipefail
 
 PACKAGES=(
@@ -17,6 +20,8 @@ PACKAGES=(
   python3-torch python3-numpy fortunes dataset-fashion-mnist
   # headless browser: the run report page's rendering test (test/lit/tools/run-report-render.test)
   chromium
+  # libFuzzer (clang -fsanitize=fuzzer) for test/fuzz; python3-venv for the test venv below
+  clang libclang-rt-dev python3-venv
 )
 
 missing=()
@@ -26,14 +31,21 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done"
 fi
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done"
+# The test venv: Debian's packages (numpy, torch) plus safetensors, the format's reference
+# reader, pinned so that the interop tests read files with one known version.
+VENV="${TESSEL_TEST_VENV:-$HOME/.cache/tessel/test-venv}"
+if ! "$VENV/bin/python" -c "import safetensors" 2>/dev/null; then
+  echo "setup: creating the test venv $VENV"
+  python3 -m venv --system-site-packages "$VENV"
+  "$VENV/bin/python" -m pip install -q safetensors==0.8.0
+fi

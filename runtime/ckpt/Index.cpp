@@ -346,7 +346,7 @@ Index parseIndex(const std::string& text, const std::string& path) {
   std::set<std::pair<std::string, std::string>> fileKeys;
   for (auto it = tensors.begin(); it != tensors.end(); ++it) {
     const Where w{path, fmt::format("tensor {}", quoteName(it.key()))};
-    if (it.key().empty()) w.fail("empty tensor name");
+    if (it.key().empty() || it.key() == "__metadata__") w.fail("not a tensor name");
     if (it.key().find('\0') != std::string::npos) w.fail("tensor name contains a NUL byte");
     TensorEntry t = parseTensor(w, *it);
     for (size_t i = 0; i < t.shards.size(); ++i) {

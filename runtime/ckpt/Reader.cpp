@@ -27,6 +27,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 
 namespace tessel::ckpt {
 
@@ -54,8 +55,28 @@ struct ShardFile {
   }
 };
 
-/// Opens `path` and reads its header; the header's file size must equal the descriptor's (the
-/// file did not change between the two).
+/// Validated headers by path, with the identity of the file they came from: a load calls
+/// readRegion once per box, and a shard file holds many boxes, so each header is parsed once
+/// per file version rather than once per box.
+struct HeaderCache {
+  struct Entry {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    int64_t mtimeNs;
+    SafeTensorsHeader header;
+  };
+  std::mutex mutex;
+  std::map<std::string, Entry> entries;
+};
+
+HeaderCache& headerCache() {
+  static HeaderCache cache;
+  return cache;
+}
+
+/// Opens `path` and reads its header (from the cache when the file is unchanged); the
+/// header's file size must equal the descriptor's (the file did not change between the two).
 std::unique_ptr<ShardFile> openShardFile(const std::string& path, const std::string& tensor) {
   auto file = std::make_unique<ShardFile>();
   file->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -64,6 +85,17 @@ std::unique_ptr<ShardFile> openShardFile(const std::string& path, const std::str
   if (::fstat(file->fd, &st) != 0) fail(path, tensor, fmt::format("cannot stat: {}", std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) fail(path, tensor, "not a regular file");
   file->size = st.st_size;
+  const int64_t mtimeNs = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+  HeaderCache& cache = headerCache();
+  {
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    auto it = cache.entries.find(path);
+    if (it != cache.entries.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino &&
+        it->second.size == st.st_size && it->second.mtimeNs == mtimeNs) {
+      file->header = it->second.header;
+      return file;
+    }
+  }
   try {
     file->header = readSafeTensorsHeader(path);
   } catch (const SafeTensorsError& e) {
@@ -76,6 +108,9 @@ std::unique_ptr<ShardFile> openShardFile(const std::string& path, const std::str
   if (file->header.fileSize != file->size)
     fail(path, tensor, fmt::format("file changed while being read ({} then {} bytes)", file->size,
                                    file->header.fileSize));
+  std::lock_guard<std::mutex> lock(cache.mutex);
+  if (cache.entries.size() >= 256) cache.entries.clear();  // bounded: a few checkpoints' files
+  cache.entries[path] = {st.st_dev, st.st_ino, st.st_size, mtimeNs, file->header};
   return file;
 }
 

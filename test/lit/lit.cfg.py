@@ -19,6 +19,11 @@ config.environment["FILECHECK_OPTS"] = "--enable-var-scope"
 # %shared_data: the folder of real data for tests (tinyshakespeare.txt), beside the checkout.
 config.substitutions.append(("%shared_data", config.tessel_shared_data))
 
+# %test_python: the test venv's python (scripts/setup.sh), which has the safetensors package;
+# also in the environment as TESSEL_TEST_PYTHON for the scripts the tests run.
+config.substitutions.append(("%test_python", config.tessel_test_python))
+config.environment["TESSEL_TEST_PYTHON"] = config.tessel_test_python
+
 # %tools_dir: the build's bin/ (for tests that inspect a binary, e.g. ldd tessel-run).
 config.substitutions.append(("%tools_dir", config.tessel_tools_dir))
 

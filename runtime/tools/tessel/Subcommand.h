@@ -54,6 +54,8 @@ Action setupMemory(CLI::App& sub);
 Action setupReport(CLI::App& sub);
 /// `tessel pipeline` (Pipeline.cpp).
 Action setupPipeline(CLI::App& sub);
+/// `tessel ckpt info|verify|export|import` (Ckpt.cpp, CkptConvert.cpp).
+Action setupCkpt(CLI::App& sub);
 /// `tessel launch` (Launch.cpp).
 Action setupLaunch(CLI::App& sub);
 

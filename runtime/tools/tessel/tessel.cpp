@@ -3,9 +3,10 @@
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
 // GPU by the ZeRO formula or, through the model's own binary, a compiled plan's exact bytes,
 // `tessel report` renders a training log as a page, `tessel pipeline` checks and charts a
-// pipeline schedule. Every one of those has complete --help, prints tables by default and one
-// JSON object with --json. `tessel launch` runs a training job and restarts it from its
-// checkpoints when it fails (its log is JSON lines: --log).
+// pipeline schedule, `tessel ckpt` inspects and converts checkpoints. Every one of those has
+// complete --help, prints tables by default and one JSON object with --json. `tessel launch`
+// runs a training job and restarts it from its checkpoints when it fails (its log is JSON
+// lines: --log).
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
 // add one).
@@ -41,6 +42,10 @@ const Subcommand kSubcommands[] = {
     {"pipeline", "a pipeline schedule before launch: gpipe, 1f1b, interleaved, zero-bubble or a CSV, proved "
                  "deadlock-free, its timeline per rank, bubble fraction beside the closed form, peak activations",
      tessel::cli::setupPipeline},
+    {"ckpt", "inspect and convert distributed checkpoints: info (step, plan, tensors, shards, sizes), verify (every "
+             "checksum and the index's consistency), export (one safetensors file), import (a safetensors file as a "
+             "step-0 checkpoint)",
+     tessel::cli::setupCkpt},
     {"launch", "run a training job and restart it from its latest checkpoint when it fails: tessel launch "
                "--max-restarts K [--min-ranks M --hostfile FILE] -- mpirun -np N tessel-gpt ... --checkpoint-dir DIR",
      tessel::cli::setupLaunch},

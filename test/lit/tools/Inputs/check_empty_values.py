@@ -41,14 +41,15 @@ def main(argv):
     for command in commands(binary):
         label_name = " ".join([name] + command[1:])
         options, positionals = text_flags(command)
-        if not options:
+        if not options and not positionals:
             problems.append(f"{label_name}: no text-valued flag found in --help")
         # An option: the empty value, with the positionals the binary needs. A positional: ""
-        # in place of the (only) one.
+        # in its place, "x" in the places of the others (non-empty, so only the empty one is
+        # refused).
         # (Two arguments: CLI11 reads "--flag=" as the flag without a value, and then takes the
         # next argument as its value.)
         runs = [(flag, [flag, ""] + extra) for flag in options]
-        runs += [(pos, [""]) for pos in positionals]
+        runs += [(pos, ["x"] * i + [""] + ["x"] * (len(positionals) - i - 1)) for i, pos in enumerate(positionals)]
         count += len(runs)
         for flag, args in runs:
             refusal(command, args, flag, f"{label_name} {flag} ''", problems)

@@ -5,8 +5,8 @@ Usage: check_flag_ranges.py BINARY [ARGS...]   (ARGS: what the binary needs besi
 flag, e.g. tessel-run's BUNDLE positional; parsing fails before it is used.)
 
 A binary with subcommands (CLI11 lists them under "Subcommands:" in --help, as `tessel` does)
-is checked subcommand by subcommand, `BINARY SUB --flag=value`, so a new subcommand is covered
-without a change here.
+is checked subcommand by subcommand, `BINARY SUB --flag=value` (and `BINARY SUB SUBSUB ...` for
+nested ones), so a new subcommand is covered without a change here.
 
 The numeric flags are read from `BINARY --help` (CLI11 prints INT, UINT or FLOAT after a
 flag that takes a number). Each must have out-of-range values in OUT_OF_RANGE below: a
@@ -86,6 +86,10 @@ HUGE = ["1e10", "1e30"]
 # parsing above broke).
 NO_NUMERIC_FLAGS = {
     "tessel report": "it reads a log file and writes a folder; nothing it takes is a number",
+    "tessel ckpt info": "it reads a checkpoint folder; nothing it takes is a number",
+    "tessel ckpt verify": "it reads a checkpoint folder; nothing it takes is a number",
+    "tessel ckpt export": "it reads a checkpoint folder and writes a file; nothing it takes is a number",
+    "tessel ckpt import": "it reads a file and writes a checkpoint folder; nothing it takes is a number",
 }
 # FLOAT flags for which huge values are in range, and why.
 HUGE_IN_RANGE = {
@@ -109,17 +113,19 @@ def help_text(command):
     return subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=60).stdout
 
 
-def commands(binary):
-    """[[BINARY]], or [[BINARY, SUB], ...] for every subcommand --help lists."""
+def commands(binary, command=None):
+    """[[BINARY]], or [[BINARY, SUB], ...] for every subcommand --help lists, recursively (a
+    subcommand with subcommands of its own, as `tessel ckpt`, gives [BINARY, SUB, SUBSUB], ...)."""
+    command = command or [binary]
     subs, listing = [], False
-    for line in help_text([binary]).splitlines():
+    for line in help_text(command).splitlines():
         if line.strip() == "Subcommands:":
             listing = True
         elif listing and (m := SUBCOMMAND.match(line)):
             subs.append(m.group(1))
         elif listing and line and not line.startswith(" "):
             listing = False
-    return [[binary, sub] for sub in subs] or [[binary]]
+    return [c for sub in subs for c in commands(binary, command + [sub])] or [command]
 
 
 def numeric_flags(command):

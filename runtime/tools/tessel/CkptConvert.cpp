@@ -1,0 +1,182 @@
+// `tessel ckpt export` and `tessel ckpt import` (see CkptCommands.h): between a distributed
+// checkpoint and one plain safetensors file of whole tensors.
+//
+// import writes the same layout a one-rank save would (Checkpoint.h): one shard file holding
+// every tensor whole, an index with optimizer_state false, committed by the same steps: the
+// folder is built as DIR/step_00000000.tmp, its files and the folder fsynced, renamed to
+// DIR/step_00000000, DIR fsynced, then `latest` written to latest.tmp, fsynced and renamed. A
+// crash at any point leaves either no checkpoint or a complete one.
+#include "runtime/ckpt/FileNames.h"
+#include "runtime/ckpt/Index.h"
+#include "runtime/tools/tessel/CkptCommands.h"
+#include "runtime/tools/tessel/Table.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+namespace tessel::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using ckpt::CheckpointError;
+
+/// The folder name of the imported checkpoint (Checkpoint.h's stepFolderName(0)).
+constexpr const char* kStepZero = "step_00000000";
+
+/// fsyncs a file or folder; throws naming it.
+void syncPath(const std::string& path, bool folder) {
+  const int fd = ::open(path.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string cause = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw CheckpointError(fmt::format("cannot sync '{}': {}", path, cause));
+  }
+  ::close(fd);
+}
+
+/// Writes `text` to `path` and fsyncs it; throws naming the file.
+void writeDurably(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string cause = std::strerror(errno);
+      ::close(fd);
+      throw CheckpointError(fmt::format("cannot write '{}': {}", path, cause));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    throw CheckpointError(fmt::format("cannot sync '{}': {}", path, std::strerror(errno)));
+}
+
+/// `t` as F32: F32 as is; F64, BF16 and F16 converted (a finite value beyond F32's range is
+/// refused rather than turned into infinity); integer tensors refused.
+StTensor toF32(const std::string& model, const std::string& name, const StTensor& t) {
+  if (t.dtype == StDType::F32) return t;
+  if (t.dtype == StDType::I32 || t.dtype == StDType::I64)
+    throw CheckpointError(fmt::format("safetensors file '{}': tensor {} is {}: only floating-point tensors (F32, F64, "
+                                      "BF16, F16) can become parameters",
+                                      model, ckpt::quoteName(name), dtypeName(t.dtype)));
+  std::vector<float> values;
+  values.reserve(static_cast<size_t>(t.numel()));
+  for (double v : t.toF64()) {
+    if (std::isfinite(v) && std::fabs(v) > std::numeric_limits<float>::max())
+      throw CheckpointError(fmt::format("safetensors file '{}': tensor {} holds {}, beyond the F32 range", model,
+                                        ckpt::quoteName(name), v));
+    values.push_back(static_cast<float>(v));
+  }
+  return StTensor::fromF32(t.shape, values);
+}
+
+}  // namespace
+
+int exportCheckpoint(const std::string& path, const std::string& out, bool optimizerState) {
+  const std::string dir = resolveCheckpointNoting(path);
+  const ckpt::Index index = ckpt::readIndex(dir);
+  if (optimizerState && !index.optimizerState)
+    throw CheckpointError(fmt::format("checkpoint '{}' holds weights only (\"optimizer_state\": false): there is no "
+                                      "optimizer state for --optimizer-state to export",
+                                      dir));
+  SafeTensorsFile file;
+  file.metadata["format"] = "pt";  // as --export-params writes (runtime/exec/ExportParams.cpp)
+  int64_t bytes = 0;
+  for (const auto& [name, t] : index.tensors) {
+    if (t.kind != "parameter" && !(optimizerState && t.kind == "optimizer_state")) continue;
+    if (name == "__metadata__")
+      throw CheckpointError(fmt::format("checkpoint '{}': a tensor named '__metadata__' cannot be written to a "
+                                        "safetensors file",
+                                        dir));
+    StTensor st;
+    st.dtype = t.dtype;
+    st.shape = t.shape;
+    st.bytes.resize(static_cast<size_t>(ckpt::elementCount(t.shape, name)) * dtypeSize(t.dtype));
+    ckpt::readRegion(dir, index, name, std::vector<int64_t>(t.shape.size(), 0), t.shape, st.bytes.data());
+    bytes += static_cast<int64_t>(st.bytes.size());
+    file.tensors.emplace(name, std::move(st));
+  }
+  writeSafeTensors(out, file);
+  fmt::print("exported {} tensors ({}) of step {} from '{}' to '{}'\n", file.tensors.size(), humanBytes(bytes),
+             index.step, dir, out);
+  return 0;
+}
+
+int importSafeTensors(const std::string& model, const std::string& root) {
+  const SafeTensorsFile in = readSafeTensors(model);
+  if (in.tensors.empty()) throw CheckpointError(fmt::format("safetensors file '{}' holds no tensors", model));
+  // Every tensor converted (or refused) before anything is written. Tensors without elements
+  // go into the index only (a shard is never empty).
+  SafeTensorsFile shard;
+  shard.metadata = {{"format", "pt"}, {"tessel_checkpoint_step", "0"}};
+  for (const auto& [name, t] : in.tensors) {
+    StTensor f32 = toF32(model, name, t);
+    if (f32.numel() > 0) shard.tensors.emplace(name, std::move(f32));
+  }
+  const fs::path dir = fs::path(root) / kStepZero, tmp = fs::path(root) / (std::string(kStepZero) + ".tmp");
+  std::error_code ec;
+  if (fs::exists(fs::path(root) / "latest", ec) || fs::exists(dir, ec))
+    throw CheckpointError(fmt::format("checkpoint root '{}' already holds a checkpoint ('latest' or '{}'); import "
+                                      "into a new folder",
+                                      root, kStepZero));
+  fs::create_directories(root, ec);
+  if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", root, ec.message()));
+  fs::remove_all(tmp, ec);  // an import that crashed before its rename
+  if (!fs::create_directory(tmp, ec))
+    throw CheckpointError(fmt::format("cannot create '{}': {}", tmp.string(), ec ? ec.message() : "exists"));
+
+  // 1. The shard file: every tensor with elements, whole, keyed by its name.
+  const std::string shardName = "rank_00000.safetensors";
+  const StByteRanges ranges = writeSafeTensorsWithOffsets((tmp / shardName).string(), shard, /*durable=*/true);
+
+  // 2. The index.
+  ckpt::Index index;
+  index.step = 0;
+  index.optimizerState = false;
+  index.trainer = {{"step", 0}, {"imported_from", model}};
+  int64_t bytes = 0;
+  for (const auto& [name, t] : in.tensors) {
+    ckpt::TensorEntry& e = index.tensors[name];
+    e.shape = t.shape;
+    auto it = shard.tensors.find(name);
+    if (it == shard.tensors.end()) continue;  // no elements: no shard
+    ckpt::ShardEntry s;
+    s.offsets.assign(t.shape.size(), 0);
+    s.lengths = t.shape;
+    s.file = shardName;
+    s.key = name;
+    std::tie(s.begin, s.end) = ranges.at(name);
+    s.crc32 = ckpt::blockCrcs(it->second.bytes.data(), it->second.bytes.size(), s.blockBytes);
+    bytes += s.end - s.begin;
+    e.shards.push_back(std::move(s));
+  }
+  const std::string text = ckpt::serializeIndex(index);
+  ckpt::parseIndex(text, (tmp / "index.json").string());  // what a loader will accept
+  writeDurably((tmp / "index.json").string(), text);
+  syncPath(tmp.string(), true);
+
+  // 3. The commit: rename the folder, then point `latest` at it.
+  if (std::rename(tmp.c_str(), dir.c_str()) != 0)
+    throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), std::strerror(errno)));
+  syncPath(root, true);
+  const std::string latestTmp = (fs::path(root) / "latest.tmp").string(), latest = (fs::path(root) / "latest").string();
+  writeDurably(latestTmp, std::string(kStepZero) + "\n");
+  if (std::rename(latestTmp.c_str(), latest.c_str()) != 0)
+    throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", latestTmp, latest, std::strerror(errno)));
+  syncPath(root, true);
+  fmt::print("imported {} tensors ({}) from '{}' as '{}' (step 0, weights only: the optimizer state starts at zero)\n",
+             in.tensors.size(), humanBytes(bytes), model, dir.string());
+  return 0;
+}
+
+}  // namespace tessel::cli

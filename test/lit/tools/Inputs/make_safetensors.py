@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Writes a small safetensors file byte by byte (no safetensors package needed) for the
+`tessel ckpt` lit tests.
+
+Usage: make_safetensors.py OUT [--int]
+Default: "a" F32 [2, 3] = 1..6, "b" F64 [2] = [0.1, -2], "s" F32 [] = 7.
+--int: one I64 tensor "ids" [3] (which import refuses).
+"""
+import json
+import struct
+import sys
+
+out = sys.argv[1]
+if "--int" in sys.argv:
+    tensors = [("ids", "I64", [3], struct.pack("<3q", 0, 1, 2))]
+else:
+    tensors = [("a", "F32", [2, 3], struct.pack("<6f", 1, 2, 3, 4, 5, 6)),
+               ("b", "F64", [2], struct.pack("<2d", 0.1, -2)),
+               ("s", "F32", [], struct.pack("<f", 7))]
+header, offset = {"__metadata__": {"format": "pt"}}, 0
+for name, dtype, shape, data in tensors:
+    header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + len(data)]}
+    offset += len(data)
+text = json.dumps(header)
+text += " " * (-len(text) % 8)
+with open(out, "wb") as f:
+    f.write(struct.pack("<Q", len(text)) + text.encode() + b"".join(t[3] for t in tensors))
