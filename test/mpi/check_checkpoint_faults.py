@@ -15,17 +15,20 @@ the same plan and steps:
       resumed from the checkpoint; the final loss and validation loss are bitwise equal to the
       uninterrupted run's (same plan, same data order from the resumed step: the trainer's
       exact-resume promise); the launch log records the failed attempt's cause and the restart.
-  min-ranks  hostfile `localhost slots=4`, plan dp=4 on 4 ranks under `tessel launch
-      --min-ranks 2 --hostfile H`. After the first checkpoint the hostfile is rewritten to
-      slots=2 ("a node was lost") and rank 1 is SIGKILLed: the launcher restarts on 2 ranks
-      with --plan dp=2, the trainer reshards the dp=4 checkpoint on load, and the job finishes.
-      Final loss and validation loss within LOSS_TOL of the uninterrupted dp=4 run.
+  min-ranks-dp, min-ranks-fsdp  hostfile `localhost slots=4`, plan dp=4 (then fsdp=4) on 4
+      ranks under `tessel launch --min-ranks 2 --hostfile H`. After the first checkpoint the
+      hostfile is rewritten to slots=2 ("a node was lost") and rank 1 is SIGKILLed: the
+      launcher restarts on 2 ranks with --plan dp=2 (fsdp=2), the trainer reshards the 4-rank
+      checkpoint on load (under fsdp every shard is cut anew), and the job finishes. Final loss
+      and validation loss within LOSS_TOL of the uninterrupted 4-rank run, and the restarted
+      job must say it resumed (a rerun from scratch would also match: same seed, same data).
 
-LOSS_TOL: after the shrink the run is dp=2 where the reference is dp=4; the two differ only in
-the order of the batch-mean sums (two local means of 4 rows averaged vs four of 2), a few f32
-ulps per step, as in check_dp_training.py, whose bound (5e-6 absolute on a loss near 5.5,
-measured worst ~5e-7) this reuses. A restart from scratch or from a wrong step moves the final
-loss by ~1e-2 (one step of training), far outside it.
+LOSS_TOL: after the shrink the run has 2 data-parallel ranks where the reference has 4; the two
+differ only in the order of f32 sums where the batch is split (two local means of 4 rows
+averaged vs four of 2, and the gradients' reductions), a few ulps per step, as in
+check_dp_training.py and check_fsdp_training.py, whose bound (5e-6 absolute on a loss near 5.5,
+measured worst ~5e-7) this reuses. A resume from a wrong step or with a wrong optimizer state
+moves the final loss by ~1e-3 or more (one step of training), far outside it.
 
 Every job's ranks carry TESSEL_CKPT_FAULT_JOB (this process's pid) in their environment, so the
 victim is found as the tessel-gpt process whose environment has it and OMPI_COMM_WORLD_RANK=1.
@@ -234,14 +237,16 @@ def restart(tmp):
     print(f"  restart: cause {exits[0]['cause']!r}, {restarts[0]['from']}; final loss bitwise equal", flush=True)
 
 
-def min_ranks(tmp):
+def min_ranks(tmp, axis):
+    """The shrink of one data-parallel axis, `axis`=4 -> `axis`=2 (dp: replicas; fsdp: the
+    shards are cut anew on load)."""
     root, log, events = tmp / "shrink", tmp / "shrink.json", tmp / "shrink-launch.jsonl"
     hosts = tmp / "hosts"
     ref = tmp / "shrink-ref.json"
     hosts.write_text("localhost slots=4\n")
-    run(mpirun(4, ["--plan", "dp=4", "--steps", "12", "--log-json", ref]), "the uninterrupted dp=4 run")
+    run(mpirun(4, ["--plan", f"{axis}=4", "--steps", "12", "--log-json", ref]), f"the uninterrupted {axis}=4 run")
     proc = start([TESSEL, "launch", "--max-restarts", "2", "--min-ranks", "2", "--hostfile", hosts, "--log", events,
-                  "--", *mpirun(4, ["--plan", "dp=4", "--steps", "12", "--checkpoint-dir", root,
+                  "--", *mpirun(4, ["--plan", f"{axis}=4", "--steps", "12", "--checkpoint-dir", root,
                                     "--checkpoint-every", "4", "--log-json", log], hostfile=hosts)],
                  delay_ms=1500)
     wait_for(lambda: (root / "latest").exists(), "the first committed checkpoint", proc)
@@ -250,13 +255,21 @@ def min_ranks(tmp):
     rc, out = finish(proc)
     if rc != 0:
         raise Failure(f"tessel launch exited {rc} after the kill")
-    if not re.search(r"resumed from .* \(step \d+, saved under plan dp=4\b.* on 4 ranks\)", out):
-        raise Failure("the restarted job did not say it resumed a dp=4 checkpoint")
+    if not re.search(rf"resumed from .* \(step \d+, saved under plan {axis}=4\b.* on 4 ranks\)", out):
+        raise Failure(f"the restarted job did not say it resumed a {axis}=4 checkpoint")
     shrinks = [e for e in launch_log(events) if e["event"] == "shrink"]
-    if len(shrinks) != 1 or shrinks[0]["ranks"] != 2 or shrinks[0]["plan"] != "dp=2":
-        raise Failure(f"the launch log does not hold the shrink to 2 ranks, dp=2: {shrinks}")
-    same("min-ranks", losses(log), losses(ref), tol=LOSS_TOL)
-    print("  min-ranks: restarted on 2 ranks with dp=2 from the dp=4 checkpoint", flush=True)
+    if len(shrinks) != 1 or shrinks[0]["ranks"] != 2 or shrinks[0]["plan"] != f"{axis}=2":
+        raise Failure(f"the launch log does not hold the shrink to 2 ranks, {axis}=2: {shrinks}")
+    same(f"min-ranks {axis}", losses(log), losses(ref), tol=LOSS_TOL)
+    print(f"  min-ranks: restarted on 2 ranks with {axis}=2 from the {axis}=4 checkpoint", flush=True)
+
+
+def min_ranks_dp(tmp):
+    min_ranks(tmp, "dp")
+
+
+def min_ranks_fsdp(tmp):
+    min_ranks(tmp, "fsdp")
 
 
 def main():
@@ -265,7 +278,7 @@ def main():
     os.environ["TESSEL_CKPT_FAULT_JOB"] = JOB
     os.environ.pop("TESSEL_CKPT_TEST_DELAY_MS", None)
     failures = []
-    for scenario in (crash_during_save, restart, min_ranks):
+    for scenario in (crash_during_save, restart, min_ranks_dp, min_ranks_fsdp):
         t0 = time.monotonic()
         with tempfile.TemporaryDirectory() as tmp:
             try:
@@ -283,7 +296,7 @@ def main():
     if failures:
         print("FAIL:", ", ".join(failures))
         return 1
-    print("PASS: crash during an asynchronous save, restart under tessel launch, restart on fewer ranks")
+    print("PASS: crash during an asynchronous save, restart under tessel launch, restart on fewer ranks (dp, fsdp)")
     return 0
 
 
