@@ -40,9 +40,20 @@ std::vector<Range> dimRanges(const rt::Buffer& b, const rt::MeshLayout* mesh, co
 
 /// Copies the box `lengths` from `src` (row-major over srcShape, starting at srcStart) to `dst`
 /// (row-major over dstShape, starting at dstStart), one contiguous last-dimension run at a time.
-void copyRegion(const void* src, const std::vector<int64_t>& srcShape, const std::vector<int64_t>& srcStart,
-                void* dst, const std::vector<int64_t>& dstShape, const std::vector<int64_t>& dstStart,
-                const std::vector<int64_t>& lengths, size_t elementBytes) {
+void copyRegion(const void* src, std::vector<int64_t> srcShape, std::vector<int64_t> srcStart, void* dst,
+                std::vector<int64_t> dstShape, std::vector<int64_t> dstStart, std::vector<int64_t> lengths,
+                size_t elementBytes) {
+  // A last dimension both sides hold whole joins the one before it (a whole tensor is then one
+  // run, one memcpy).
+  while (lengths.size() >= 2) {
+    const size_t last = lengths.size() - 1;
+    const int64_t n = lengths[last];  // then both starts are 0 in that dimension
+    if (n != srcShape[last] || n != dstShape[last]) break;
+    for (std::vector<int64_t>* v : {&srcShape, &dstShape, &lengths, &srcStart, &dstStart}) {
+      (*v)[last - 1] *= n;
+      v->pop_back();
+    }
+  }
   const size_t rank = lengths.size();
   const auto* s = static_cast<const unsigned char*>(src);
   auto* t = static_cast<unsigned char*>(dst);

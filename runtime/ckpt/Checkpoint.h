@@ -80,7 +80,8 @@ class Checkpointer {
   /// Synchronous: returns once the checkpoint is committed (rank 0) or this rank's shards and
   /// marker are durable (other ranks). Asynchronous: returns after the snapshot. Returns the
   /// seconds the caller was blocked. Throws CheckpointError for an error of this save
-  /// (synchronous) or of the previous asynchronous one.
+  /// (synchronous) or of the previous asynchronous one. Saving the step saved last again
+  /// (the loop's periodic save and its final one at the same step) only waits for that save.
   double save(int64_t step, const nlohmann::json& trainer);
 
   /// Blocks until the save in flight is durable on this rank (rank 0: committed); rethrows its

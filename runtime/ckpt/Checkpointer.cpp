@@ -14,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -32,55 +31,9 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-StDType stDType(rt::DType d) {
-  switch (d) {
-    case rt::DType::F32: return StDType::F32;
-    case rt::DType::BF16: return StDType::BF16;
-    case rt::DType::I32: return StDType::I32;
-  }
-  throw CheckpointError("unknown buffer dtype");
-}
-
-/// The step of a committed folder name ("step_00000010" -> 10), or -1 for any other name.
-int64_t committedStep(const std::string& name) {
-  if (name.size() < 13 || name.rfind("step_", 0) != 0) return -1;
-  int64_t step = 0;
-  for (size_t i = 5; i < name.size(); ++i) {
-    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return -1;
-    step = step * 10 + (name[i] - '0');
-  }
-  return step;
-}
-
 }  // namespace
 
 std::string stepFolderName(int64_t step) { return fmt::format("step_{:08d}", step); }
-
-namespace detail {
-
-void pruneCheckpoints(const std::string& root, int64_t keep) {
-  if (keep <= 0) return;
-  std::string latest;
-  if (std::ifstream in(root + "/latest"); in) std::getline(in, latest);
-  std::vector<std::pair<int64_t, fs::path>> committed;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
-    const int64_t step = committedStep(e.path().filename().string());
-    if (step >= 0 && e.is_directory()) committed.emplace_back(step, e.path());
-  }
-  if (ec) throw CheckpointError(fmt::format("cannot list '{}': {}", root, ec.message()));
-  std::sort(committed.begin(), committed.end());
-  for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i) {
-    const fs::path& dir = committed[i].second;
-    if (dir.filename().string() == latest) continue;
-    // index.json first and durably: a crash in the middle leaves a folder no loader accepts.
-    if (fs::remove(dir / "index.json", ec); !ec) syncFolder(dir.string());
-    fs::remove_all(dir, ec);
-    if (ec) throw CheckpointError(fmt::format("cannot remove '{}': {}", dir.string(), ec.message()));
-  }
-}
-
-}  // namespace detail
 
 /// One buffer whose boxes (some or all) this rank writes.
 struct PlannedBuffer {
@@ -94,6 +47,7 @@ struct Checkpointer::Impl {
   int rank = 0, world = 1;
   std::string nonce;  // rank 0's random number, agreed with the plan (SaveJob.h)
   int64_t saves = 0;
+  int64_t lastStep = -1;  // the step saved last
   std::vector<PlannedBuffer> plan;
   std::map<std::string, detail::TensorMeta> tensors;
   int64_t bytes = 0;
@@ -110,6 +64,7 @@ struct Checkpointer::Impl {
   std::exception_ptr join() {
     if (writer.joinable()) writer.join();
     std::lock_guard lock(mutex);
+    if (error) lastStep = -1;  // that step is not saved: saving it again is a real save
     return std::exchange(error, nullptr);
   }
 };
@@ -201,8 +156,7 @@ Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* worl
     const rt::Buffer& b = p.buffers[i];
     if (b.kind != rt::BufferKind::Parameter && b.kind != rt::BufferKind::State) continue;
     const std::vector<int64_t> shape = b.globalShape.empty() ? b.shape : b.globalShape;
-    detail::TensorMeta meta{b.kind == rt::BufferKind::Parameter ? "parameter" : "optimizer_state", stDType(b.dtype),
-                            shape};
+    detail::TensorMeta meta{detail::indexKind(b.kind), detail::indexDType(b.dtype), shape};
     s.tensors[b.name] = meta;
     nlohmann::json list = nlohmann::json::array();
     for (LocalBox& box : boxes[static_cast<int>(i)] = localBoxes(b, layout.get(), coordinates))
@@ -242,6 +196,10 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   Impl& s = *impl_;
   const Clock::time_point start = Clock::now();
   if (std::exception_ptr e = s.join()) std::rethrow_exception(e);  // the previous save's error
+  // Same step, same state: a second save would only race rank 0's commit of the first (it
+  // removes what its folder holds besides that save's shards).
+  if (step == s.lastStep) return since(start);
+  s.lastStep = step;
   detail::SaveJob job;
   job.root = s.options.root;
   job.step = step;
@@ -266,6 +224,12 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   for (const PlannedBuffer& planned : s.plan) {
     const rt::Buffer& b = p.buffers[static_cast<size_t>(planned.buffer)];
     const size_t element = static_cast<size_t>(rt::dtypeBytes(b.dtype));
+    if (planned.boxes.size() == 1 && planned.boxes[0].lengths == b.shape) {  // the whole buffer: no staging copy
+      detail::SnapshotBox snap{b.name, planned.boxes[0].offsets, b.shape, std::vector<uint8_t>(b.bytes())};
+      s.ex.readBuffer(planned.buffer, snap.bytes.data());
+      job.boxes.push_back(std::move(snap));
+      continue;
+    }
     local.resize(static_cast<size_t>(b.bytes()));
     s.ex.readBuffer(planned.buffer, local.data());
     for (const LocalBox& box : planned.boxes) {
@@ -277,7 +241,9 @@ double Checkpointer::save(int64_t step, const nlohmann::json& trainer) {
   }
   job.blockedSeconds = since(start);
   if (!s.options.async) {
+    s.lastStep = -1;  // until it succeeds
     std::string line = detail::runSave(std::move(job));
+    s.lastStep = step;
     std::lock_guard lock(s.mutex);
     if (!line.empty()) s.lines.push_back(std::move(line));
     return since(start);
@@ -305,7 +271,10 @@ std::vector<std::string> Checkpointer::poll() {
   Impl& s = *impl_;
   if (s.writer.joinable() && s.finished) s.writer.join();
   std::lock_guard lock(s.mutex);
-  if (s.error) std::rethrow_exception(std::exchange(s.error, nullptr));
+  if (s.error) {
+    s.lastStep = -1;
+    std::rethrow_exception(std::exchange(s.error, nullptr));
+  }
   return std::exchange(s.lines, {});
 }
 

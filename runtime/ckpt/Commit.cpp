@@ -20,7 +20,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -36,6 +35,26 @@ namespace tessel::ckpt::detail {
 namespace {
 
 std::string errnoText() { return std::strerror(errno); }
+
+/// "1.2 MB", "3.4 kB", "512 bytes" (decimal units, as the durable line reports sizes).
+std::string sizeText(int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b / 1e3);
+  return fmt::format("{} bytes", bytes);
+}
+
+/// The step of a committed folder name ("step_00000010" -> 10), or -1 for any other name.
+int64_t committedStep(const std::string& name) {
+  if (name.size() < 13 || name.rfind("step_", 0) != 0) return -1;
+  int64_t step = 0;
+  for (size_t i = 5; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9' || step > (INT64_MAX - 9) / 10) return -1;
+    step = step * 10 + (name[i] - '0');
+  }
+  return step;
+}
 
 StDType dtypeNamed(const std::string& name, const std::string& where) {
   StDType d;
@@ -283,6 +302,41 @@ void writeFileAtomically(const std::string& path, const std::string& text) {
   syncFolder(fs::path(path).parent_path().string());
 }
 
+void pruneCheckpoints(const std::string& root, int64_t keep) {
+  if (keep <= 0) return;
+  std::string latest;
+  if (std::ifstream in(root + "/latest"); in) std::getline(in, latest);
+  std::vector<std::pair<int64_t, fs::path>> committed;
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(root, ec)) {
+    const int64_t step = committedStep(e.path().filename().string());
+    if (step >= 0 && e.is_directory()) committed.emplace_back(step, e.path());
+  }
+  if (ec) throw CheckpointError(fmt::format("cannot list '{}': {}", root, ec.message()));
+  std::sort(committed.begin(), committed.end());
+  for (size_t i = 0; i + static_cast<size_t>(keep) < committed.size(); ++i) {
+    const fs::path& dir = committed[i].second;
+    if (dir.filename().string() == latest) continue;
+    // index.json first and durably: a crash in the middle leaves a folder no loader accepts.
+    if (fs::remove(dir / "index.json", ec); !ec) syncFolder(dir.string());
+    fs::remove_all(dir, ec);
+    if (ec) throw CheckpointError(fmt::format("cannot remove '{}': {}", dir.string(), ec.message()));
+  }
+}
+
+StDType indexDType(rt::DType d) {
+  switch (d) {
+    case rt::DType::F32: return StDType::F32;
+    case rt::DType::BF16: return StDType::BF16;
+    case rt::DType::I32: return StDType::I32;
+  }
+  throw CheckpointError("unknown buffer dtype");
+}
+
+const char* indexKind(rt::BufferKind kind) {
+  return kind == rt::BufferKind::Parameter ? "parameter" : "optimizer_state";
+}
+
 std::string runSave(SaveJob job) {
   const auto start = std::chrono::steady_clock::now();
   const std::string dir = tmpFolder(job.root, job.step);
@@ -313,8 +367,8 @@ std::string runSave(SaveJob job) {
   for (const auto& [name, t] : index.tensors)
     for (const ShardEntry& s : t.shards) bytes += s.end - s.begin;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return fmt::format("checkpoint step {} durable: {:.3g} MB from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
-                     job.step, static_cast<double>(bytes) / 1e6, job.world, job.world == 1 ? "" : "s",
+  return fmt::format("checkpoint step {} durable: {} from {} rank{} in {:.2f} s (blocked {:.3f} s) -> '{}'",
+                     job.step, sizeText(bytes), job.world, job.world == 1 ? "" : "s",
                      seconds + job.blockedSeconds, job.async ? job.blockedSeconds : seconds + job.blockedSeconds,
                      final);
 }

@@ -8,6 +8,7 @@
 #include "runtime/ckpt/Checkpoint.h"
 
 #include "runtime/ckpt/Boxes.h"
+#include "runtime/ckpt/SaveJob.h"  // indexDType, indexKind
 #include "runtime/comm/GatherBytes.h"
 #include "runtime/exec/Sharding.h"
 
@@ -39,10 +40,6 @@ std::set<std::string> unionOf(const std::vector<nlohmann::json>& all, const char
 
 std::string describe(StDType dtype, const std::vector<int64_t>& shape) {
   return fmt::format("{} [{}]", dtypeName(dtype), fmt::join(shape, ", "));
-}
-
-StDType stDType(rt::DType d) {
-  return d == rt::DType::BF16 ? StDType::BF16 : d == rt::DType::I32 ? StDType::I32 : StDType::F32;
 }
 
 /// One buffer this rank loads: its id and, once read, its new local contents.
@@ -89,11 +86,11 @@ LoadResult loadCheckpoint(rt::ProgramExecutor& ex, rt::Communicator* world, cons
       continue;
     }
     const std::vector<int64_t> shape = b.globalShape.empty() ? b.shape : b.globalShape;
-    const std::string kind = b.kind == rt::BufferKind::Parameter ? "parameter" : "optimizer_state";
-    if (it->second.dtype != stDType(b.dtype) || it->second.shape != shape || it->second.kind != kind)
+    const std::string kind = detail::indexKind(b.kind);
+    if (it->second.dtype != detail::indexDType(b.dtype) || it->second.shape != shape || it->second.kind != kind)
       mine["errors"].push_back(fmt::format("tensor '{}' is {} {} in the checkpoint but {} {} in the program", b.name,
                                            it->second.kind, describe(it->second.dtype, it->second.shape), kind,
-                                           describe(stDType(b.dtype), shape)));
+                                           describe(detail::indexDType(b.dtype), shape)));
     else
       pending.push_back({static_cast<int>(i), false, {}});
   }

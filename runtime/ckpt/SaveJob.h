@@ -1,7 +1,8 @@
-// Internal to runtime/ckpt: one save's work after the snapshot (Checkpoint.h's commit steps 1-3),
-// shared by the Checkpointer (Checkpointer.cpp, which snapshots and runs it inline or on the
-// writer thread) and Commit.cpp (which writes the shard file and marker and, on rank 0, waits
-// for the markers and commits).
+// Internal to runtime/ckpt: one save's work after the snapshot (Checkpoint.h's commit steps
+// 1-3), shared by the Checkpointer (Checkpointer.cpp, which snapshots and runs it inline or on
+// the writer thread) and Commit.cpp (which writes the shard file and marker and, on rank 0,
+// waits for the markers and commits); and how a buffer is described in the index (indexDType,
+// indexKind: Load.cpp compares the two).
 //
 // Stale state from an earlier run: a crashed run can leave step_N.tmp with shard files, markers
 // and even index.json in it. The folder name stays step_N.tmp (the documented layout, which
@@ -12,11 +13,14 @@
 // whatever else the folder holds (an old run's files of ranks that write nothing now, old
 // markers, temporaries) before it writes index.json. A save of a step that is already
 // committed (a resumed run saving the step it loaded) swaps the folders atomically
-// (renameat2 RENAME_EXCHANGE; where the file system refuses it, renames the old one away
-// first) and removes the old one after `latest` is updated.
+// (renameat2 RENAME_EXCHANGE) and removes the old one after `latest` is updated. Where the file
+// system refuses the exchange (EINVAL: NFS, for one) it renames the old one away first; a
+// crash between that rename and the next leaves `latest` naming a missing folder, the one
+// window the exchange closes.
 #pragma once
 
 #include "runtime/ckpt/Index.h"
+#include "runtime/exec/Program.h"
 
 #include <nlohmann/json.hpp>
 
@@ -79,6 +83,12 @@ void writeFileAtomically(const std::string& path, const std::string& text);
 
 /// fsyncs folder `dir` (making renames and creations in it durable). Throws CheckpointError.
 void syncFolder(const std::string& dir);
+
+/// The index's dtype of a buffer's dtype (Index.h TensorEntry::dtype).
+StDType indexDType(rt::DType dtype);
+
+/// The index's kind of a Parameter ("parameter") or State ("optimizer_state") buffer.
+const char* indexKind(rt::BufferKind kind);
 
 /// Removes the committed checkpoints of `root` beyond the newest `keep` (index.json first, so a
 /// half-removed folder is never loadable); never the folder `latest` names. 0 keeps all.

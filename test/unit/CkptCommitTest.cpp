@@ -2,9 +2,10 @@
 // leaves the previous checkpoint loadable (the partial states are made by hand from a real
 // save's files), leftovers of a crashed run do not spoil the next save, keep-K pruning, the
 // asynchronous snapshot, a failing rank's .failed marker and the agreement's timeout.
-#include "CkptTestModel.h"
+#include "CkptTestRanks.h"
 
 #include "runtime/ckpt/Checkpoint.h"
+#include "runtime/comm/GatherBytes.h"
 
 #include <gtest/gtest.h>
 
@@ -143,7 +144,8 @@ TEST(CkptCommit, KeepsTheNewestK) {
 TEST(CkptCommit, AsyncSaveWritesTheSnapshot) {
   // The writer sleeps between the shard file and the marker, so the buffers change while the
   // save is still in flight; what is written must be what save() saw.
-  ::setenv("TESSEL_CKPT_TEST_DELAY_MS", "200", 1);
+  // 500 ms: far longer than the few microseconds from save()'s return to the poll below.
+  ::setenv("TESSEL_CKPT_TEST_DELAY_MS", "500", 1);
   const std::string root = test::freshFolder("async");
   SaveOptions options;
   options.root = root;
@@ -167,6 +169,29 @@ TEST(CkptCommit, AsyncSaveWritesTheSnapshot) {
   EXPECT_NE(lines[0][0].find(root + "/step_00000006'"), std::string::npos) << lines[0][0];
   EXPECT_TRUE(lines[1].empty());
   EXPECT_EQ(load2(root, 1), "step_00000006");
+}
+
+TEST(CkptCommit, TheSameStepTwiceIsSavedOnce) {
+  // The loop's periodic save and its final one can fall on one step: one checkpoint, one line.
+  const std::string root = test::freshFolder("twice");
+  for (bool async : {false, true}) {
+    SaveOptions options;
+    options.root = root;
+    options.async = async;
+    std::vector<std::string> lines;
+    const auto errors = test::runRanks(2, [&](int r, rt::Communicator* world) {
+      test::HostExecutor ex(model());
+      test::fillBuffers(ex, r, 1);
+      Checkpointer ck(ex, world, options);
+      ck.save(8, {{"step", 8}});
+      ck.save(8, {{"step", 8}});
+      ck.wait();
+      if (r == 0) lines = ck.poll();
+    });
+    for (const std::string& e : errors) EXPECT_EQ(e, "");
+    EXPECT_EQ(lines.size(), 1u);
+    EXPECT_EQ(load2(root, 1), "step_00000008");
+  }
 }
 
 TEST(CkptCommit, FailedRankAbortsTheCommitWithItsReason) {
@@ -200,8 +225,9 @@ TEST(CkptCommit, TimeoutNamesTheMissingRanks) {
   const auto errors = test::runRanks(3, [&](int r, rt::Communicator* world) {
     test::HostExecutor ex(test::makeProgram({}, {{"b", {3}, {}, rt::BufferKind::Parameter}}));
     Checkpointer ck(ex, world, options);
-    if (r == 1) ck.save(4, {{"step", 4}});  // ranks 0 waits for 2, which never saves
-    if (r == 0) ck.save(4, {{"step", 4}});
+    if (r == 1) ck.save(4, {{"step", 4}});  // its marker is durable when save() returns
+    rt::allGatherBytes(*world, "", "rank 1 saved");
+    if (r == 0) ck.save(4, {{"step", 4}});  // waits for rank 2, which never saves
   });
   EXPECT_NE(errors[0].find("rank 2 wrote no marker"), std::string::npos) << errors[0];
   EXPECT_NE(errors[0].find("within 0.2 s"), std::string::npos) << errors[0];

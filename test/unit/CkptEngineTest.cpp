@@ -2,7 +2,7 @@
 // every rank's buffers after the load must equal, bit for bit, the shard of the saved global
 // tensors that globalIndices places there (padding zero). Plus pipeline stages with a tied
 // parameter, the strict and --allow-partial checks, and weights-only checkpoints.
-#include "CkptTestModel.h"
+#include "CkptTestRanks.h"
 
 #include "runtime/ckpt/Checkpoint.h"
 
@@ -18,69 +18,16 @@ namespace tessel::ckpt {
 namespace {
 
 using test::TensorSpec;
-using Dims = std::vector<rt::ShardDim>;
 constexpr rt::BufferKind kState = rt::BufferKind::State;
 
-/// A layout of the model: its mesh, world size and each parameter's sharding by name.
-struct Layout {
-  std::vector<rt::MeshAxis> mesh;
-  int world = 1;
-  std::map<std::string, Dims> sharding;
-};
-
-Layout layoutNamed(const std::string& name) {
-  const rt::ShardDim none;
-  auto over = [](std::vector<std::string> axes, int64_t blocks = 1) { return rt::ShardDim{std::move(axes), blocks, 0}; };
-  if (name == "one") return {{}, 1, {}};
-  if (name == "dp4") return {{}, 4, {}};  // no mesh: every rank a whole replica
-  if (name == "fsdp4")
-    return {{{"fsdp", 4}}, 4,
-            {{"emb.weight", {over({"fsdp"}), none}}, {"qkv.weight", {over({"fsdp"}), none}},
-             {"fc.weight", {over({"fsdp"}), none}}, {"tiny.bias", {over({"fsdp"})}}}};
-  if (name == "fsdp2tp2")
-    return {{{"fsdp", 2}, {"tp", 2}}, 4,
-            {{"emb.weight", {over({"fsdp"}), none}}, {"qkv.weight", {over({"fsdp"}), over({"tp"}, 3)}},
-             {"fc.weight", {over({"tp", "fsdp"}), none}}, {"tiny.bias", {over({"fsdp"})}}}};
-  if (name == "dp2tp2")
-    return {{{"dp", 2}, {"tp", 2}}, 4, {{"qkv.weight", {none, over({"tp"}, 3)}}, {"fc.weight", {none, over({"tp"})}}}};
-  if (name == "tp2")
-    return {{{"tp", 2}}, 2,
-            {{"emb.weight", {none, over({"tp"})}}, {"qkv.weight", {none, over({"tp"}, 3)}},
-             {"fc.weight", {over({"tp"}), none}}, {"tiny.bias", {over({"tp"})}}}};
-  throw std::logic_error("no layout " + name);
-}
-
-/// The model: a fused qkv weight, a first dimension no mesh divides (7, 10), a tensor smaller
-/// than the ranks (2), an unsharded one, their optimizer state (sharded alike) and a scalar.
-rt::Program modelUnder(const Layout& layout, const std::vector<std::string>& drop = {},
-                       const std::vector<TensorSpec>& extra = {}) {
-  const std::vector<std::pair<std::string, std::vector<int64_t>>> params = {
-      {"emb.weight", {10, 6}}, {"qkv.weight", {4, 12}}, {"fc.weight", {7, 4}}, {"tiny.bias", {2}}, {"ln.scale", {6}}};
-  std::vector<TensorSpec> specs;
-  for (rt::BufferKind kind : {rt::BufferKind::Parameter, kState})
-    for (const auto& [name, shape] : params) {
-      const std::string full = kind == kState ? name + ":exp_avg" : name;
-      if (std::find(drop.begin(), drop.end(), full) != drop.end()) continue;
-      const auto it = layout.sharding.find(name);
-      specs.push_back({full, shape, it == layout.sharding.end() ? Dims{} : it->second, kind});
-    }
-  specs.push_back({"optimizer.step", {}, {}, kState});
-  specs.insert(specs.end(), extra.begin(), extra.end());
-  return test::makeProgram(layout.mesh, specs);
-}
+using test::Layout;
+using test::layoutNamed;
+using test::modelUnder;
 
 /// Throws naming the first buffer of `ex` (rank `rank`) that is not its shard of save `salt`.
 void expectLoaded(const test::HostExecutor& ex, int rank, int salt, const std::vector<std::string>& skip = {}) {
-  const rt::Program& p = ex.program();
-  std::unique_ptr<rt::MeshLayout> mesh = p.mesh.empty() ? nullptr : std::make_unique<rt::MeshLayout>(p.mesh);
-  for (size_t i = 0; i < p.buffers.size(); ++i) {
-    const rt::Buffer& b = p.buffers[i];
-    if (std::find(skip.begin(), skip.end(), b.name) != skip.end()) continue;
-    const int s = b.kind == kState ? salt + 1 : salt;
-    const std::vector<float> want = test::expectedShard(b, mesh.get(), test::coordinatesOf(p, rank), s);
-    if (std::memcmp(want.data(), ex.bytes(static_cast<int>(i)).data(), want.size() * sizeof(float)) != 0)
-      throw std::runtime_error(fmt::format("rank {}: buffer '{}' differs from the saved tensor", rank, b.name));
-  }
+  if (std::string problem = test::loadedProblem(ex, rank, salt, skip); !problem.empty())
+    throw std::runtime_error(problem);
 }
 
 /// Saves the model under `layout` (values of `salt`) as step `step` in `root`; returns the

@@ -1,27 +1,20 @@
-// Test fixtures of the checkpoint engine: a small logical model laid out under several plans
-// (rt::Program with Parameter and State buffers sharded over a mesh), an executor that keeps
-// its buffers in host vectors, global values that differ per tensor, element and save, and
-// ranks as threads (ThreadCommunicator.h).
+// Test fixtures of the checkpoint engine (ckpt_engine_test, ckpt_mpi_test): a small logical
+// model laid out under several plans (rt::Program with Parameter and State buffers sharded over
+// a mesh), an executor that keeps its buffers in host vectors, and global values that differ
+// per tensor, element and save.
 #pragma once
-
-#include "ThreadCommunicator.h"
-
-#include <gtest/gtest.h>
 
 #include "runtime/ckpt/Checkpoint.h"
 #include "runtime/exec/ProgramExecutor.h"
 #include "runtime/exec/Sharding.h"
 
+#include <algorithm>
 #include <cstring>
-#include <filesystem>
-#include <functional>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
-
-#include <unistd.h>
 
 namespace tessel::test {
 
@@ -132,46 +125,72 @@ inline void fillBuffers(HostExecutor& ex, int rank, int salt) {
   }
 }
 
-/// Runs fn(rank, world) on `n` threads (world: a ThreadCommunicator; null when `n` is 1 and
-/// `nullWorld`); returns each rank's error text ("" when it returned normally).
-inline std::vector<std::string> runRanks(int n, const std::function<void(int, rt::Communicator*)>& fn,
-                                         bool nullWorld = false) {
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  ThreadGroup group(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] {
-      ThreadCommunicator comm(group, r);
-      try {
-        fn(r, n == 1 && nullWorld ? nullptr : &comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  for (std::thread& t : threads) t.join();
-  return errors;
-}
-
-/// The folder of this process's test checkpoints, removed after the last test.
-inline std::filesystem::path testFolder() {
-  return std::filesystem::temp_directory_path() / ("tessel_ckpt_test_" + std::to_string(::getpid()));
-}
-
-/// Removes testFolder() when the tests end (kept on failure, to look at).
-class RemoveTestFolder : public testing::Environment {
- public:
-  void TearDown() override {
-    if (!testing::UnitTest::GetInstance()->Failed()) std::filesystem::remove_all(testFolder());
-  }
+/// A layout of the model: its mesh, world size and each parameter's sharding by name.
+struct Layout {
+  std::vector<rt::MeshAxis> mesh;
+  int world = 1;
+  std::map<std::string, std::vector<rt::ShardDim>> sharding;
 };
-inline testing::Environment* const kRemoveTestFolder = testing::AddGlobalTestEnvironment(new RemoveTestFolder);
 
-/// A fresh empty folder under testFolder().
-inline std::string freshFolder(const std::string& name) {
-  const std::filesystem::path dir = testFolder() / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
+/// The layouts the tests save and load under: "one" (one rank), "dp4" (4 whole replicas, no
+/// mesh), "fsdp4", "fsdp2tp2" (fsdp x tp with a fused qkv in 3 blocks and [tp, fsdp] on one
+/// dimension), "dp2tp2", "tp2".
+inline Layout layoutNamed(const std::string& name) {
+  const rt::ShardDim none;
+  auto over = [](std::vector<std::string> axes, int64_t blocks = 1) { return rt::ShardDim{std::move(axes), blocks, 0}; };
+  if (name == "one") return {{}, 1, {}};
+  if (name == "dp4") return {{}, 4, {}};
+  if (name == "fsdp4")
+    return {{{"fsdp", 4}}, 4,
+            {{"emb.weight", {over({"fsdp"}), none}}, {"qkv.weight", {over({"fsdp"}), none}},
+             {"fc.weight", {over({"fsdp"}), none}}, {"tiny.bias", {over({"fsdp"})}}}};
+  if (name == "fsdp2tp2")
+    return {{{"fsdp", 2}, {"tp", 2}}, 4,
+            {{"emb.weight", {over({"fsdp"}), none}}, {"qkv.weight", {over({"fsdp"}), over({"tp"}, 3)}},
+             {"fc.weight", {over({"tp", "fsdp"}), none}}, {"tiny.bias", {over({"fsdp"})}}}};
+  if (name == "dp2tp2")
+    return {{{"dp", 2}, {"tp", 2}}, 4, {{"qkv.weight", {none, over({"tp"}, 3)}}, {"fc.weight", {none, over({"tp"})}}}};
+  if (name == "tp2")
+    return {{{"tp", 2}}, 2,
+            {{"emb.weight", {none, over({"tp"})}}, {"qkv.weight", {none, over({"tp"}, 3)}},
+             {"fc.weight", {over({"tp"}), none}}, {"tiny.bias", {over({"tp"})}}}};
+  throw std::logic_error("no layout " + name);
+}
+
+/// The model: a fused qkv weight, a first dimension no mesh divides (7, 10), a tensor smaller
+/// than the ranks (2), an unsharded one, their optimizer state (sharded alike) and a scalar;
+/// without the tensors named in `drop`, with `extra` ones.
+inline rt::Program modelUnder(const Layout& layout, const std::vector<std::string>& drop = {},
+                              const std::vector<TensorSpec>& extra = {}) {
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> params = {
+      {"emb.weight", {10, 6}}, {"qkv.weight", {4, 12}}, {"fc.weight", {7, 4}}, {"tiny.bias", {2}}, {"ln.scale", {6}}};
+  std::vector<TensorSpec> specs;
+  for (rt::BufferKind kind : {rt::BufferKind::Parameter, rt::BufferKind::State})
+    for (const auto& [name, shape] : params) {
+      const std::string full = kind == rt::BufferKind::State ? name + ":exp_avg" : name;
+      if (std::find(drop.begin(), drop.end(), full) != drop.end()) continue;
+      const auto it = layout.sharding.find(name);
+      specs.push_back({full, shape, it == layout.sharding.end() ? std::vector<rt::ShardDim>{} : it->second, kind});
+    }
+  specs.push_back({"optimizer.step", {}, {}, rt::BufferKind::State});
+  specs.insert(specs.end(), extra.begin(), extra.end());
+  return makeProgram(layout.mesh, specs);
+}
+
+/// "" when every buffer of `ex` (rank `rank`) but those in `skip` holds its shard of save
+/// `salt` bit for bit (padding zero), else the first that does not.
+inline std::string loadedProblem(const HostExecutor& ex, int rank, int salt, const std::vector<std::string>& skip = {}) {
+  const rt::Program& p = ex.program();
+  std::unique_ptr<rt::MeshLayout> mesh = p.mesh.empty() ? nullptr : std::make_unique<rt::MeshLayout>(p.mesh);
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    const rt::Buffer& b = p.buffers[i];
+    if (std::find(skip.begin(), skip.end(), b.name) != skip.end()) continue;
+    const int s = b.kind == rt::BufferKind::State ? salt + 1 : salt;
+    const std::vector<float> want = expectedShard(b, mesh.get(), coordinatesOf(p, rank), s);
+    if (std::memcmp(want.data(), ex.bytes(static_cast<int>(i)).data(), want.size() * sizeof(float)) != 0)
+      return "rank " + std::to_string(rank) + ": buffer '" + b.name + "' differs from save " + std::to_string(salt) + "'s";
+  }
+  return "";
 }
 
 }  // namespace tessel::test
