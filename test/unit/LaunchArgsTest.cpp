@@ -48,6 +48,9 @@ TEST(LaunchArgs, ResumeIsAddedOrReplaced) {
             (Words{"t", "--resume", "D", "--steps", "5"}));
   EXPECT_EQ(withFlagValue({"t", "--resume=init", "--steps", "5"}, {"--resume"}, "D"),
             (Words{"t", "--resume=D", "--steps", "5"}));
+  // A repeated --resume: the last one, the one the trainer takes, is replaced.
+  EXPECT_EQ(withFlagValue({"t", "--resume", "a", "--resume=b"}, {"--resume"}, "D"),
+            (Words{"t", "--resume", "a", "--resume=D"}));
   // A second rewrite (the second restart) replaces the first one's value rather than adding
   // another --resume.
   Words twice = withFlagValue(withFlagValue(kJob, {"--resume"}, "D"), {"--resume"}, "E");
@@ -59,7 +62,10 @@ TEST(LaunchArgs, FlagValueForms) {
   EXPECT_EQ(flagValue(kJob, {"--checkpoint-dir"}), "D");
   EXPECT_EQ(flagValue({"t", "--checkpoint-dir=a/b"}, {"--checkpoint-dir"}), "a/b");
   EXPECT_EQ(flagValue({"t", "--checkpoint-dirs", "x"}, {"--checkpoint-dir"}), std::nullopt);
-  EXPECT_EQ(flagValue({"t", "--plan", "dp=2", "--plan", "dp=4"}, {"--plan"}), "dp=2");  // the first counts
+  // Repeated: the last counts, as in the trainers (LastValueWins.h), in either spelling.
+  EXPECT_EQ(flagValue({"t", "--plan", "dp=2", "--plan", "dp=4"}, {"--plan"}), "dp=4");
+  EXPECT_EQ(flagValue({"t", "--plan=dp=2", "--steps", "3", "--plan", "dp=4"}, {"--plan"}), "dp=4");
+  EXPECT_EQ(flagValue({"t", "--plan", "dp=2", "--plan=dp=4"}, {"--plan"}), "dp=4");
   EXPECT_THROW(flagValue({"t", "--checkpoint-dir"}, {"--checkpoint-dir"}), std::runtime_error);
 }
 

@@ -11,7 +11,7 @@
 namespace tessel::cli {
 namespace {
 
-/// Where the first of `names` is in `command`: the word's index and whether its value is in
+/// Where an occurrence of `names` is in `command`: the word's index and whether its value is in
 /// the same word (`--x=V`).
 struct FlagAt {
   size_t index = 0;
@@ -19,8 +19,10 @@ struct FlagAt {
   std::string name;
 };
 
+/// The last occurrence counts: the trainers take a repeated flag's last value
+/// (runtime/train/LastValueWins.h), so that is the one to read and to replace.
 std::optional<FlagAt> findFlag(const Words& command, const std::vector<std::string>& names) {
-  for (size_t i = 0; i < command.size(); ++i)
+  for (size_t i = command.size(); i-- > 0;)
     for (const std::string& n : names) {
       if (command[i] == n) return FlagAt{i, false, n};
       if (command[i].size() > n.size() && command[i].compare(0, n.size(), n) == 0 && command[i][n.size()] == '=')

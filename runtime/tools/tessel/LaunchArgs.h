@@ -5,8 +5,9 @@
 // tests (test/unit/LaunchArgsTest.cpp) cover every form without starting a process.
 //
 // A flag of the command is found in either of its two spellings, `--flag VALUE` (two words) or
-// `--flag=VALUE` (one word); the first occurrence counts, and a replacement keeps the spelling
-// it found. The search covers the whole command: mpirun's options and the trainer's alike, as
+// `--flag=VALUE` (one word); the last occurrence counts (the trainers take a repeated flag's
+// last value, runtime/train/LastValueWins.h), and a replacement rewrites that one in the
+// spelling it found. The search covers the whole command: mpirun's options and the trainer's alike, as
 // the trainers have no flag named -n, -np or --np and mpirun none named --plan, --resume or
 // --checkpoint-dir.
 #pragma once
@@ -21,11 +22,11 @@ namespace tessel::cli {
 /// A command line: the program and its arguments, one word each.
 using Words = std::vector<std::string>;
 
-/// The value of the first of `names` in `command` (`--x V` or `--x=V`), or nullopt when none is
-/// there. Throws std::runtime_error when the flag is the last word (no value follows it).
+/// The value of the last occurrence of any of `names` in `command` (`--x V` or `--x=V`), or
+/// nullopt when none is there. Throws std::runtime_error when the flag is the last word (no value follows it).
 std::optional<std::string> flagValue(const Words& command, const std::vector<std::string>& names);
 
-/// `command` with the value of the first of `names` replaced by `value` (same spelling), or,
+/// `command` with the value of the last occurrence of `names` replaced by `value` (same spelling), or,
 /// when none of them is there, with `names[0] value` appended at the end (after the program's
 /// own arguments, where mpirun passes it to every rank).
 Words withFlagValue(const Words& command, const std::vector<std::string>& names, const std::string& value);
