@@ -72,8 +72,10 @@ for mode in sync async; do
     $([ "$mode" = async ] && echo --async-checkpoint)
   echo "run_$mode $(elapsed "$t0")" >> "$times"
 done
-bytes=$(sed -n 's/^checkpoint step .* durable: \([0-9.]*\) MB.*/\1/p' "$tmp/sync.out" | tail -1)
-mib=$(echo "($bytes * 1000000 + 1048575) / 1048576" | bc)
+# The checkpoint's size as the durable line writes it (decimal units), in whole MiB for dd.
+size=$(sed -n 's/^checkpoint step .* durable: \([0-9.]*\) \(bytes\|kB\|MB\|GB\) from.*/\1 \2/p' "$tmp/sync.out" | tail -1)
+case "${size#* }" in bytes) unit=1 ;; kB) unit=1000 ;; MB) unit=1000000 ;; GB) unit=1000000000 ;; esac
+mib=$(echo "(${size% *} * $unit + 1048575) / 1048576" | bc)
 last=$(cat "$tmp/sync/latest")
 
 for ((i = 0; i < REPEATS; ++i)); do

@@ -26,8 +26,9 @@ thread shares the 2 ranks' 2 cores, so an asynchronous save also slows the steps
 | date | machine, disk | blocked per save: async / sync | save: tessel / dd write | load: tessel / dd read | whole run: async / sync |
 |---|---|---|---|---|---|
 """
-DURABLE = re.compile(r"^checkpoint step (\d+) durable: ([0-9.]+) MB from \d+ ranks? in ([0-9.]+) s "
+DURABLE = re.compile(r"^checkpoint step (\d+) durable: ([0-9.]+) (bytes|kB|MB|GB) from \d+ ranks? in ([0-9.]+) s "
                      r"\(blocked ([0-9.]+) s\)")
+UNIT = {"bytes": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9}  # decimal, as the durable line writes them
 RESUMED = re.compile(r"^resumed from '.*' \(step \d+, .*\): (\d+) bytes read")
 
 
@@ -37,7 +38,7 @@ def saves(path):
     with open(path) as f:
         for line in f:
             if m := DURABLE.match(line):
-                out.append((int(m[1]), float(m[2]) * 1e6, float(m[3]), float(m[4])))
+                out.append((int(m[1]), float(m[2]) * UNIT[m[3]], float(m[4]), float(m[5])))
     if not out:
         sys.exit(f"checkpoint_report.py: no 'checkpoint step N durable' line in {path}")
     return out
