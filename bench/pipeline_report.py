@@ -18,6 +18,8 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "mpi"))
 import pipeline_trace  # noqa: E402
 
+from results_md import add_section_rows  # the script's folder is on sys.path
+
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zero-bubble")
 HEADING = "## Pipeline bubble (bench/pipeline.sh)"
 INTRO = """
@@ -64,20 +66,6 @@ def calibrated(tessel, doc, p, schedule, m):
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
-def add_rows(path, rows):
-    lines = open(path).read().splitlines() if os.path.exists(path) else ["# Benchmark results"]
-    if HEADING not in lines:
-        lines += ["", HEADING, ""] + INTRO.strip("\n").split("\n")
-    at = lines.index(HEADING) + 1
-    while at < len(lines) and not lines[at].startswith("|"):
-        at += 1
-    while at < len(lines) and lines[at].startswith("|"):
-        at += 1
-    lines[at:at] = rows
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-
-
 def main(argv):
     tmp, tessel, m, nproc, cpu, results = argv[1], argv[2], int(argv[3]), argv[4], argv[5], argv[6]
     date = datetime.datetime.now(datetime.timezone.utc).date().isoformat()
@@ -103,7 +91,7 @@ def main(argv):
                         f"{measured:.3f} | "
                         f"{pred['bubble_fraction']:.3f} | {cal['bubble_fraction']:.3f} | {closed:.3f} | "
                         f"{step:.1f} / {pred['makespan_us'] / 1e3:.1f} |")
-    add_rows(results, rows)
+    add_section_rows(results, HEADING, INTRO, rows)
     print(f"added {len(rows)} rows to {results}")
 
 

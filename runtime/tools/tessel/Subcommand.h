@@ -56,6 +56,8 @@ Action setupReport(CLI::App& sub);
 Action setupPipeline(CLI::App& sub);
 /// `tessel ckpt info|verify|export|import` (Ckpt.cpp, CkptConvert.cpp).
 Action setupCkpt(CLI::App& sub);
+/// `tessel launch` (Launch.cpp).
+Action setupLaunch(CLI::App& sub);
 
 /// Adds `--json` ("print JSON instead of tables") to `sub`, the flag every subcommand has.
 inline void addJsonFlag(CLI::App& sub, bool& json) {

@@ -3,8 +3,10 @@
 // bench-comm` measures the collectives the trainer uses, `tessel memory` gives the memory per
 // GPU by the ZeRO formula or, through the model's own binary, a compiled plan's exact bytes,
 // `tessel report` renders a training log as a page, `tessel pipeline` checks and charts a
-// pipeline schedule, `tessel ckpt` inspects and converts checkpoints. Every subcommand
-// has complete --help, prints tables by default and one JSON object with --json.
+// pipeline schedule, `tessel ckpt` inspects and converts checkpoints. Every one of those has
+// complete --help, prints tables by default and one JSON object with --json. `tessel launch`
+// runs a training job and restarts it from its checkpoints when it fails (its log is JSON
+// lines: --log).
 //
 // The subcommand table below is the one place that lists them (see Subcommand.h for how to
 // add one).
@@ -44,6 +46,9 @@ const Subcommand kSubcommands[] = {
              "checksum and the index's consistency), export (one safetensors file), import (a safetensors file as a "
              "step-0 checkpoint)",
      tessel::cli::setupCkpt},
+    {"launch", "run a training job and restart it from its latest checkpoint when it fails: tessel launch "
+               "--max-restarts K [--min-ranks M --hostfile FILE] -- mpirun -np N tessel-gpt ... --checkpoint-dir DIR",
+     tessel::cli::setupLaunch},
 };
 
 }  // namespace

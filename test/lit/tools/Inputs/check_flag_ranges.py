@@ -77,6 +77,9 @@ OUT_OF_RANGE = {
     "--forward-ms": ["0", "-1", "nan", "1e10", "1e30"],  # (0, 1e6]
     "--backward-ms": ["0", "-1", "nan", "1e10", "1e30"],
     "--p2p-ms": ["-1", "nan", "1e10", "1e30"],  # [0, 1e6]
+    # tessel launch
+    "--max-restarts": ["-1", "1048577", "1.5"],  # [0, 2^20]
+    "--min-ranks": ["0", "-1", "1048577"],  # [1, 2^20]
 }
 HUGE = ["1e10", "1e30"]
 # Commands that have no numeric flag, and why (any other command without one means the --help
