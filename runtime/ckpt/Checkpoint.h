@@ -9,8 +9,10 @@
 //
 // Which rank writes what: each Parameter and State buffer is cut into boxes (Boxes.h); a box
 // held by several ranks (replicas: data parallelism, tensor-parallel copies, a tied parameter
-// on two pipeline stages) is written once, by the lowest world rank holding it. The ranks
-// agree on that when the Checkpointer is made (one all-gather of every rank's box list, before
+// on two pipeline stages) is written once, by one of the ranks holding it: boxes are taken
+// largest first and each goes to the holder with the fewest bytes to write so far, so replicas
+// share the writing (as torch.distributed.checkpoint's planner spreads replicated tensors over
+// their holders) instead of rank 0 writing a data-parallel model alone. The ranks agree on that when the Checkpointer is made (one all-gather of every rank's box list, before
 // training), so no save needs a collective.
 //
 // The multi-rank commit (the same for synchronous and asynchronous saves):

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -83,12 +84,17 @@ std::string randomNonce() {
 }
 
 /// Every rank's plan (its JSON: "problem", "tensors" with their boxes, rank 0's "nonce") made
-/// into the writer of each box, the lowest rank holding it. Adds to `problems` each rank's own
-/// problem, tensors the ranks describe differently and tensors whose distinct boxes do not hold
-/// exactly their elements.
+/// into the writer of each box: boxes taken largest first (ties in box order), each given to the
+/// rank holding it that has the fewest bytes to write so far (ties: the lowest rank). So the
+/// replicas of data parallelism share the writing instead of rank 0 writing everything, as
+/// torch.distributed.checkpoint's default planner spreads replicated tensors over their
+/// holders; every rank computes the same answer from the same plans. Adds to `problems` each
+/// rank's own problem, tensors the ranks describe differently and tensors whose distinct boxes
+/// do not hold exactly their elements.
 std::map<BoxId, int> agreeOnWriters(const std::vector<std::string>& plans, std::string& nonce,
                                     std::vector<std::string>& problems) {
-  std::map<BoxId, int> writerOf;
+  std::map<BoxId, std::vector<int>> holders;  // ascending ranks
+  std::map<BoxId, int64_t> boxBytes;
   struct Described {
     std::string text;  // "kind dtype shape"
     int rank = 0;      // the first rank describing it
@@ -109,10 +115,18 @@ std::map<BoxId, int> agreeOnWriters(const std::vector<std::string>& plans, std::
       if (!fresh && it->second.text != text)
         problems.push_back(fmt::format("tensor '{}' is {} on rank {} but {} on rank {}", name, text, r,
                                        it->second.text, it->second.rank));
+      StDType dtype = StDType::F32;
+      if (!dtypeFromName(t["dtype"].get<std::string>(), dtype))
+        problems.push_back(fmt::format("rank {}: tensor '{}' has the unknown dtype {}", r, name, t["dtype"].dump()));
       for (const nlohmann::json& box : t["boxes"]) {
         const auto lengths = box[1].get<std::vector<int64_t>>();
-        if (writerOf.emplace(BoxId{name, box[0].get<std::vector<int64_t>>(), lengths}, r).second)
+        const BoxId id{name, box[0].get<std::vector<int64_t>>(), lengths};
+        std::vector<int>& ranks = holders[id];
+        if (ranks.empty()) {
           it->second.covered += elementCount(lengths, name);
+          boxBytes[id] = elementCount(lengths, name) * static_cast<int64_t>(dtypeSize(dtype));
+        }
+        ranks.push_back(r);
       }
     }
   }
@@ -120,6 +134,18 @@ std::map<BoxId, int> agreeOnWriters(const std::vector<std::string>& plans, std::
     if (d.covered != elementCount(d.shape, name))
       problems.push_back(fmt::format("the ranks' shards of '{}' hold {} elements, not its {}", name, d.covered,
                                      elementCount(d.shape, name)));
+  std::vector<std::pair<int64_t, const BoxId*>> order;
+  for (const auto& [id, bytes] : boxBytes) order.emplace_back(bytes, &id);
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::vector<int64_t> assigned(plans.size(), 0);
+  std::map<BoxId, int> writerOf;
+  for (const auto& [bytes, id] : order) {
+    int best = -1;
+    for (int r : holders.at(*id))
+      if (best < 0 || assigned[static_cast<size_t>(r)] < assigned[static_cast<size_t>(best)]) best = r;
+    assigned[static_cast<size_t>(best)] += bytes;
+    writerOf[*id] = best;
+  }
   return writerOf;
 }
 

@@ -15,7 +15,8 @@ Mode `resume` (exact resume, and interop of the shard files):
   Interop: Python's `safetensors` (safetensors.numpy.load_file) reads every shard file of every
   checkpoint written; each tensor assembled from the index's boxes covers its global shape
   exactly once, and the step-20 checkpoints' parameters equal --export-params's bit for bit
-  (under pp=2 too: every stage's parameters, the tied embedding written once).
+  (under pp=2 too: every stage's parameters, the tied embedding written once), as does the one
+  file `tessel ckpt export` consolidates from each reference checkpoint.
 
 Mode `reshard` (the reshard matrix): save step 10 under each of dp=4, fsdp=4 and dp=2,tp=2 (4
 ranks each); load each under one rank, fsdp=2 and tp=2, twice: once with --stop-after 10 and
@@ -152,6 +153,19 @@ def exported_equals_checkpoint(name, export, folder):
     return bitwise(f"{name} export vs checkpoint", tensors, exported, kinds=("parameter",))
 
 
+def consolidated_equals_export(name, tessel, root, export, tmp):
+    """Failures: `tessel ckpt export ROOT OUT` (one consolidated file, read by Python's safetensors)
+    against the run's --export-params file, bit for bit: the same names, shapes and values."""
+    out = tmp / f"{name}-consolidated.safetensors"
+    done = subprocess.run([tessel, "ckpt", "export", str(root), str(out)], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        print(f"  {name}: tessel ckpt export failed: {done.stderr.strip()}")
+        return 1
+    consolidated = {k: ("parameter", v) for k, v in load_file(str(out)).items()}
+    exported = {k: ("parameter", v) for k, v in load_file(str(export)).items()}
+    return bitwise(f"{name} tessel ckpt export vs --export-params", consolidated, exported, kinds=("parameter",))
+
+
 def trainer_state(case, state, plan, step):
     """Failures: fields of a saved trainer state (docs/checkpoints.md) that are not this run's."""
     ranks, flags = PLANS[plan]
@@ -168,7 +182,7 @@ def trainer_state(case, state, plan, step):
     return int(bool(bad))
 
 
-def resume_mode(run, tmp, run_bundle):
+def resume_mode(run, tmp, run_bundle, tessel):
     failures = 0
     later = list(range(SAVED + 1, STEPS + 1))
     refs = {}
@@ -176,6 +190,7 @@ def resume_mode(run, tmp, run_bundle):
         root = tmp / f"{plan}-ref-ckpt"
         refs[plan] = run(f"{plan}-ref", plan, ["--checkpoint-dir", str(root)], export=True)
         failures += exported_equals_checkpoint(f"{plan}-ref", refs[plan][2], root / f"step_{STEPS:08d}")
+        failures += consolidated_equals_export(f"{plan}-ref", tessel, root, refs[plan][2], tmp)
         for mode, flags in (("sync", []), ("async", ["--async-checkpoint"])):
             if mode == "async" and plan != "dp2":
                 continue
@@ -251,12 +266,12 @@ def reshard_mode(run, tmp):
 
 
 def main():
-    mode, mpiexec, exe, data, run_bundle = sys.argv[1:6]
+    mode, mpiexec, exe, data, run_bundle, tessel = sys.argv[1:7]
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         run = Runner(mpiexec, exe, data, tmp)
         try:
-            failures = resume_mode(run, Path(tmp), run_bundle) if mode == "resume" else reshard_mode(run, Path(tmp))
+            failures = resume_mode(run, Path(tmp), run_bundle, tessel) if mode == "resume" else reshard_mode(run, Path(tmp))
         except (RuntimeError, subprocess.TimeoutExpired) as e:
             print("FAIL:", e)
             return 1
@@ -265,7 +280,7 @@ def main():
         print(f"FAIL: {failures} check(s) failed")
         return 1
     print("PASS: " + ("exact resume on dp=2 (sync and async), pp=2 and fsdp=2, within tolerance on one rank and "
-                      "tp=2; every shard file read by safetensors and equal to --export-params" if mode == "resume"
+                      "tp=2; every shard file and `tessel ckpt export`'s file read by safetensors and equal to --export-params" if mode == "resume"
                       else "every save of dp=4, fsdp=4, dp=2,tp=2 loads bitwise under one rank, fsdp=2 and tp=2 "
                       "and trains on within tolerance"))
     return 0

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -85,8 +86,7 @@ TEST(CkptEngine, EmptyShardsAreNotStored) {
   ASSERT_TRUE(index.tensors.count("tiny.bias"));
   EXPECT_EQ(index.tensors.at("tiny.bias").shards.size(), 2u);
   EXPECT_EQ(index.tensors.at("fc.weight").shards.size(), 4u);  // 2 + 2 + 2 + 1 rows
-  EXPECT_EQ(index.tensors.at("ln.scale").shards.size(), 1u);   // replicated: written once, by rank 0
-  EXPECT_EQ(index.tensors.at("ln.scale").shards[0].file, "rank_00000.safetensors");
+  EXPECT_EQ(index.tensors.at("ln.scale").shards.size(), 1u);   // replicated: written once
   EXPECT_EQ(index.tensors.at("ln.scale").kind, "parameter");
   EXPECT_EQ(index.tensors.at("ln.scale:exp_avg").kind, "optimizer_state");
   // The committed folder holds the index and the shard files only (no markers, no temporaries).
@@ -96,6 +96,27 @@ TEST(CkptEngine, EmptyShardsAreNotStored) {
   std::sort(files.begin(), files.end());
   EXPECT_EQ(files, (std::vector<std::string>{"index.json", "rank_00000.safetensors", "rank_00001.safetensors",
                                              "rank_00002.safetensors", "rank_00003.safetensors"}));
+}
+
+TEST(CkptEngine, ReplicasShareTheWriting) {
+  // Under dp=4 every rank holds every tensor whole. The writers are balanced greedily (largest
+  // box first, to the holder with the fewest bytes so far), so no rank writes more than a
+  // quarter of the model plus one box (the greedy bound), and each writes something; writing
+  // everything on the lowest rank, as a first-holder rule would, fails both.
+  const std::string root = test::freshFolder("replicas_share");
+  const std::vector<int64_t> bytes = saveUnder(layoutNamed("dp4"), root, 2, 1);
+  int64_t total = 0, largest = 0;
+  for (const rt::Buffer& b : modelUnder(layoutNamed("one")).buffers) {
+    total += b.bytes();
+    largest = std::max(largest, b.bytes());
+  }
+  for (size_t r = 0; r < bytes.size(); ++r) {
+    EXPECT_GT(bytes[r], 0) << "rank " << r;
+    EXPECT_LE(bytes[r], total / 4 + largest) << "rank " << r;
+  }
+  // Every rank computed the same assignment: the index covers each tensor exactly once.
+  const Index index = readIndex(root + "/step_00000002");
+  for (const auto& [name, t] : index.tensors) EXPECT_EQ(t.shards.size(), 1u) << name;
 }
 
 TEST(CkptEngine, EachRankReadsOnlyItsOwnShards) {
