@@ -267,6 +267,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                              .seed = flags_.seed, .optimizer = train_.optimizer, .precision = flags_.precision,
                              .plan = plan.describe(), .mesh = plan.mesh().axes(), .worldSize = world};
   ResumePoint resume = findResumePoint(checkpoints_, identity);
+  checkpoints_.commitTimeoutSeconds = flags_.commTimeout;
   RankData data =
       recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed, resume.step}, train_);
   requireSameData(*comm, data.fingerprint, data.where);

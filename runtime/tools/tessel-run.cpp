@@ -113,7 +113,7 @@ std::string precisionOf(const tessel::rt::Program& program) {
   return "f32";
 }
 
-int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, const tessel::trainer::CheckpointFlags& ck,
+int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::trainer::CheckpointFlags ck,
               int argc, char** argv, std::optional<tessel::rt::World>& ranks) {
   tessel::trainer::checkCheckpointFlags(ck, f.steps);
   tessel::rt::Bundle bundle = tessel::rt::readBundle(f.dir);
@@ -154,6 +154,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, const tess
                                               .precision = precisionOf(bundle.program), .plan = plan.meshText(),
                                               .mesh = plan.mesh, .worldSize = world};
   tessel::trainer::ResumePoint resume = tessel::trainer::findResumePoint(ck, identity);
+  ck.commitTimeoutSeconds = f.commTimeout;
   tessel::trainer::checkCheckpointFlags(ck, f.steps, resume.step);
   BundleData data;
   // The batch is split over the plan's batch axes only (with HSDP the replicated and the fully

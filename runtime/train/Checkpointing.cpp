@@ -170,7 +170,8 @@ CheckpointSession::CheckpointSession(rt::ProgramExecutor& ex, rt::Communicator* 
   }
   if (!flags_.dir.empty())
     checkpointer_ = std::make_unique<ckpt::Checkpointer>(
-        ex_, world_, ckpt::SaveOptions{.root = flags_.dir, .async = flags_.async, .keep = flags_.keep});
+        ex_, world_, ckpt::SaveOptions{.root = flags_.dir, .async = flags_.async, .keep = flags_.keep,
+                                      .timeoutSeconds = flags_.commitTimeoutSeconds});
 }
 
 CheckpointSession::~CheckpointSession() = default;

@@ -48,6 +48,10 @@ struct CheckpointFlags {
   int64_t stopAfter = -1;     // --stop-after N (-1: not given; the run ends after --steps)
   std::string resume;         // --resume: a checkpoint folder or a root ("": start afresh)
   bool allowPartial = false;  // --allow-partial
+  /// Not a flag of its own: how long rank 0 waits for the other ranks' markers before a
+  /// commit fails (Checkpoint.h SaveOptions::timeoutSeconds); the trainers set it to
+  /// --comm-timeout, the time any other wait for a peer may take.
+  double commitTimeoutSeconds = 300;
 };
 
 /// Registers --checkpoint-dir, --checkpoint-every, --async-checkpoint, --keep-checkpoints,
