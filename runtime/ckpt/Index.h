@@ -43,6 +43,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace tessel::ckpt {
@@ -130,6 +131,16 @@ struct ReadStats {
 void readRegion(const std::string& dir, const Index& index, const std::string& name,
                 const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths, void* out,
                 ReadStats* stats = nullptr);
+
+/// A box of a tensor: per dimension its first global index and its extent.
+using Box = std::pair<std::vector<int64_t>, std::vector<int64_t>>;
+
+/// readRegion for several disjoint boxes of one tensor at once: box i goes to outs[i]. A CRC
+/// block that several boxes need (the q, k and v blocks of a fused weight split over tensor
+/// parallelism can lie in one block) is read and checked once, so `stats` counts it once.
+/// Throws CheckpointError as readRegion does, and when outs and boxes differ in number.
+void readRegions(const std::string& dir, const Index& index, const std::string& name, const std::vector<Box>& boxes,
+                 const std::vector<void*>& outs, ReadStats* stats = nullptr);
 
 /// What verifyCheckpoint found.
 struct VerifyReport {

@@ -129,16 +129,23 @@ LoadResult loadCheckpoint(rt::ProgramExecutor& ex, rt::Communicator* world, cons
       load.bytes.assign(static_cast<size_t>(b.bytes()), 0);  // padding stays zero
       if (load.zero) continue;
       const size_t element = static_cast<size_t>(rt::dtypeBytes(b.dtype));
-      std::vector<uint8_t> box;
-      for (const LocalBox& lb : localBoxes(b, layout.get(), coordinates)) {
-        if (lb.lengths == b.shape) {  // the whole local buffer: read in place
-          readRegion(result.dir, result.index, b.name, lb.offsets, lb.lengths, load.bytes.data(), &result.stats);
-          continue;
-        }
-        box.resize(static_cast<size_t>(elementCount(lb.lengths, b.name)) * element);
-        readRegion(result.dir, result.index, b.name, lb.offsets, lb.lengths, box.data(), &result.stats);
-        insertBox(load.bytes.data(), b.shape, lb, element, box.data());
+      const std::vector<LocalBox> local = localBoxes(b, layout.get(), coordinates);
+      if (local.size() == 1 && local[0].lengths == b.shape) {  // the whole local buffer: read in place
+        readRegion(result.dir, result.index, b.name, local[0].offsets, local[0].lengths, load.bytes.data(),
+                   &result.stats);
+        continue;
       }
+      // Every box of the buffer in one call (each CRC block read once), then into place.
+      std::vector<std::vector<uint8_t>> staged(local.size());
+      std::vector<Box> boxes;
+      std::vector<void*> outs;
+      for (size_t k = 0; k < local.size(); ++k) {
+        staged[k].resize(static_cast<size_t>(elementCount(local[k].lengths, b.name)) * element);
+        boxes.emplace_back(local[k].offsets, local[k].lengths);
+        outs.push_back(staged[k].data());
+      }
+      readRegions(result.dir, result.index, b.name, boxes, outs, &result.stats);
+      for (size_t k = 0; k < local.size(); ++k) insertBox(load.bytes.data(), b.shape, local[k], element, staged[k].data());
     }
   } catch (const std::exception& e) {
     problem = fmt::format("rank {}: {}", rank, e.what());

@@ -134,15 +134,15 @@ void checkShardHeader(const ShardFile& file, const std::string& path, const std:
 
 /// One stretch contiguous in both the shard and the output, in bytes.
 struct Run {
-  int64_t src = 0;  // offset in the shard's bytes
-  int64_t dst = 0;  // offset in the output
+  int64_t src = 0;         // offset in the shard's bytes
+  uint8_t* dst = nullptr;  // where the run's bytes go (in the output of its box)
   int64_t bytes = 0;
 };
 
 /// Step 2: the runs of the intersection of shard `s` with the box (offsets, lengths), in
 /// increasing source order. Returns false when they do not meet.
 bool intersectionRuns(const ShardEntry& s, const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths,
-                      int64_t elementBytes, std::vector<Run>& runs, int64_t& elements) {
+                      int64_t elementBytes, uint8_t* out, std::vector<Run>& runs, int64_t& elements) {
   const size_t rank = offsets.size();
   std::vector<int64_t> srcLo(rank), dstLo(rank), ext(rank);
   for (size_t d = 0; d < rank; ++d) {
@@ -178,7 +178,7 @@ bool intersectionRuns(const ShardEntry& s, const std::vector<int64_t>& offsets, 
       src += (srcLo[d] + i) * srcStride[d];
       dst += (dstLo[d] + i) * dstStride[d];
     }
-    runs.push_back({src * elementBytes, dst * elementBytes, runElements * elementBytes});
+    runs.push_back({src * elementBytes, out + dst * elementBytes, runElements * elementBytes});
     size_t d = inner;
     while (d > 0 && ++idx[d - 1] == ext[d - 1]) idx[--d] = 0;
     if (d == 0) break;
@@ -188,7 +188,7 @@ bool intersectionRuns(const ShardEntry& s, const std::vector<int64_t>& offsets, 
 
 /// Steps 3 and 4 for one shard: reads the CRC blocks the runs touch, verifies them, copies.
 void readRuns(const ShardFile& file, const std::string& path, const std::string& name, const ShardEntry& shard,
-              const std::vector<Run>& runs, uint8_t* out, ReadStats* stats) {
+              const std::vector<Run>& runs, ReadStats* stats) {
   const int64_t bs = shard.blockBytes, size = shard.end - shard.begin;
   // Block spans [first, last] the runs need, merged where they touch, split at kMaxReadBytes.
   std::vector<std::pair<int64_t, int64_t>> merged;
@@ -232,7 +232,7 @@ void readRuns(const ShardFile& file, const std::string& path, const std::string&
     while (run < runs.size() && runs[run].src < hi) {
       const Run& r = runs[run];
       const int64_t from = std::max(r.src, lo), to = std::min(r.src + r.bytes, hi);
-      if (to > from) std::memcpy(out + r.dst + (from - r.src), buffer.data() + (from - lo), static_cast<size_t>(to - from));
+      if (to > from) std::memcpy(r.dst + (from - r.src), buffer.data() + (from - lo), static_cast<size_t>(to - from));
       if (r.src + r.bytes > hi) break;  // continues in the next span
       ++run;
     }
@@ -241,25 +241,31 @@ void readRuns(const ShardFile& file, const std::string& path, const std::string&
 
 }  // namespace
 
-void readRegion(const std::string& dir, const Index& index, const std::string& name,
-                const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths, void* out,
-                ReadStats* stats) {
+void readRegions(const std::string& dir, const Index& index, const std::string& name, const std::vector<Box>& boxes,
+                 const std::vector<void*>& outs, ReadStats* stats) {
   const std::string indexPath = dir + "/index.json";
   auto it = index.tensors.find(name);
   if (it == index.tensors.end())
     throw CheckpointError(fmt::format("checkpoint '{}': no tensor {}", dir, quoteName(name)));
   const TensorEntry& t = it->second;
-  if (offsets.size() != t.shape.size() || lengths.size() != t.shape.size())
-    throw CheckpointError(fmt::format("checkpoint '{}': tensor {} has rank {}, but the box asked for has rank {}",
-                                      dir, quoteName(name), t.shape.size(), offsets.size()));
-  for (size_t d = 0; d < t.shape.size(); ++d) {
-    if (offsets[d] < 0 || lengths[d] < 0 || offsets[d] > t.shape[d] || lengths[d] > t.shape[d] - offsets[d])
-      throw CheckpointError(fmt::format("checkpoint '{}': tensor {}: box at [{}] of lengths [{}] lies outside its "
-                                        "shape [{}]",
-                                        dir, quoteName(name), fmt::join(offsets, ", "), fmt::join(lengths, ", "),
-                                        fmt::join(t.shape, ", ")));
+  if (outs.size() != boxes.size())
+    throw CheckpointError(fmt::format("checkpoint '{}': tensor {}: {} boxes asked for with {} outputs", dir,
+                                      quoteName(name), boxes.size(), outs.size()));
+  int64_t wanted = 0;
+  for (const Box& box : boxes) {
+    const auto& [offsets, lengths] = box;
+    if (offsets.size() != t.shape.size() || lengths.size() != t.shape.size())
+      throw CheckpointError(fmt::format("checkpoint '{}': tensor {} has rank {}, but the box asked for has rank {}",
+                                        dir, quoteName(name), t.shape.size(), offsets.size()));
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (offsets[d] < 0 || lengths[d] < 0 || offsets[d] > t.shape[d] || lengths[d] > t.shape[d] - offsets[d])
+        throw CheckpointError(fmt::format("checkpoint '{}': tensor {}: box at [{}] of lengths [{}] lies outside its "
+                                          "shape [{}]",
+                                          dir, quoteName(name), fmt::join(offsets, ", "), fmt::join(lengths, ", "),
+                                          fmt::join(t.shape, ", ")));
+    }
+    wanted += elementCount(lengths, name);
   }
-  const int64_t wanted = elementCount(lengths, name);
   if (wanted == 0) return;
   const auto elementBytes = static_cast<int64_t>(dtypeSize(t.dtype));
   std::map<std::string, std::unique_ptr<ShardFile>> files;
@@ -272,9 +278,18 @@ void readRegion(const std::string& dir, const Index& index, const std::string& n
         static_cast<int64_t>(shard.crc32.size()) != size / shard.blockBytes + (size % shard.blockBytes != 0))
       throw CheckpointError(fmt::format("checkpoint index '{}': tensor {}: shard in {} is malformed", indexPath,
                                         quoteName(name), quoteName(shard.file)));
+    // The runs of every box this shard meets, read together: a CRC block two boxes need (the
+    // q, k and v blocks of a fused weight under tensor parallelism) is read and checked once.
     std::vector<Run> runs;
-    int64_t elements = 0;
-    if (!intersectionRuns(shard, offsets, lengths, elementBytes, runs, elements)) continue;
+    for (size_t i = 0; i < boxes.size(); ++i) {
+      int64_t elements = 0;
+      if (intersectionRuns(shard, boxes[i].first, boxes[i].second, elementBytes, static_cast<uint8_t*>(outs[i]), runs,
+                           elements))
+        copied += elements;
+    }
+    if (runs.empty()) continue;
+    // Disjoint boxes meet disjoint parts of the shard: sorted by source, the runs never overlap.
+    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.src < b.src; });
     const std::string path = dir + "/" + shard.file;
     auto& file = files[shard.file];
     if (!file) {
@@ -282,14 +297,19 @@ void readRegion(const std::string& dir, const Index& index, const std::string& n
       if (stats) ++stats->files;
     }
     checkShardHeader(*file, path, name, t, shard);
-    readRuns(*file, path, name, shard, runs, static_cast<uint8_t*>(out), stats);
-    copied += elements;
+    readRuns(*file, path, name, shard, runs, stats);
   }
   if (stats) stats->bytesNeeded += wanted * elementBytes;
   if (copied != wanted)
     throw CheckpointError(fmt::format("checkpoint index '{}': tensor {}: its shards hold {} of the {} elements asked "
                                       "for",
                                       indexPath, quoteName(name), copied, wanted));
+}
+
+void readRegion(const std::string& dir, const Index& index, const std::string& name,
+                const std::vector<int64_t>& offsets, const std::vector<int64_t>& lengths, void* out,
+                ReadStats* stats) {
+  readRegions(dir, index, name, {Box{offsets, lengths}}, {out}, stats);
 }
 
 VerifyReport verifyCheckpoint(const std::string& dir) {
@@ -310,7 +330,7 @@ VerifyReport verifyCheckpoint(const std::string& dir) {
       for (int64_t lo = 0, b = 0; lo < size; lo += shard.blockBytes, ++b) {
         const int64_t n = std::min(shard.blockBytes, size - lo);
         block.resize(static_cast<size_t>(n));
-        readRuns(*file, path, name, shard, {Run{lo, 0, n}}, block.data(), nullptr);
+        readRuns(*file, path, name, shard, {Run{lo, block.data(), n}}, nullptr);
       }
       report.bytes += size;
     }

@@ -139,6 +139,26 @@ TEST(CkptEngine, EachRankReadsOnlyItsOwnShards) {
   for (const std::string& e : errors) EXPECT_EQ(e, "");
 }
 
+TEST(CkptEngine, BoxesOfOneBufferReadEachBlockOnce) {
+  // Saved on one rank, every shard is a whole tensor smaller than one CRC block. Under tp=2 the
+  // fused qkv weight is three boxes per rank (its q, k and v column blocks), all in that one
+  // block: read together, each rank reads every block at most once, so no more than the whole
+  // checkpoint; reading each box alone would read the qkv block (and its state's) three times.
+  const std::string root = test::freshFolder("blocks_once");
+  saveUnder(layoutNamed("one"), root, 4, 1);
+  int64_t total = 0;
+  for (const rt::Buffer& b : modelUnder(layoutNamed("one")).buffers) total += b.bytes();
+  const auto errors = test::runRanks(2, [&](int r, rt::Communicator* world) {
+    test::HostExecutor ex(modelUnder(layoutNamed("tp2")));
+    const LoadResult result = loadCheckpoint(ex, world, root);
+    expectLoaded(ex, r, 1);
+    if (result.stats.bytesRead > total)
+      throw std::runtime_error(fmt::format("rank {} read {} bytes of a {}-byte checkpoint", r,
+                                           result.stats.bytesRead, total));
+  });
+  for (const std::string& e : errors) EXPECT_EQ(e, "");
+}
+
 TEST(CkptEngine, MeshOfAnotherWorldSizeIsRefusedOnEveryRank) {
   const std::string root = test::freshFolder("world_size");
   saveUnder(layoutNamed("one"), root, 1, 1);
