@@ -6,6 +6,7 @@
 #include "runtime/train/FlagChecks.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -81,32 +82,59 @@ nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& o, int64
           {"precision", run.precision}};
 }
 
-void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir) {
+namespace {
+
+/// The keys of two config objects whose values differ, as "config.layers 2, this run has 3";
+/// the whole values when either is not an object.
+std::vector<std::string> configDifferences(const nlohmann::json& was, const nlohmann::json& now) {
+  std::vector<std::string> out;
+  if (!was.is_object() || !now.is_object()) return {fmt::format("config {}, this run has {}", was.dump(), now.dump())};
+  for (const auto& [key, value] : was.items())
+    if (!now.contains(key) || now.at(key) != value)
+      out.push_back(fmt::format("config.{} {}, this run has {}", key, value.dump(),
+                                now.contains(key) ? now.at(key).dump() : std::string("none")));
+  for (const auto& [key, value] : now.items())
+    if (!was.contains(key)) out.push_back(fmt::format("config.{} none, this run has {}", key, value.dump()));
+  return out;
+}
+
+}  // namespace
+
+void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir,
+                       bool allowPartial, std::vector<std::string>* notes) {
   if (!saved.is_object() || saved.empty())
     return;  // weights only (`tessel ckpt import`): nothing recorded to compare
-  auto refuse = [&](const std::string& field, const nlohmann::json& was, const nlohmann::json& now) {
-    return std::runtime_error(fmt::format("--resume '{}': the checkpoint was saved with {} {}, this run has {}; "
-                                          "a run resumes only with the same model, configuration, global batch, "
-                                          "seed and optimizer",
-                                          dir, field, was.dump(), now.dump()));
-  };
+  std::vector<std::string> differences;  // "model gpt, this run has mlp"
   auto compare = [&](const char* key, const std::string& field, const nlohmann::json& now) {
-    if (saved.contains(key) && saved.at(key) != now) throw refuse(field, saved.at(key), now);
+    if (saved.contains(key) && saved.at(key) != now)
+      differences.push_back(fmt::format("{} {}, this run has {}", field, saved.at(key).dump(), now.dump()));
   };
   compare("model", "model", run.model);
-  compare("config", "config", run.config);
+  if (saved.contains("config") && saved.at("config") != run.config)
+    for (std::string& d : configDifferences(saved.at("config"), run.config)) differences.push_back(std::move(d));
   compare("seed", "--seed", run.seed);
   compare("optimizer", "optimizer", run.optimizer);
   if (saved.contains("sampler") && saved["sampler"].is_object()) {
     const nlohmann::json& s = saved["sampler"];
     if (s.contains("global_batch") && s["global_batch"] != nlohmann::json(run.globalBatch))
-      throw refuse("global batch (--batch)", s["global_batch"], run.globalBatch);
+      differences.push_back(fmt::format("global batch (--batch) {}, this run has {}", s["global_batch"].dump(),
+                                        run.globalBatch));
     if (s.contains("global_batches_consumed") && saved.contains("step") &&
         s["global_batches_consumed"] != saved["step"])
       throw std::runtime_error(fmt::format("--resume '{}': the trainer state's sampler position {} is not its "
                                            "step {}",
                                            dir, s["global_batches_consumed"].dump(), saved["step"].dump()));
   }
+  if (differences.empty()) return;
+  if (allowPartial) {
+    for (const std::string& d : differences)
+      if (notes) notes->push_back(fmt::format("--allow-partial: the checkpoint was saved with {}", d));
+    return;
+  }
+  throw std::runtime_error(fmt::format("--resume '{}': the checkpoint was saved with {}; a run resumes only with the "
+                                       "same model, configuration, global batch, seed and optimizer (--allow-partial "
+                                       "loads the tensors a checkpoint of another model shares with this one)",
+                                       dir, fmt::join(differences, "; ")));
 }
 
 ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
@@ -120,7 +148,7 @@ ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
   } catch (const ckpt::CheckpointError& e) {
     throw std::runtime_error(fmt::format("--resume '{}': {}", f.resume, e.what()));
   }
-  checkTrainerState(r.trainer, run, r.dir);
+  checkTrainerState(r.trainer, run, r.dir, f.allowPartial, &r.notes);
   return r;
 }
 
@@ -181,6 +209,11 @@ void CheckpointSession::attach(TrainOptions& o) {
   o.firstStep = resume_.step + 1;
   o.lastStep = flags_.stopAfter >= 0 ? flags_.stopAfter : o.steps;
   o.afterStep = [this](int64_t step) { return afterStep(step); };
+  if (o.lastStep == resume_.step && rank0_)
+    fmt::print("{}: no step to run\n",
+               o.lastStep == o.steps
+                   ? fmt::format("the checkpoint holds step {}, the run's last (--steps {})", resume_.step, o.steps)
+                   : fmt::format("--stop-after {} is the step the checkpoint holds", resume_.step));
   if (o.lastStep == resume_.step) {
     // Nothing to run: save what was loaded, where the policy wants a checkpoint, unless that
     // is the very folder it came from.
@@ -196,6 +229,7 @@ void CheckpointSession::attach(TrainOptions& o) {
 
 std::vector<std::string> CheckpointSession::save(int64_t step) {
   checkpointer_->save(step, trainerState(run_, *options_, step));
+  lastSaved_ = step;
   return checkpointer_->poll();  // rank 0's lines only (Checkpoint.h)
 }
 
@@ -206,10 +240,24 @@ std::vector<std::string> CheckpointSession::afterStep(int64_t step) {
 }
 
 void CheckpointSession::finish() {
-  if (!checkpointer_) return;
-  checkpointer_->wait();
-  for (const std::string& line : checkpointer_->poll())
-    if (rank0_) fmt::print("{}\n", line);
+  if (checkpointer_) {
+    checkpointer_->wait();
+    for (const std::string& line : checkpointer_->poll())
+      if (rank0_) fmt::print("{}\n", line);
+  }
+  const int64_t last = options_->lastStep;
+  if (!rank0_ || last < 0 || last >= options_->steps || last == resume_.step) return;
+  // Ended early on purpose: say so, and where the run continues from.
+  std::string from;
+  if (lastSaved_ >= 0)
+    from = fmt::format("resume from step {} with --resume '{}'", lastSaved_, flags_.dir);
+  else if (!resume_.dir.empty())
+    from = fmt::format("no checkpoint was saved after step {} (--checkpoint-every); resume again from '{}'",
+                       resume_.step, resume_.dir);
+  else
+    from = flags_.dir.empty() ? "no --checkpoint-dir: there is no checkpoint to resume from"
+                              : "no checkpoint fell on --checkpoint-every before it: there is none to resume from";
+  fmt::print("stopped after step {} of {} (--stop-after): {}\n", last, options_->steps, from);
 }
 
 }  // namespace tessel::trainer

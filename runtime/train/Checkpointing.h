@@ -85,10 +85,15 @@ struct RunIdentity {
 nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& options, int64_t step);
 
 /// Throws std::runtime_error naming the checkpoint folder, the field and both values unless the
-/// saved trainer state `saved` belongs to a run this one may continue: the same model, config,
-/// global batch, seed and optimizer, and a sampler position equal to the step. Plan, mesh,
-/// world size, precision and --steps may differ.
-void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir);
+/// saved trainer state `saved` belongs to a run this one may continue: the same model, config
+/// (the differing keys are named, e.g. "config.layers 2, this run has 3"), global batch, seed
+/// and optimizer, and a sampler position equal to the step. Plan, mesh, world size, precision
+/// and --steps may differ. With `allowPartial` (--allow-partial: loading a checkpoint into
+/// another model on purpose, e.g. a deeper one) a difference of model, config, batch, seed or
+/// optimizer is appended to `notes` instead of thrown; a sampler position that is not the step
+/// (a corrupt state) is still an error.
+void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir,
+                       bool allowPartial = false, std::vector<std::string>* notes = nullptr);
 
 /// Where a run resumes: the checkpoint folder and its step (0 and "" without --resume).
 struct ResumePoint {
@@ -127,13 +132,18 @@ class CheckpointSession {
   void attach(TrainOptions& options);
 
   /// After the loop: waits for the save in flight and prints (rank 0) the saves that became
-  /// durable. Throws ckpt::CheckpointError for a save that failed.
+  /// durable; a run that --stop-after ended before --steps then says so and names the
+  /// checkpoint to resume from ("stopped after step 12 of 30 (--stop-after): resume from
+  /// step 10 with --resume 'DIR'", or that there is none). Throws ckpt::CheckpointError for a
+  /// save that failed.
   void finish();
 
  private:
   /// The save policy after `step`; returns the lines of saves that became durable (rank 0).
   std::vector<std::string> afterStep(int64_t step);
   std::vector<std::string> save(int64_t step);
+
+  int64_t lastSaved_ = -1;  // the step this run saved last (-1: none)
 
   rt::ProgramExecutor& ex_;
   rt::Communicator* world_;

@@ -81,8 +81,14 @@ int info(const std::string& path, bool asJson) {
              count(static_cast<int64_t>(files.size()), "file"), humanBytes(bytes),
              humanBytes(bytesByKind["parameter"]), humanBytes(bytesByKind["optimizer_state"]),
              index.optimizerState ? "" : "; weights only: loading starts the optimizer state at zero");
-  fmt::print("saved under: plan {}, mesh {}, world size {}\n\n", trainerText(index.trainer, "plan"),
+  fmt::print("saved under: plan {}, mesh {}, world size {}\n", trainerText(index.trainer, "plan"),
              trainerText(index.trainer, "mesh"), trainerText(index.trainer, "world_size"));
+  // The rest of the trainer state: what a resumed run must match, and where it continues.
+  std::string trainer;
+  for (const auto& [key, value] : index.trainer.items())
+    if (key != "plan" && key != "mesh" && key != "world_size" && key != "step")
+      trainer += fmt::format("  {}: {}\n", key, value.is_string() ? value.get<std::string>() : value.dump());
+  fmt::print("trainer state:\n{}\n", trainer.empty() ? "  none (weights only)\n" : trainer);
   Table tensors({"tensor", "kind", "dtype", "shape", "shards", "bytes"});
   Table shardTable({"tensor", "offsets", "lengths", "file", "bytes"});
   for (const auto& [name, t] : index.tensors) {
