@@ -22,6 +22,12 @@
 #include <thread>
 #include <tuple>
 
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 namespace fs = std::filesystem;
 
 namespace tessel::ckpt {
@@ -59,7 +65,14 @@ struct Checkpointer::Impl {
   std::vector<std::string> lines;
   std::exception_ptr error;
 
+  int lockFd = -1;  // rank 0: ROOT/.lock, held (flock) for the Checkpointer's life
+
   Impl(const rt::ProgramExecutor& e, SaveOptions o) : ex(e), options(std::move(o)) {}
+  ~Impl() {
+    if (lockFd >= 0) ::close(lockFd);  // releases the flock
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   /// Joins the writer thread if one ran; returns its error (cleared) if any.
   std::exception_ptr join() {
@@ -81,6 +94,42 @@ std::string randomNonce() {
   const uint64_t bits = (uint64_t{device()} << 32) ^ device() ^
                         static_cast<uint64_t>(Clock::now().time_since_epoch().count());
   return fmt::format("{:016x}", bits);
+}
+
+/// Rank 0's claim on `root`: takes flock(LOCK_EX | LOCK_NB) on ROOT/.lock (created if missing)
+/// and writes "PID HOST" into it, so that a second run saving into the same root is refused
+/// with one line instead of the two racing on step_N.tmp and `latest`. Stores the descriptor in
+/// `fd` (kept open: closing it releases the lock, also when the process dies). Returns the
+/// problem, or "" when the lock is held. flock locks belong to the open file description, so a
+/// second Checkpointer on the same root conflicts even within one process.
+std::string lockRoot(const std::string& root, int& fd) {
+  const std::string path = root + "/.lock";
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return fmt::format("cannot open the lock file '{}': {}", path, std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char text[256] = {};
+    const ssize_t n = ::pread(fd, text, sizeof(text) - 1, 0);
+    ::close(fd);
+    fd = -1;
+    if (error != EWOULDBLOCK) return fmt::format("cannot lock '{}': {}", path, std::strerror(error));
+    std::string holder(text, n > 0 ? static_cast<size_t>(n) : 0);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    const size_t space = holder.find(' ');
+    const std::string who = space == std::string::npos
+                                ? "another process"
+                                : fmt::format("pid {} on {}", holder.substr(0, space), holder.substr(space + 1));
+    return fmt::format("another run is saving checkpoints into '{}' ({} holds {})", root, who, path);
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown-host");
+  const std::string owner = fmt::format("{} {}\n", ::getpid(), host);
+  // Informative only (the lock is the flock): a failed write leaves an older owner's text.
+  if (::ftruncate(fd, 0) == 0) {
+    const ssize_t written = ::pwrite(fd, owner.data(), owner.size(), 0);
+    (void)written;
+  }
+  return "";
 }
 
 /// Every rank's plan (its JSON: "problem", "tensors" with their boxes, rank 0's "nonce") made
@@ -165,6 +214,8 @@ Checkpointer::Checkpointer(const rt::ProgramExecutor& ex, rt::Communicator* worl
   if (ec || !fs::is_directory(s.options.root))
     problem = fmt::format("cannot create the checkpoint root '{}': {}", s.options.root,
                           ec ? ec.message() : "not a folder");
+  else if (s.rank == 0)
+    problem = lockRoot(s.options.root, s.lockFd);  // one run per root (a load ignores the lock)
   std::unique_ptr<rt::MeshLayout> layout;
   std::vector<int> coordinates;
   if (!p.mesh.empty()) {

@@ -15,6 +15,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <unistd.h>
+
 namespace tessel::ckpt {
 namespace {
 
@@ -255,6 +257,41 @@ TEST(CkptCommit, RanksDescribingATensorDifferentlyIsAnErrorOnEveryRank) {
   EXPECT_NE(errors[0].find("tensor 'b' is parameter F32 [4] on rank 1 but parameter F32 [3] on rank 0"),
             std::string::npos) << errors[0];
   EXPECT_EQ(errors[0], errors[1]);
+}
+
+TEST(CkptCommit, ASecondRunOnTheSameRootIsRefusedOnEveryRank) {
+  // flock locks belong to the open file description: a second Checkpointer on the root
+  // conflicts with the first even within this one process, as a second job would.
+  const std::string root = test::freshFolder("locked");
+  save2(root, 1, 1);
+  std::string holderLine;
+  {
+    test::HostExecutor holder(test::makeProgram({}, {{"b", {3}, {}, rt::BufferKind::Parameter}}));
+    Checkpointer first(holder, nullptr, {root});
+    holderLine = readText(root + "/.lock");
+    const auto errors = test::runRanks(2, [&](int r, rt::Communicator* world) {
+      test::HostExecutor ex(model());
+      test::fillBuffers(ex, r, 2);
+      Checkpointer second(ex, world, {root});
+      second.save(2, {{"step", 2}});
+    });
+    const std::string want = fmt::format("another run is saving checkpoints into '{}' (pid {} on ", root, ::getpid());
+    for (const std::string& e : errors) EXPECT_NE(e.find(want), std::string::npos) << e;
+    for (const std::string& e : errors) EXPECT_NE(e.find(" holds " + root + "/.lock)"), std::string::npos) << e;
+    EXPECT_EQ(errors[0], errors[1]);
+    EXPECT_EQ(load2(root, 1), "step_00000001");  // the lock never blocks a load
+    EXPECT_EQ(resolveCheckpoint(root), root + "/step_00000001");
+  }
+  EXPECT_EQ(holderLine.rfind(std::to_string(::getpid()) + " ", 0), 0u) << holderLine;
+  // Released with its Checkpointer: the next run saves, and pruning ignores the lock file.
+  SaveOptions options;
+  options.keep = 1;
+  save2(root, 2, 2, options);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(root)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{".lock", "latest", "step_00000002"}));
+  EXPECT_EQ(load2(root, 2), "step_00000002");
 }
 
 }  // namespace
