@@ -263,14 +263,17 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // same rows.
   const auto [batchRank, batchRanks] = batchShard(plan.mesh().axes(), plan.batch_axes(), rank);
   // Where a resumed run starts, before the feeders: every rank reads the checkpoint's index.
-  const RunIdentity identity{.model = recipe.model, .config = recipe.config, .globalBatch = flags_.batch,
-                             .seed = flags_.seed, .optimizer = train_.optimizer, .precision = flags_.precision,
-                             .plan = plan.describe(), .mesh = plan.mesh().axes(), .worldSize = world};
+  RunIdentity identity{.model = recipe.model, .config = recipe.config, .globalBatch = flags_.batch,
+                       .seed = flags_.seed, .optimizer = train_.optimizer, .precision = flags_.precision,
+                       .plan = plan.describe(), .mesh = plan.mesh().axes(), .worldSize = world};
   ResumePoint resume = findResumePoint(checkpoints_, identity);
   checkpoints_.commitTimeoutSeconds = flags_.commTimeout;
   RankData data =
       recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed, resume.step}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
+  identity.data = data.fingerprint;  // recorded in each checkpoint, compared on resume
+  identity.dataWhere = data.where;
+  checkResumeData(resume, identity, checkpoints_.allowPartial);
   checkCheckpointFlags(checkpoints_, train_.steps, resume.step);
 
   // The CPU program, or the GPU executor.

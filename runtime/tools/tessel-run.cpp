@@ -148,11 +148,11 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
     device = "cpu";
   }
   // Where a resumed run starts, before the feeders: every rank reads the checkpoint's index.
-  const tessel::trainer::RunIdentity identity{.model = bundle.info.model, .config = bundle.info.config,
-                                              .globalBatch = bundle.info.batch, .seed = f.seed,
-                                              .optimizer = bundle.info.optimizer,
-                                              .precision = precisionOf(bundle.program), .plan = plan.meshText(),
-                                              .mesh = plan.mesh, .worldSize = world};
+  tessel::trainer::RunIdentity identity{.model = bundle.info.model, .config = bundle.info.config,
+                                        .globalBatch = bundle.info.batch, .seed = f.seed,
+                                        .optimizer = bundle.info.optimizer,
+                                        .precision = precisionOf(bundle.program), .plan = plan.meshText(),
+                                        .mesh = plan.mesh, .worldSize = world};
   tessel::trainer::ResumePoint resume = tessel::trainer::findResumePoint(ck, identity);
   ck.commitTimeoutSeconds = f.commTimeout;
   tessel::trainer::checkCheckpointFlags(ck, f.steps, resume.step);
@@ -162,6 +162,9 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
   const auto [batchRank, batchRanks] = tessel::trainer::batchShard(plan.mesh, plan.batchAxes(), rank);
   loadData(data, bundle.info, f, batchRank, batchRanks, resume.step);
   tessel::trainer::requireSameData(*comm, data.fingerprint, data.where);
+  identity.data = data.fingerprint;  // recorded in each checkpoint, compared on resume
+  identity.dataWhere = data.where;
+  tessel::trainer::checkResumeData(resume, identity, ck.allowPartial);
   // Before anything is allocated for the program (NCCL's bootstrap allocates device memory).
   tessel::trainer::requireDeviceMemory(bundle.program, f.deviceMemory, rank, plan.meshText());
   std::unique_ptr<tessel::rt::NcclCommunicator> nccl;  // outlives the executor's in-flight work

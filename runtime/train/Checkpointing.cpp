@@ -60,83 +60,6 @@ void checkCheckpointFlags(const CheckpointFlags& f, int64_t steps, int64_t resum
                                          f.stopAfter, f.resume, resumedStep));
 }
 
-nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& o, int64_t step) {
-  nlohmann::json mesh = nlohmann::json::array();
-  for (const auto& [axis, size] : run.mesh) mesh.push_back({axis, size});
-  return {{"step", step},
-          {"steps", o.steps},
-          {"seed", run.seed},
-          {"sampler", {{"global_batches_consumed", step}, {"global_batch", run.globalBatch}}},
-          {"lr_schedule",
-           {{"lr", o.lr}, {"warmup", o.warmup}, {"schedule", o.schedule}, {"min_lr_ratio", o.minLrRatio},
-            {"steps", o.steps}}},
-          // No random stream advances while training (no dropout): parameters are drawn from the
-          // seed once, and the sampler's order is a pure function of the seed and the step.
-          {"rng", {{"kind", "stateless"}, {"parameter_init_seed", run.seed}, {"sampler_seed", run.seed}}},
-          {"plan", run.plan},
-          {"mesh", mesh},
-          {"world_size", run.worldSize},
-          {"model", run.model},
-          {"config", run.config},
-          {"optimizer", run.optimizer},
-          {"precision", run.precision}};
-}
-
-namespace {
-
-/// The keys of two config objects whose values differ, as "config.layers 2, this run has 3";
-/// the whole values when either is not an object.
-std::vector<std::string> configDifferences(const nlohmann::json& was, const nlohmann::json& now) {
-  std::vector<std::string> out;
-  if (!was.is_object() || !now.is_object()) return {fmt::format("config {}, this run has {}", was.dump(), now.dump())};
-  for (const auto& [key, value] : was.items())
-    if (!now.contains(key) || now.at(key) != value)
-      out.push_back(fmt::format("config.{} {}, this run has {}", key, value.dump(),
-                                now.contains(key) ? now.at(key).dump() : std::string("none")));
-  for (const auto& [key, value] : now.items())
-    if (!was.contains(key)) out.push_back(fmt::format("config.{} none, this run has {}", key, value.dump()));
-  return out;
-}
-
-}  // namespace
-
-void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir,
-                       bool allowPartial, std::vector<std::string>* notes) {
-  if (!saved.is_object() || saved.empty())
-    return;  // weights only (`tessel ckpt import`): nothing recorded to compare
-  std::vector<std::string> differences;  // "model gpt, this run has mlp"
-  auto compare = [&](const char* key, const std::string& field, const nlohmann::json& now) {
-    if (saved.contains(key) && saved.at(key) != now)
-      differences.push_back(fmt::format("{} {}, this run has {}", field, saved.at(key).dump(), now.dump()));
-  };
-  compare("model", "model", run.model);
-  if (saved.contains("config") && saved.at("config") != run.config)
-    for (std::string& d : configDifferences(saved.at("config"), run.config)) differences.push_back(std::move(d));
-  compare("seed", "--seed", run.seed);
-  compare("optimizer", "optimizer", run.optimizer);
-  if (saved.contains("sampler") && saved["sampler"].is_object()) {
-    const nlohmann::json& s = saved["sampler"];
-    if (s.contains("global_batch") && s["global_batch"] != nlohmann::json(run.globalBatch))
-      differences.push_back(fmt::format("global batch (--batch) {}, this run has {}", s["global_batch"].dump(),
-                                        run.globalBatch));
-    if (s.contains("global_batches_consumed") && saved.contains("step") &&
-        s["global_batches_consumed"] != saved["step"])
-      throw std::runtime_error(fmt::format("--resume '{}': the trainer state's sampler position {} is not its "
-                                           "step {}",
-                                           dir, s["global_batches_consumed"].dump(), saved["step"].dump()));
-  }
-  if (differences.empty()) return;
-  if (allowPartial) {
-    for (const std::string& d : differences)
-      if (notes) notes->push_back(fmt::format("--allow-partial: the checkpoint was saved with {}", d));
-    return;
-  }
-  throw std::runtime_error(fmt::format("--resume '{}': the checkpoint was saved with {}; a run resumes only with the "
-                                       "same model, configuration, global batch, seed and optimizer (--allow-partial "
-                                       "loads the tensors a checkpoint of another model shares with this one)",
-                                       dir, fmt::join(differences, "; ")));
-}
-
 ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
   ResumePoint r;
   if (f.resume.empty()) return r;
@@ -145,10 +68,11 @@ ResumePoint findResumePoint(const CheckpointFlags& f, const RunIdentity& run) {
     const ckpt::Index index = ckpt::readIndex(r.dir);
     r.step = index.step;
     r.trainer = index.trainer;
+    r.weightsOnly = isWeightsOnly(index);
   } catch (const ckpt::CheckpointError& e) {
     throw std::runtime_error(fmt::format("--resume '{}': {}", f.resume, e.what()));
   }
-  checkTrainerState(r.trainer, run, r.dir, f.allowPartial, &r.notes);
+  checkTrainerState(r.trainer, r.step, r.weightsOnly, run, r.dir, f.allowPartial, &r.notes);
   return r;
 }
 

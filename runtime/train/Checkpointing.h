@@ -7,9 +7,10 @@
 //   1. addCheckpointFlags, then checkCheckpointFlags once --steps is known;
 //   2. findResumePoint before the feeders are made: every rank reads the index of the
 //      checkpoint --resume names, refuses one saved by an incompatible run (trainer state:
-//      model, config, global batch, seed and optimizer must match; plan, mesh, world size and
-//      --steps may differ) and learns the step, which the feeders start after (the sampler
-//      position is the step, so the data order equals the uninterrupted run's on any dp degree);
+//      complete, and model, config, global batch, seed and optimizer must match; plan, mesh,
+//      world size and --steps may differ) and learns the step, which the feeders start after
+//      (the sampler position is the step, so the data order equals the uninterrupted run's on
+//      any dp degree); once the feeders are made, checkResumeData refuses other data;
 //   3. once the executor holds its initialised parameters: a CheckpointSession (collective:
 //      loads the checkpoint into the executor, makes the Checkpointer) and attach(), which sets
 //      the loop's first step, its --stop-after step and the save after each step;
@@ -24,9 +25,11 @@
 #pragma once
 
 #include "runtime/ckpt/Checkpoint.h"
+#include "runtime/ckpt/Index.h"
 #include "runtime/comm/Communicator.h"
 #include "runtime/exec/ProgramExecutor.h"
 #include "runtime/train/Loop.h"
+#include "runtime/train/Ranks.h"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -76,30 +79,51 @@ struct RunIdentity {
   std::string plan;             // e.g. "dp=2,tp=2" (informative: may differ on resume)
   std::vector<std::pair<std::string, int64_t>> mesh;  // the plan's axes in order ({} for one rank)
   int worldSize = 1;
+  /// The training data (RankData::fingerprint and ::where), known once the feeders are made:
+  /// recorded so that a resumed run continues on the same data (checkResumeData).
+  DataFingerprint data;
+  std::string dataWhere;        // e.g. "'input.txt'" (the data as given)
 };
 
 /// The trainer state of checkpoint `step` of a run (docs/checkpoints.md): {"step", "steps",
 /// "seed", "sampler": {"global_batches_consumed", "global_batch"}, "lr_schedule": {"lr",
 /// "warmup", "schedule", "min_lr_ratio", "steps"}, "rng", "plan", "mesh", "world_size", "model",
-/// "config", "optimizer", "precision"}.
+/// "config", "optimizer", "precision", "data": {"where", "fingerprint" (FNV-1a, 16 hex digits),
+/// "bytes"}}. Implemented in TrainerState.cpp.
 nlohmann::json trainerState(const RunIdentity& run, const TrainOptions& options, int64_t step);
 
+/// Whether checkpoint `index` holds weights only (`tessel ckpt import`): "optimizer_state"
+/// false and a trainer state of no more than "step" and "imported_from". Such a checkpoint
+/// seeds a run and is not compared with it; any other trainer state must be complete.
+bool isWeightsOnly(const ckpt::Index& index);
+
+/// The first field of trainer state `saved` (of a checkpoint of step `step`) that trainerState
+/// writes but `saved` lacks or holds with the wrong type or range, as one clause naming it,
+/// e.g. "lacks "sampler.global_batch"" or "has "world_size" 0, not an integer >= 1";
+/// "" for a complete state. Checks the fields' relations too: "step" equals `step` and the
+/// sampler position, "steps" >= "step", the mesh's axis sizes multiply to "world_size", "plan"
+/// begins with the mesh's axes, the rng seeds equal "seed".
+std::string trainerStateProblem(const nlohmann::json& saved, int64_t step);
+
 /// Throws std::runtime_error naming the checkpoint folder, the field and both values unless the
-/// saved trainer state `saved` belongs to a run this one may continue: the same model, config
-/// (the differing keys are named, e.g. "config.layers 2, this run has 3"), global batch, seed
-/// and optimizer, and a sampler position equal to the step. Plan, mesh, world size, precision
-/// and --steps may differ. With `allowPartial` (--allow-partial: loading a checkpoint into
-/// another model on purpose, e.g. a deeper one) a difference of model, config, batch, seed or
-/// optimizer is appended to `notes` instead of thrown; a sampler position that is not the step
-/// (a corrupt state) is still an error.
-void checkTrainerState(const nlohmann::json& saved, const RunIdentity& run, const std::string& dir,
-                       bool allowPartial = false, std::vector<std::string>* notes = nullptr);
+/// saved trainer state `saved` (of checkpoint step `step`) belongs to a run this one may
+/// continue. Unless `weightsOnly` (isWeightsOnly: nothing recorded to compare), the state must
+/// be complete (trainerStateProblem: "--resume 'DIR': the checkpoint's trainer state lacks
+/// "seed" ..."), with or without `allowPartial`. Then the same model, config (the differing
+/// keys are named, e.g. "config.layers 2, this run has 3"), global batch, seed and optimizer.
+/// Plan, mesh, world size, precision and --steps may differ. With `allowPartial`
+/// (--allow-partial: loading a checkpoint into another model on purpose, e.g. a deeper one) a
+/// difference of model, config, batch, seed or optimizer is appended to `notes` instead of
+/// thrown. The data is compared later, by checkResumeData.
+void checkTrainerState(const nlohmann::json& saved, int64_t step, bool weightsOnly, const RunIdentity& run,
+                       const std::string& dir, bool allowPartial = false, std::vector<std::string>* notes = nullptr);
 
 /// Where a run resumes: the checkpoint folder and its step (0 and "" without --resume).
 struct ResumePoint {
   std::string dir;                 // the checkpoint folder (resolveCheckpoint of --resume)
   int64_t step = 0;                // optimizer steps it holds: the run continues at step + 1
   nlohmann::json trainer;          // its trainer state
+  bool weightsOnly = false;        // isWeightsOnly: an import, not compared with this run
   std::vector<std::string> notes;  // e.g. a newer partial save of the root that was skipped
 };
 
@@ -108,6 +132,14 @@ struct ResumePoint {
 /// "--resume 'DIR': " for a folder without a checkpoint or an incompatible one. The steps are
 /// checked by checkCheckpointFlags once --steps is final.
 ResumePoint findResumePoint(const CheckpointFlags& flags, const RunIdentity& run);
+
+/// Once the feeders are made and `run.data` is known (after findResumePoint, before the
+/// CheckpointSession): throws std::runtime_error "--resume 'DIR': the checkpoint was saved with
+/// data 'a.txt' (N bytes, fingerprint H), this run has 'b.txt' (...)" unless the checkpoint of
+/// `resume` was trained on data with the same fingerprint (the same bytes, wherever they lie);
+/// with `allowPartial` the difference is appended to resume.notes instead. Nothing for a run
+/// that does not resume or a weights-only checkpoint.
+void checkResumeData(ResumePoint& resume, const RunIdentity& run, bool allowPartial);
 
 /// Steps 3 and 4 of the file comment for one executor.
 class CheckpointSession {
