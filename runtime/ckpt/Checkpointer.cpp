@@ -104,7 +104,7 @@ std::string randomNonce() {
 /// second Checkpointer on the same root conflicts even within one process.
 std::string lockRoot(const std::string& root, int& fd) {
   const std::string path = root + "/.lock";
-  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);  // never truncate a link's target
   if (fd < 0) return fmt::format("cannot open the lock file '{}': {}", path, std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;

@@ -219,7 +219,8 @@ def resume_mode(run, tmp, run_bundle, tessel):
                                 kinds=("parameter",))
             folders = sorted(p.name for p in ckpt.iterdir())
             want = [f"step_{STEPS:08d}"] if keep else [f"step_{SAVED:08d}", f"step_{STEPS:08d}"]
-            if folders != ["latest", *want] or (ckpt / "latest").read_text() != want[-1] + "\n":
+            # .lock: the lock file of the runs that saved there (docs/checkpoints.md).
+            if folders != [".lock", "latest", *want] or (ckpt / "latest").read_text() != want[-1] + "\n":
                 print(f"  {case}: the root holds {folders}, latest {(ckpt / 'latest').read_text()!r}; expected "
                       f"{want} and latest naming the last")
                 failures += 1

@@ -294,5 +294,29 @@ TEST(CkptCommit, ASecondRunOnTheSameRootIsRefusedOnEveryRank) {
   EXPECT_EQ(load2(root, 2), "step_00000002");
 }
 
+TEST(CkptCommit, AnUnusableLockFileIsAnErrorOnEveryRank) {
+  // A folder, or a link (whose target must not be truncated), where ROOT/.lock goes.
+  for (const bool link : {false, true}) {
+    const std::string root = test::freshFolder(link ? "lock_link" : "lock_folder");
+    const std::string target = root + "/../lock_target_" + std::to_string(link);
+    if (link) {
+      std::ofstream(target) << "precious";
+      fs::create_symlink(fs::absolute(target), root + "/.lock");
+    } else {
+      fs::create_directories(root + "/.lock");
+    }
+    const auto errors = test::runRanks(2, [&](int, rt::Communicator* world) {
+      test::HostExecutor ex(model());
+      Checkpointer ck(ex, world, {root});
+    });
+    for (const std::string& e : errors)
+      EXPECT_NE(e.find("cannot open the lock file '" + root + "/.lock': "), std::string::npos) << e;
+    EXPECT_EQ(errors[0], errors[1]);
+    if (link) {
+      EXPECT_EQ(readText(target), "precious");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessel::ckpt
