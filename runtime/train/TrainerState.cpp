@@ -196,10 +196,12 @@ std::string trainerStateProblem(const nlohmann::json& saved, int64_t step) {
     }
   const int64_t world = r.integer("world_size", 1);
   if (r.problem().empty()) {
+    // The ranks the mesh spans (1 without axes), saturated at 2^40 (each size <= 2^20, so the
+    // product never overflows): no world is that large.
     int64_t product = 1;
-    for (const auto& [axis, size] : mesh) product *= size;  // each <= 2^20, at most a few axes
-    r.require(mesh.empty() || product == world, "world_size", r.value("world_size"),
-              fmt::format("the product {} of its mesh {}", product, meshText(mesh)));
+    for (const auto& [axis, size] : mesh) product = std::min(product * size, int64_t{1} << 40);
+    r.require(product == world, "world_size", r.value("world_size"),
+              fmt::format("the product {} of its mesh \"{}\"", product, meshText(mesh)));
     r.require(plan.substr(0, plan.find(' ')) == meshText(mesh), "plan", r.value("plan"),
               fmt::format("a plan beginning with its mesh \"{}\"", meshText(mesh)));
   }
