@@ -115,6 +115,8 @@ std::string lockRoot(const std::string& root, int& fd) {
     if (error != EWOULDBLOCK) return fmt::format("cannot lock '{}': {}", path, std::strerror(error));
     std::string holder(text, n > 0 ? static_cast<size_t>(n) : 0);
     while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    for (char& c : holder)  // any other text in the file stays on one line of the message
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
     const size_t space = holder.find(' ');
     const std::string who = space == std::string::npos
                                 ? "another process"
