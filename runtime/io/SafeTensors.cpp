@@ -12,6 +12,7 @@
 // ending at the end of the file). Only then is tensor data read. readSafeTensorsHeader stops
 // after those checks, so a checkpoint reader can read single tensors by their absolute ranges.
 #include "runtime/io/SafeTensors.h"
+#include "runtime/io/MessageText.h"
 #include "runtime/io/RegularFile.h"
 
 #include <fcntl.h>
@@ -146,14 +147,14 @@ Entry parseEntry(const std::string& path, const std::string& name, const json& j
   if (dtype == j.end() || !dtype->is_string()) bad("missing or non-string \"dtype\"");
   if (!dtypeFromName(dtype->get<std::string>(), e.tensor.dtype))
     bad(fmt::format("unsupported dtype '{}' (supported: F32, F64, BF16, F16, I32, I64)",
-                    dtype->get<std::string>()));
+                    abbreviated(dtype->get<std::string>())));
   auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array()) bad("missing or non-array \"shape\"");
   for (const json& d : *shape) {
     uint64_t v = 0;
     if (!getUnsigned(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       bad(fmt::format("shape {} has a dimension that is not a non-negative integer",
-                      shape->dump()));
+                      abbreviated(shape->dump())));
     e.tensor.shape.push_back(static_cast<int64_t>(v));
   }
   auto offsets = j.find("data_offsets");
@@ -407,7 +408,7 @@ SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, 
   try {
     header = json::parse(text, onEvent);
   } catch (const json::exception& e) {
-    fail(path, fmt::format("header is not valid JSON: {}", e.what()));
+    fail(path, fmt::format("header is not valid JSON: {}", abbreviatedQuotes(e.what())));
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
   if (tooDeep) fail(path, fmt::format("header JSON is nested deeper than {} levels", kMaxHeaderDepth));
