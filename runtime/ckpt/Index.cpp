@@ -41,8 +41,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-/// Most dimensions a tensor may have (PyTorch's limit is 64 too).
-constexpr size_t kMaxRank = 64;
+constexpr size_t kMaxRank = kMaxTensorRank;
 /// Most shards one tensor may have: far above any mesh (a shard per rank and block).
 constexpr size_t kMaxShardsPerTensor = size_t{1} << 16;
 /// Most box comparisons the overlap check makes for one tensor. Real layouts need about one

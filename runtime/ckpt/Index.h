@@ -63,6 +63,8 @@ inline constexpr int64_t kDefaultBlockBytes = int64_t{1} << 20;
 /// The largest index.json parseIndex/readIndex accept, in bytes (256 MiB): beyond it the index
 /// is refused as hostile rather than parsed.
 inline constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
+/// Most dimensions a tensor may have in an index (PyTorch's limit is 64 too).
+inline constexpr size_t kMaxTensorRank = 64;
 
 /// One stored box of a tensor (see the file comment).
 struct ShardEntry {

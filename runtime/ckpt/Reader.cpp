@@ -351,7 +351,10 @@ bool endsWithTmp(const std::string& name) {
 /// `via` is "" or " (named by '<root>/latest')".
 void checkCheckpointFolder(const std::string& dir, const std::string& via) {
   namespace fs = std::filesystem;
-  if (endsWithTmp(fs::path(dir).filename().string()))
+  // By the name given and by the folder it reaches ("x.tmp/sub/..", a link to "x.tmp").
+  std::error_code ec;
+  const fs::path reached = fs::weakly_canonical(dir, ec);
+  if (endsWithTmp(fs::path(dir).filename().string()) || (!ec && endsWithTmp(reached.filename().string())))
     throw CheckpointError(
         fmt::format("checkpoint '{}'{}: an uncommitted save (a folder ending in .tmp): never loaded", dir, via));
   const std::string indexPath = dir + "/index.json";
@@ -381,6 +384,7 @@ std::vector<std::string> uncommittedFolders(const std::string& root) {
 }  // namespace
 
 std::string resolveCheckpoint(const std::string& given, std::vector<std::string>* notes) {
+  std::error_code ec;
   std::string path = given;  // "ck/" names the same root as "ck"
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   struct stat st {};
@@ -396,11 +400,18 @@ std::string resolveCheckpoint(const std::string& given, std::vector<std::string>
     throw CheckpointError(fmt::format("checkpoint '{}': is {}, not a folder", path, fileKindName(st.st_mode)));
   const std::string latestPath = path + "/latest";
   const bool hasIndex = ::lstat((path + "/index.json").c_str(), &st) == 0;
-  if (hasIndex || endsWithTmp(std::filesystem::path(path).filename().string())) {
+  if (hasIndex) {
     checkCheckpointFolder(path, "");
     return path;
   }
   if (::lstat(latestPath.c_str(), &st) != 0) {
+    // A save's folder (step_N.tmp, killed before its index) given itself; a root of another
+    // name may end in .tmp too, so only the step-folder form is taken for a save.
+    for (const std::string& name : {std::filesystem::path(path).filename().string(),
+                                    std::filesystem::weakly_canonical(path, ec).filename().string()})
+      if (endsWithTmp(name) && name.rfind("step_", 0) == 0)
+        throw CheckpointError(
+            fmt::format("checkpoint '{}': an uncommitted save (a folder ending in .tmp): never loaded", path));
     const std::vector<std::string> uncommitted = uncommittedFolders(path);
     if (!uncommitted.empty())
       throw CheckpointError(fmt::format("checkpoint root '{}': no committed checkpoint yet; skipped '{}' (a save that "

@@ -125,6 +125,18 @@ TEST(CkptResolveTest, AnUncommittedSaveIsNeverLoadedHoweverItIsReached) {
   std::ofstream(root.path / "latest") << "step_00000006.tmp\n";
   expectMessage([&] { resolveCheckpoint(root.str()); },
                 {"an uncommitted save", "never loaded", "named by '" + root.str() + "/latest'"});
+  // A save killed before its index, given itself.
+  fs::create_directories(root.path / "step_00000007.tmp");
+  expectMessage([&] { resolveCheckpoint(root.str() + "/step_00000007.tmp"); }, {"an uncommitted save"});
+  // Reached through "..", or through a link of another name.
+  fs::create_directories(root.path / "step_00000006.tmp" / "sub");
+  fs::create_symlink("step_00000006.tmp", root.path / "good");
+  for (const std::string& given : {root.str() + "/step_00000006.tmp/sub/..", root.str() + "/good"})
+    expectMessage([&] { resolveCheckpoint(given); }, {"an uncommitted save", "never loaded"});
+  // A root whose own name ends in .tmp is only a root.
+  writeSmall(root.path / "run.tmp" / "step_00000002", 2);
+  std::ofstream(root.path / "run.tmp" / "latest") << "step_00000002\n";
+  EXPECT_EQ(resolveCheckpoint(root.str() + "/run.tmp"), root.str() + "/run.tmp/step_00000002");
   // Once a save commits, the root resolves to it and the older .tmp is not noted.
   writeSmall(root.path / "step_00000008", 8);
   std::ofstream(root.path / "latest", std::ios::trunc) << "step_00000008\n";
