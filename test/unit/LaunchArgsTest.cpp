@@ -167,7 +167,7 @@ TEST_F(Hostfile, RefusesEveryPathThatIsNotARegularFileWithoutBlocking) {
       hostfileSlots(path);
       ADD_FAILURE() << "accepted: " << path;
     } catch (const std::runtime_error& e) {
-      EXPECT_NE(std::string(e.what()).find("'" + path + "' is " + kind), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("'" + path + "': is " + kind), std::string::npos) << e.what();
     }
   }
   std::filesystem::remove_all(dir);

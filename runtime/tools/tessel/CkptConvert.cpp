@@ -144,7 +144,7 @@ void refuseNonFinite(const std::string& model, const std::string& name, const St
       rest /= static_cast<size_t>(t.shape[d]);
     }
     throw CheckpointError(fmt::format("safetensors file '{}': tensor {} holds {} at [{}] (element {}): weights must be "
-                                      "finite",
+                                      "finite (--allow-non-finite imports them as they are)",
                                       model, ckpt::quoteName(name), values[i], fmt::join(at, ", "), i));
   }
 }
@@ -201,7 +201,7 @@ int exportCheckpoint(const std::string& path, const std::string& out, bool optim
   return 0;
 }
 
-int importSafeTensors(const std::string& model, const std::string& root) {
+int importSafeTensors(const std::string& model, const std::string& root, bool allowNonFinite) {
   const SafeTensorsFile in = readSafeTensors(model);
   if (in.tensors.empty()) throw CheckpointError(fmt::format("safetensors file '{}' holds no tensors", model));
   checkImportable(model, in);
@@ -211,7 +211,7 @@ int importSafeTensors(const std::string& model, const std::string& root) {
   shard.metadata = {{"format", "pt"}, {"tessel_checkpoint_step", "0"}};
   for (const auto& [name, t] : in.tensors) {
     StTensor f32 = toF32(model, name, t);
-    refuseNonFinite(model, name, f32);
+    if (!allowNonFinite) refuseNonFinite(model, name, f32);
     if (f32.numel() > 0) shard.tensors.emplace(name, std::move(f32));
   }
   const fs::path dir = fs::path(root) / kStepZero, tmp = fs::path(root) / (std::string(kStepZero) + ".tmp");

@@ -146,7 +146,7 @@ int64_t hostfileSlots(const std::string& path) {
   std::string text, problem;
   // A FIFO, folder or device is refused without blocking; a hostfile is small.
   if (!readRegularFile(path, size_t{1} << 20, text, problem))
-    throw std::runtime_error(fmt::format("hostfile '{}' {}", path, problem));
+    throw std::runtime_error(fmt::format("hostfile '{}': {}", path, problem));
   std::istringstream in(text);
   int64_t total = 0;
   std::string line;
