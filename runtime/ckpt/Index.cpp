@@ -29,7 +29,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <utility>

@@ -26,7 +26,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -368,14 +367,14 @@ void checkCheckpointFolder(const std::string& dir, const std::string& via) {
         fmt::format("checkpoint index '{}'{}: cannot open: {}", indexPath, via, std::strerror(errno)));
 }
 
-/// The uncommitted save folders ("*.tmp") directly inside `root`, sorted.
+/// The uncommitted save folders ("step_*.tmp") directly inside `root`, sorted.
 std::vector<std::string> uncommittedFolders(const std::string& root) {
   namespace fs = std::filesystem;
   std::error_code ec;
   std::vector<std::string> out;
   for (const auto& entry : fs::directory_iterator(root, ec)) {
     const std::string folder = entry.path().filename().string();
-    if (endsWithTmp(folder) && entry.is_directory(ec)) out.push_back(folder);
+    if (endsWithTmp(folder) && folder.rfind("step_", 0) == 0 && entry.is_directory(ec)) out.push_back(folder);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -442,7 +441,7 @@ std::string resolveCheckpoint(const std::string& given, std::vector<std::string>
     // Saves newer than `latest` that never committed (a crash, or one still being written);
     // step folder names have 8 digits, so name order is step order.
     for (const std::string& folder : uncommittedFolders(path))
-      if (folder.rfind("step_", 0) == 0 && folder.substr(0, folder.size() - 4) > name)
+      if (folder.substr(0, folder.size() - 4) > name)
         notes->push_back(fmt::format("skipped '{}/{}': a save that did not commit", path, folder));
   }
   return dir;
