@@ -82,7 +82,8 @@ int64_t integerValue(const Where& w, const json& v, const std::string& name, int
     if (v.get<uint64_t>() > static_cast<uint64_t>(kInt64Max))
       w.fail(fmt::format("\"{}\" is {}, beyond int64", name, abbreviated(v.dump())));
   } else if (!v.is_number_integer()) {
-    w.fail(fmt::format("\"{}\" must be an integer, not {}", name, v.is_number() ? abbreviated(v.dump()) : v.type_name()));
+    w.fail(fmt::format("\"{}\" must be an integer, not {}", name,
+                       v.is_number() ? abbreviated(v.dump()) : v.type_name()));
   }
   const int64_t x = v.get<int64_t>();
   if (x < min) w.fail(fmt::format("\"{}\" is {}, below the least allowed {}", name, x, min));

@@ -97,7 +97,8 @@ TEST(CkptResolveTest, ALatestThatIsNotARegularFileIsNamedForWhatItIs) {
   // `latest` naming a regular file, or nothing.
   std::ofstream(root.path / "afile") << "x";
   std::ofstream(latest) << "afile\n";
-  expectMessage([&] { resolveCheckpoint(root.str()); }, {"names '" + root.str() + "/afile', which is a regular file, not a folder"});
+  expectMessage([&] { resolveCheckpoint(root.str()); },
+                {"names '" + root.str() + "/afile', which is a regular file, not a folder"});
   std::ofstream(latest, std::ios::trunc) << "step_00000008\n";
   expectMessage([&] { resolveCheckpoint(root.str()); }, {"names '" + root.str() + "/step_00000008'", "No such file"});
   std::ofstream(latest, std::ios::trunc) << "step_00000007\n";

@@ -13,8 +13,8 @@
 #include "runtime/tools/tessel/Table.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,7 +57,8 @@ void writeDurably(const std::string& path, const std::string& text) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    throw CheckpointError(fmt::format("cannot create '{}': it is {}, not a regular file", path, fileKindName(st.st_mode)));
+    throw CheckpointError(
+        fmt::format("cannot create '{}': it is {}, not a regular file", path, fileKindName(st.st_mode)));
   }
   size_t done = 0;
   while (done < text.size()) {
@@ -90,7 +91,8 @@ fs::path resolved(const std::string& path) {
 }
 
 /// Throws when writing `out` (and its ".tmp") would change the checkpoint folder `dir` being
-/// exported, another committed or in-progress save of its root, or the root's `latest`.
+/// exported or, when `dir` lies in a checkpoint root, another committed or in-progress save of
+/// that root or the root's `latest`.
 void refuseOutputInsideCheckpoint(const std::string& dir, const std::string& out) {
   const fs::path folder = resolved(dir), root = folder.parent_path();
   for (const fs::path& target : {resolved(out), resolved(out + ".tmp")}) {
@@ -99,10 +101,11 @@ void refuseOutputInsideCheckpoint(const std::string& dir, const std::string& out
                                         where));
     };
     if (isWithin(target, folder)) refuse(fmt::format("lies inside the checkpoint folder '{}' being read", dir));
-    if (!isWithin(target, root) || target == root) continue;
+    std::error_code ec;
+    // The folder's parent is a checkpoint root only when it has `latest`.
+    if (!isWithin(target, root) || target == root || !fs::exists(root / "latest", ec)) continue;
     const fs::path child = root / *std::next(target.begin(), std::distance(root.begin(), root.end()));
     const std::string name = child.filename().string();
-    std::error_code ec;
     if (name == "latest" || name == "latest.tmp")
       refuse(fmt::format("is the checkpoint root's '{}'", (root / name).string()));
     if (child != target && fs::is_directory(child, ec) &&

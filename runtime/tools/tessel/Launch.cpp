@@ -266,7 +266,7 @@ int runLaunch(const LaunchFlags& f) {
     // A `latest` that is a FIFO, folder or device is refused without blocking the launcher.
     const bool hasLatest = ::lstat(latest.c_str(), &latestStat) == 0;
     if (hasLatest && !readRegularFile(latest.string(), 256, latestText, latestProblem)) {
-      const std::string reason = fmt::format("checkpoint root file '{}' {}", latest.string(), latestProblem);
+      const std::string reason = fmt::format("checkpoint root file '{}': {}", latest.string(), latestProblem);
       log.event(fmt::format("error: cannot restart: {} (the last attempt failed: {})", reason, lastCause),
                 {{"event", "gave_up"}, {"attempt", attempt}, {"reason", reason}, {"cause", lastCause}});
       return o.status();
