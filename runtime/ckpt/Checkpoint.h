@@ -123,7 +123,11 @@ struct LoadResult {
 /// The checkpoint folder `path` names: `path` itself when it holds index.json, else the folder
 /// `path`/latest names (a checkpoint root). Notes (optional) receive one line per partial
 /// (.tmp) folder of the root newer than `latest`, which is skipped. Throws CheckpointError when
-/// neither exists, `latest` is malformed or names a folder outside the root or without index.json.
+/// neither exists, `latest` is malformed or names a folder outside the root or without index.json,
+/// and, naming exactly what is there instead, when a path is a file, FIFO or link loop where a
+/// folder or index.json belongs, or the folder reached is an uncommitted save (a name ending in
+/// ".tmp", given or reached through `latest`, "..", or a link): such a folder is never loaded.
+/// Never blocks on a FIFO.
 std::string resolveCheckpoint(const std::string& path, std::vector<std::string>* notes = nullptr);
 
 /// Collective over `world` (null: one rank): loads the checkpoint `path` names

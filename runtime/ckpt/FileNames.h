@@ -13,7 +13,8 @@ namespace tessel::ckpt {
 std::string plainFileNameProblem(const std::string& name);
 
 /// `name` quoted for a one-line message: printable ASCII as is, other bytes as \xNN, so a
-/// hostile name can neither break the line nor hide its bytes.
+/// hostile name can neither break the line nor hide its bytes; a name longer than 128 bytes
+/// shows its first 128 and "..." (a line stays one line of reasonable length).
 std::string quoteName(const std::string& name);
 
 }  // namespace tessel::ckpt

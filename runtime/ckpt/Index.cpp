@@ -19,6 +19,8 @@
 // by name. NaN and Infinity are not JSON, so the parser already refuses them.
 #include "runtime/ckpt/FileNames.h"
 #include "runtime/ckpt/Index.h"
+#include "runtime/io/MessageText.h"
+#include "runtime/io/RegularFile.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -27,7 +29,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <limits>
 #include <set>
 #include <utility>
@@ -39,8 +41,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
-/// Most dimensions a tensor may have (PyTorch's limit is 64 too).
-constexpr size_t kMaxRank = 64;
+constexpr size_t kMaxRank = kMaxTensorRank;
 /// Most shards one tensor may have: far above any mesh (a shard per rank and block).
 constexpr size_t kMaxShardsPerTensor = size_t{1} << 16;
 /// Most box comparisons the overlap check makes for one tensor. Real layouts need about one
@@ -79,9 +80,10 @@ const json& field(const Where& w, const json& j, const char* key) {
 int64_t integerValue(const Where& w, const json& v, const std::string& name, int64_t min = 0) {
   if (v.is_number_unsigned()) {
     if (v.get<uint64_t>() > static_cast<uint64_t>(kInt64Max))
-      w.fail(fmt::format("\"{}\" is {}, beyond int64", name, v.dump()));
+      w.fail(fmt::format("\"{}\" is {}, beyond int64", name, abbreviated(v.dump())));
   } else if (!v.is_number_integer()) {
-    w.fail(fmt::format("\"{}\" must be an integer, not {}", name, v.is_number() ? v.dump() : v.type_name()));
+    w.fail(fmt::format("\"{}\" must be an integer, not {}", name,
+                       v.is_number() ? abbreviated(v.dump()) : v.type_name()));
   }
   const int64_t x = v.get<int64_t>();
   if (x < min) w.fail(fmt::format("\"{}\" is {}, below the least allowed {}", name, x, min));
@@ -132,8 +134,14 @@ bool boxesOverlap(const ShardEntry& a, const ShardEntry& b) {
 
 std::string boxString(const ShardEntry& s) {
   std::string out = "[";
-  for (size_t d = 0; d < s.offsets.size(); ++d)
-    out += fmt::format("{}{}:{}", d ? ", " : "", s.offsets[d], s.offsets[d] + s.lengths[d]);
+  for (size_t d = 0; d < s.offsets.size(); ++d) {
+    // Not yet known to lie inside the tensor: an end past int64 is written as offset+length.
+    int64_t end = 0;
+    if (__builtin_add_overflow(s.offsets[d], s.lengths[d], &end))
+      out += fmt::format("{}{}:{}+{}", d ? ", " : "", s.offsets[d], s.offsets[d], s.lengths[d]);
+    else
+      out += fmt::format("{}{}:{}", d ? ", " : "", s.offsets[d], end);
+  }
   return out + "]";
 }
 
@@ -277,7 +285,7 @@ json parseJson(const std::string& text, const std::string& path) {
   try {
     j = json::parse(text, onEvent);
   } catch (const json::exception& e) {
-    fail(path, "", fmt::format("not valid JSON: {}", e.what()));
+    fail(path, "", fmt::format("not valid JSON: {}", abbreviatedQuotes(e.what())));
   }
   if (tooDeep) fail(path, "", fmt::format("JSON nested deeper than {} levels", kMaxDepth));
   if (!duplicate.empty()) fail(path, "", fmt::format("key {} appears twice in one object", quoteName(duplicate)));
@@ -300,13 +308,15 @@ std::string plainFileNameProblem(const std::string& name) {
 
 std::string quoteName(const std::string& name) {
   std::string out = "'";
-  for (unsigned char c : name) {
+  // A hostile name is echoed in part: the first 2 x kMaxEchoedChars bytes, then "...".
+  const size_t shown = std::min(name.size(), 2 * kMaxEchoedChars);
+  for (unsigned char c : std::string_view(name).substr(0, shown)) {
     if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
       out += static_cast<char>(c);
     else
       out += fmt::format("\\x{:02x}", c);
   }
-  return out + "'";
+  return out + (shown < name.size() ? "...'" : "'");
 }
 
 int64_t elementCount(const std::vector<int64_t>& extents, const std::string& what) {
@@ -384,19 +394,25 @@ Index parseIndex(const std::string& text, const std::string& path) {
 
 Index readIndex(const std::string& dir) {
   const std::string path = dir + "/index.json";
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) fail(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) fail(path, "", "not a regular file");
-  if (st.st_size > kMaxIndexBytes)
-    fail(path, "", fmt::format("{} bytes, more than the {}-byte limit", st.st_size, kMaxIndexBytes));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "", fmt::format("cannot open: {}", std::strerror(errno)));
-  // Read at most the cap (+1 to notice a file that grew since stat).
-  std::string text(static_cast<size_t>(st.st_size) + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  if (in.bad()) fail(path, "", "read error");
-  text.resize(static_cast<size_t>(in.gcount()));
-  return parseIndex(text, path);
+  std::string text, problem;
+  // Read at most the cap; a FIFO, folder or device is refused without blocking.
+  if (!readRegularFile(path, static_cast<size_t>(kMaxIndexBytes), text, problem)) fail(path, "", problem);
+  Index index = parseIndex(text, path);
+  // A committed folder's name states its step (Checkpoint.h stepFolderName): the two must agree,
+  // or `latest`, keep-K and the skipped-save notes would order the checkpoints wrongly.
+  const std::string folder = std::filesystem::path(dir).filename().string();
+  if (folder.size() >= 13 && folder.rfind("step_", 0) == 0 &&
+      folder.find_first_not_of("0123456789", 5) == std::string::npos) {
+    int64_t named = 0;
+    bool overflow = false;
+    for (size_t i = 5; i < folder.size(); ++i)
+      overflow = overflow || __builtin_mul_overflow(named, 10, &named) ||
+                 __builtin_add_overflow(named, folder[i] - '0', &named);
+    if (overflow || named != index.step)
+      fail(path, "", fmt::format("the folder '{}' is step {} by its name, but the index's \"step\" is {}", folder,
+                                 overflow ? std::string("(beyond int64)") : std::to_string(named), index.step));
+  }
+  return index;
 }
 
 uint32_t crc32Of(const void* data, size_t n) {

@@ -63,6 +63,8 @@ inline constexpr int64_t kDefaultBlockBytes = int64_t{1} << 20;
 /// The largest index.json parseIndex/readIndex accept, in bytes (256 MiB): beyond it the index
 /// is refused as hostile rather than parsed.
 inline constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
+/// Most dimensions a tensor may have in an index (PyTorch's limit is 64 too).
+inline constexpr size_t kMaxTensorRank = 64;
 
 /// One stored box of a tensor (see the file comment).
 struct ShardEntry {
@@ -106,7 +108,10 @@ std::string serializeIndex(const Index& index);
 Index parseIndex(const std::string& text, const std::string& path);
 
 /// Reads `dir`/index.json (at most kMaxIndexBytes) and parseIndex-es it. Throws
-/// CheckpointError for a missing, unreadable, oversized or invalid file.
+/// CheckpointError for a missing, unreadable, oversized or invalid file, for one that is not a
+/// regular file (a FIFO is refused without blocking), and when `dir` is named like a step
+/// folder ("step_" and 8 or more digits, Checkpoint.h stepFolderName) of another step than
+/// the index's "step".
 Index readIndex(const std::string& dir);
 
 /// CRC-32 (zlib's crc32, the polynomial of gzip and PNG) of `n` bytes.

@@ -15,6 +15,7 @@
 #include "runtime/ckpt/Checkpoint.h"
 #include "runtime/ckpt/FileNames.h"
 #include "runtime/ckpt/Index.h"
+#include "runtime/io/RegularFile.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -25,7 +26,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
 
@@ -79,11 +79,11 @@ HeaderCache& headerCache() {
 /// header's file size must equal the descriptor's (the file did not change between the two).
 std::unique_ptr<ShardFile> openShardFile(const std::string& path, const std::string& tensor) {
   auto file = std::make_unique<ShardFile>();
-  file->fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (file->fd < 0) fail(path, tensor, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::string problem;
+  file->fd = openRegularFile(path, problem);  // never blocks on a FIFO
+  if (file->fd < 0) fail(path, tensor, problem);
   struct stat st {};
   if (::fstat(file->fd, &st) != 0) fail(path, tensor, fmt::format("cannot stat: {}", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode)) fail(path, tensor, "not a regular file");
   file->size = st.st_size;
   const int64_t mtimeNs = int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
   HeaderCache& cache = headerCache();
@@ -339,45 +339,110 @@ VerifyReport verifyCheckpoint(const std::string& dir) {
   return report;
 }
 
-std::string resolveCheckpoint(const std::string& given, std::vector<std::string>* notes) {
+namespace {
+
+bool endsWithTmp(const std::string& name) {
+  return name.size() >= 4 && name.compare(name.size() - 4, 4, ".tmp") == 0;
+}
+
+/// Throws unless `dir` is a committed checkpoint folder: a folder, not named "*.tmp" (an
+/// uncommitted save is never loaded, however it is named), holding a regular index.json.
+/// `via` is "" or " (named by '<root>/latest')".
+void checkCheckpointFolder(const std::string& dir, const std::string& via) {
   namespace fs = std::filesystem;
+  // By the name given and by the folder it reaches ("x.tmp/sub/..", a link to "x.tmp").
+  std::error_code ec;
+  const fs::path reached = fs::weakly_canonical(dir, ec);
+  if (endsWithTmp(fs::path(dir).filename().string()) || (!ec && endsWithTmp(reached.filename().string())))
+    throw CheckpointError(
+        fmt::format("checkpoint '{}'{}: an uncommitted save (a folder ending in .tmp): never loaded", dir, via));
+  const std::string indexPath = dir + "/index.json";
+  struct stat st {};
+  if (::lstat(indexPath.c_str(), &st) != 0)
+    throw CheckpointError(fmt::format("checkpoint '{}'{}: has no index.json", dir, via));
+  if (std::string problem = replaceableFileProblem(indexPath); !problem.empty())
+    throw CheckpointError(fmt::format("checkpoint index '{}'{}: {}", indexPath, via, problem));
+  if (::stat(indexPath.c_str(), &st) != 0)
+    throw CheckpointError(
+        fmt::format("checkpoint index '{}'{}: cannot open: {}", indexPath, via, std::strerror(errno)));
+}
+
+/// The uncommitted save folders ("step_*.tmp") directly inside `root`, sorted.
+std::vector<std::string> uncommittedFolders(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<std::string> out;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    const std::string folder = entry.path().filename().string();
+    if (endsWithTmp(folder) && folder.rfind("step_", 0) == 0 && entry.is_directory(ec)) out.push_back(folder);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+std::string resolveCheckpoint(const std::string& given, std::vector<std::string>* notes) {
   std::error_code ec;
   std::string path = given;  // "ck/" names the same root as "ck"
   while (path.size() > 1 && path.back() == '/') path.pop_back();
-  if (fs::is_regular_file(fs::path(path) / "index.json", ec)) return path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) throw CheckpointError(fmt::format("checkpoint '{}': no such folder", path));
+    if (errno == ELOOP) throw CheckpointError(fmt::format("checkpoint '{}': a symbolic link loop, not a folder", path));
+    throw CheckpointError(fmt::format("checkpoint '{}': cannot open: {}", path, std::strerror(errno)));
+  }
+  if (S_ISREG(st.st_mode))
+    throw CheckpointError(
+        fmt::format("checkpoint '{}': is a file, not a folder (give a checkpoint folder or a root)", path));
+  if (!S_ISDIR(st.st_mode))
+    throw CheckpointError(fmt::format("checkpoint '{}': is {}, not a folder", path, fileKindName(st.st_mode)));
   const std::string latestPath = path + "/latest";
-  if (!fs::exists(latestPath, ec)) {
-    if (!fs::is_directory(path, ec))
-      throw CheckpointError(fmt::format("checkpoint '{}': no such folder", path));
+  const bool hasIndex = ::lstat((path + "/index.json").c_str(), &st) == 0;
+  if (hasIndex) {
+    checkCheckpointFolder(path, "");
+    return path;
+  }
+  if (::lstat(latestPath.c_str(), &st) != 0) {
+    // A save's folder (step_N.tmp, killed before its index) given itself; a root of another
+    // name may end in .tmp too, so only the step-folder form is taken for a save.
+    for (const std::string& name : {std::filesystem::path(path).filename().string(),
+                                    std::filesystem::weakly_canonical(path, ec).filename().string()})
+      if (endsWithTmp(name) && name.rfind("step_", 0) == 0)
+        throw CheckpointError(
+            fmt::format("checkpoint '{}': an uncommitted save (a folder ending in .tmp): never loaded", path));
+    const std::vector<std::string> uncommitted = uncommittedFolders(path);
+    if (!uncommitted.empty())
+      throw CheckpointError(fmt::format("checkpoint root '{}': no committed checkpoint yet; skipped '{}' (a save that "
+                                        "did not commit)",
+                                        path, fmt::join(uncommitted, "', '")));
     throw CheckpointError(
         fmt::format("checkpoint '{}': neither a checkpoint (no index.json) nor a root (no 'latest')", path));
   }
-  std::ifstream in(latestPath, std::ios::binary);
-  std::string text(256, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (!in.eof() || text.empty() || text.back() != '\n')
+  std::string text, problem;
+  if (!readRegularFile(latestPath, 256, text, problem))  // never blocks on a FIFO
+    throw CheckpointError(fmt::format("checkpoint root file '{}': {}", latestPath, problem));
+  if (text.empty() || text.back() != '\n' || text.find('\n') != text.size() - 1)
     throw CheckpointError(fmt::format("checkpoint root file '{}': not one line ending in a newline", latestPath));
   const std::string name = text.substr(0, text.size() - 1);
-  if (std::string problem = plainFileNameProblem(name); !problem.empty())
+  if (std::string nameProblem = plainFileNameProblem(name); !nameProblem.empty())
     throw CheckpointError(fmt::format("checkpoint root file '{}': {} is not a folder name inside the root: {}",
-                                      latestPath, quoteName(name), problem));
+                                      latestPath, quoteName(name), nameProblem));
   const std::string dir = path + "/" + name;
-  if (!fs::is_regular_file(fs::path(dir) / "index.json", ec))
+  const std::string via = fmt::format(" (named by '{}')", latestPath);
+  if (::stat(dir.c_str(), &st) != 0)
     throw CheckpointError(
-        fmt::format("checkpoint root file '{}' names '{}', which has no index.json", latestPath, dir));
+        fmt::format("checkpoint root file '{}' names '{}': {}", latestPath, dir, std::strerror(errno)));
+  if (!S_ISDIR(st.st_mode))
+    throw CheckpointError(fmt::format("checkpoint root file '{}' names '{}', which is {}, not a folder", latestPath,
+                                      dir, fileKindName(st.st_mode)));
+  checkCheckpointFolder(dir, via);
   if (notes && name.rfind("step_", 0) == 0) {
     // Saves newer than `latest` that never committed (a crash, or one still being written);
     // step folder names have 8 digits, so name order is step order.
-    std::vector<std::string> skipped;
-    for (const auto& entry : fs::directory_iterator(path, ec)) {
-      const std::string folder = entry.path().filename().string();
-      if (folder.size() > 4 && folder.compare(folder.size() - 4, 4, ".tmp") == 0 && folder.rfind("step_", 0) == 0 &&
-          folder.substr(0, folder.size() - 4) > name)
-        skipped.push_back(fmt::format("skipped '{}/{}': a save that did not commit", path, folder));
-    }
-    std::sort(skipped.begin(), skipped.end());
-    notes->insert(notes->end(), skipped.begin(), skipped.end());
+    for (const std::string& folder : uncommittedFolders(path))
+      if (folder.substr(0, folder.size() - 4) > name)
+        notes->push_back(fmt::format("skipped '{}/{}': a save that did not commit", path, folder));
   }
   return dir;
 }

@@ -12,6 +12,8 @@
 // ending at the end of the file). Only then is tensor data read. readSafeTensorsHeader stops
 // after those checks, so a checkpoint reader can read single tensors by their absolute ranges.
 #include "runtime/io/SafeTensors.h"
+#include "runtime/io/MessageText.h"
+#include "runtime/io/RegularFile.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -145,14 +147,14 @@ Entry parseEntry(const std::string& path, const std::string& name, const json& j
   if (dtype == j.end() || !dtype->is_string()) bad("missing or non-string \"dtype\"");
   if (!dtypeFromName(dtype->get<std::string>(), e.tensor.dtype))
     bad(fmt::format("unsupported dtype '{}' (supported: F32, F64, BF16, F16, I32, I64)",
-                    dtype->get<std::string>()));
+                    abbreviated(dtype->get<std::string>())));
   auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array()) bad("missing or non-array \"shape\"");
   for (const json& d : *shape) {
     uint64_t v = 0;
     if (!getUnsigned(d, v) || v > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
       bad(fmt::format("shape {} has a dimension that is not a non-negative integer",
-                      shape->dump()));
+                      abbreviated(shape->dump())));
     e.tensor.shape.push_back(static_cast<int64_t>(v));
   }
   auto offsets = j.find("data_offsets");
@@ -310,11 +312,27 @@ StByteRanges writeSafeTensorsWithOffsets(const std::string& path, const SafeTens
   for (int i = 0; i < 8; ++i) lengthLE[i] = static_cast<uint8_t>(uint64_t{text.size()} >> (8 * i));
 
   // 2. Write "<path>.tmp", flush, fsync, close, rename; remove the tmp file on any failure.
+  // A device, FIFO, socket or folder at `path` (or at the tmp name) is refused, never replaced
+  // by the rename nor written into (opening a FIFO to write blocks until a reader comes).
+  if (std::string problem = replaceableFileProblem(path); !problem.empty())
+    throw SafeTensorsError(fmt::format("{}: it {}", what, problem));
   const std::string tmp = path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f)
-    throw SafeTensorsError(
-        fmt::format("{}: cannot create '{}': {}", what, tmp, std::strerror(errno)));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
+  struct stat st {};
+  if (fd >= 0 && (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    ::close(fd);
+    throw SafeTensorsError(fmt::format("{}: its temporary file '{}' is {}, not a regular file", what, tmp,
+                                       fileKindName(st.st_mode)));
+  }
+  std::FILE* f = fd >= 0 ? ::fdopen(fd, "wb") : nullptr;
+  if (!f) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (std::string problem = replaceableFileProblem(tmp); !problem.empty())
+      throw SafeTensorsError(fmt::format("{}: its temporary file '{}' {}", what, tmp, problem));
+    throw SafeTensorsError(fmt::format("{}: cannot create '{}': {}", what, tmp, std::strerror(err)));
+  }
+  if (const int flags = ::fcntl(fd, F_GETFL); flags >= 0) (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   try {
     writeAll(f, lengthLE, 8, tmp);
     writeAll(f, text.data(), text.size(), tmp);
@@ -390,7 +408,7 @@ SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, 
   try {
     header = json::parse(text, onEvent);
   } catch (const json::exception& e) {
-    fail(path, fmt::format("header is not valid JSON: {}", e.what()));
+    fail(path, fmt::format("header is not valid JSON: {}", abbreviatedQuotes(e.what())));
   }
   if (!header.is_object()) fail(path, "header is not a JSON object");
   if (tooDeep) fail(path, fmt::format("header JSON is nested deeper than {} levels", kMaxHeaderDepth));
@@ -459,8 +477,15 @@ struct OpenFile {
 
 OpenFile openForReading(const std::string& path) {
   OpenFile file;
-  file.f.reset(std::fopen(path.c_str(), "rb"));
-  if (!file.f) fail(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  std::string problem;
+  const int fd = openRegularFile(path, problem);  // never blocks on a FIFO
+  if (fd < 0) fail(path, problem);
+  file.f.reset(::fdopen(fd, "rb"));
+  if (!file.f) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, fmt::format("cannot open: {}", std::strerror(err)));
+  }
   if (std::fseek(file.f.get(), 0, SEEK_END) != 0)
     fail(path, fmt::format("cannot seek: {}", std::strerror(errno)));
   const long endPos = std::ftell(file.f.get());

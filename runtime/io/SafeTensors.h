@@ -59,7 +59,9 @@ struct SafeTensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
-/// Writes atomically (tmp file, fsync, rename). Throws SafeTensorsError on failure.
+/// Writes atomically (tmp file, fsync, rename). Throws SafeTensorsError on failure, and when
+/// `path` (or "<path>.tmp") exists and is not a regular file (a device, FIFO, socket, folder, or a
+/// link to one): it is never replaced nor written into.
 void writeSafeTensors(const std::string& path, const SafeTensorsFile& file);
 
 /// Absolute byte range [first, second) of each tensor's data in a written file, by name
@@ -100,7 +102,8 @@ SafeTensorsHeader parseSafeTensorsHeader(const void* prefix, size_t prefixSize, 
 /// Throws SafeTensorsError.
 SafeTensorsHeader readSafeTensorsHeader(const std::string& path);
 
-/// Reads and validates a file. Throws SafeTensorsError on any malformed field.
+/// Reads and validates a file. Throws SafeTensorsError on any malformed field, and at once
+/// (never blocking) when `path` is not a regular file (readSafeTensorsHeader too).
 SafeTensorsFile readSafeTensors(const std::string& path);
 
 }  // namespace tessel

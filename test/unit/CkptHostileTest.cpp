@@ -6,7 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <functional>
+#include <limits>
 
 namespace tessel::ckpt {
 namespace {
@@ -84,6 +87,34 @@ Mutation onRank0Content(std::function<void(SafeTensorsFile&)> edit) {
     SafeTensorsFile f = readSafeTensors((dir / kRank0).string());
     edit(f);
     writeSafeTensors((dir / kRank0).string(), f);
+  };
+}
+
+void makeFifo(const fs::path& path) { ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0) << path; }
+
+/// Replaces `file` by a FIFO: an open for reading without O_NONBLOCK would wait forever.
+Mutation replaceByFifo(const char* file) {
+  return [file](const fs::path& dir) {
+    fs::remove(dir / file);
+    makeFifo(dir / file);
+  };
+}
+
+/// Replaces `file` by a symbolic link to a new "<file>.target" that `make` creates.
+Mutation replaceByLinkTo(const char* file, std::function<void(const fs::path&)> make) {
+  return [file, make](const fs::path& dir) {
+    fs::remove(dir / file);
+    make(dir / (std::string(file) + ".target"));
+    fs::create_symlink(dir / (std::string(file) + ".target"), dir / file);
+  };
+}
+
+/// Replaces `file` by a symbolic link to a link that points back to it.
+Mutation replaceByLinkLoop(const char* file) {
+  return [file](const fs::path& dir) {
+    fs::remove(dir / file);
+    fs::create_symlink(dir / (std::string(file) + ".loop"), dir / file);
+    fs::create_symlink(dir / file, dir / (std::string(file) + ".loop"));
   };
 }
 
@@ -198,6 +229,17 @@ std::vector<HostileCase> hostileCases() {
          fs::create_directory(dir / kIndex);
        },
        kIndex, {"not a regular file"}},
+      {"IndexIsAFifo", replaceByFifo(kIndex), kIndex, {"is a FIFO, not a regular file"}},
+      {"IndexIsALinkToAFifo", replaceByLinkTo(kIndex, makeFifo), kIndex, {"is a FIFO, not a regular file"}},
+      {"IndexIsALinkLoop", replaceByLinkLoop(kIndex), kIndex, {"symbolic link loop"}},
+      {"HugeNumberEchoedInPart", onIndexText("\"step\":7", "\"step\":" + std::string(5000, '7')), kIndex,
+       {"not valid JSON", std::string(64, '7') + "..."}},
+      {"BoxEndBeyondInt64",
+       onIndex([](json& j) { shard(j, "w", 0)["offsets"][0] = std::numeric_limits<int64_t>::max(); }), kIndex,
+       {"box [9223372036854775807:9223372036854775807+3, 0:4] lies outside"}},
+      {"HugeTensorNameEchoedInPart",
+       onIndexText("\"tensors\":{", "\"tensors\":{\"" + std::string(5000, 'n') + "\":{},"), kIndex,
+       {std::string(128, 'n') + "...'"}},
       {"OversizedIndex", [](const fs::path& dir) { fs::resize_file(dir / kIndex, kMaxIndexBytes + 1); }, kIndex,
        {"more than the 268435456-byte limit"}},
       // shard files
@@ -209,6 +251,11 @@ std::vector<HostileCase> hostileCases() {
          fs::create_directory(dir / kRank1);
        },
        kRank1, {"not a regular file"}},
+      {"ShardIsAFifo", replaceByFifo(kRank1), kRank1, {"tensor 'w'", "is a FIFO, not a regular file"}},
+      {"ShardIsALinkToAFifo", replaceByLinkTo(kRank1, makeFifo), kRank1, {"tensor 'w'", "is a FIFO"}},
+      {"ShardIsALinkToAFolder", replaceByLinkTo(kRank1, [](const fs::path& p) { fs::create_directory(p); }), kRank1,
+       {"tensor 'w'", "is a folder"}},
+      {"ShardIsALinkLoop", replaceByLinkLoop(kRank1), kRank1, {"tensor 'w'", "symbolic link loop"}},
       {"EmptyShardFile", onBytes(kRank1, [](auto& b) { b.clear(); }), kRank1, {"shorter than the 8-byte"}},
       {"ShortShardFile", onBytes(kRank1, [](auto& b) { b.resize(b.size() - 4); }), kRank1,
        {"tensor 'w'", "safetensors header", "past the data area"}},
@@ -245,6 +292,8 @@ TEST_P(CkptHostileTest, GivesAClearErrorNamingTheFile) {
   const std::string msg = readEverything(dir.path);
   ASSERT_FALSE(msg.empty()) << "hostile checkpoint accepted";
   EXPECT_EQ(msg.find('\n'), std::string::npos) << "not one line: " << msg;
+  // Bounded: the path twice, a cause, and what the file says cut to 64 or 128 characters.
+  EXPECT_LT(msg.size(), 2 * dir.path.string().size() + 700) << "too long (" << msg.size() << "): " << msg;
   EXPECT_NE(msg.find("'" + (dir.path / GetParam().file).string() + "'"), std::string::npos)
       << "'" << msg << "' does not name " << GetParam().file;
   for (const std::string& cause : GetParam().causes)

@@ -11,15 +11,6 @@ namespace {
 
 using namespace tessel::ckpt::testing;
 
-std::string messageOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const CheckpointError& e) {
-    return e.what();
-  }
-  return "(no CheckpointError)";
-}
-
 TEST(CkptIndexTest, SerializeParseRoundTrip) {
   Index index;
   index.step = 42;

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -20,6 +21,16 @@
 namespace tessel::ckpt::testing {
 
 namespace fs = std::filesystem;
+
+/// The message of the CheckpointError `f` throws, or "(no CheckpointError)".
+inline std::string messageOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const CheckpointError& e) {
+    return e.what();
+  }
+  return "(no CheckpointError)";
+}
 
 /// A fresh folder under the test temp dir, removed at scope end.
 struct TempDir {

@@ -5,6 +5,7 @@
 #include "runtime/tools/tessel/LaunchArgs.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -148,6 +149,28 @@ TEST_F(Hostfile, RefusesWhatItCannotCount) {
     }
   }
   EXPECT_THROW(hostfileSlots("/nonexistent/hostfile"), std::runtime_error);
+}
+
+
+TEST_F(Hostfile, RefusesEveryPathThatIsNotARegularFileWithoutBlocking) {
+  // A FIFO used to block the launcher forever (ctest's TIMEOUT catches a regression).
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("tessel-hostfile-kinds-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "folder");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  std::filesystem::create_symlink(dir / "fifo", dir / "link_to_fifo");
+  for (const auto& [name, kind] : std::vector<std::pair<std::string, std::string>>{
+           {"fifo", "a FIFO"}, {"folder", "a folder"}, {"link_to_fifo", "a FIFO"}}) {
+    const std::string path = (dir / name).string();
+    try {
+      hostfileSlots(path);
+      ADD_FAILURE() << "accepted: " << path;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("'" + path + "': is " + kind), std::string::npos) << e.what();
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the format spec, a family of corrupt files that must each be rejected with a message naming
 // the file (and tensor), and atomic writes that leave no temporary file behind on failure.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>
@@ -420,6 +421,99 @@ TEST(SafeTensorsTest, OverwriteRenamesANewFileInsteadOfRewritingInPlace) {
   EXPECT_EQ(readSafeTensors((dir / "old.safetensors").string()).tensors.at("w").toF64(),
             std::vector<double>{1.0});
   EXPECT_EQ(fs::hard_link_count(path), 1u);
+}
+
+
+// ---- paths that are not regular files ----
+
+/// The kinds of non-regular path a writer must refuse and a reader must not block on, made in
+/// `dir` (no real device node is touched): name -> the kind the message must state.
+std::vector<std::pair<fs::path, std::string>> nonRegularPaths(const fs::path& dir) {
+  std::vector<std::pair<fs::path, std::string>> out;
+  EXPECT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  out.emplace_back(dir / "fifo", "a FIFO");
+  fs::create_directory(dir / "folder");
+  out.emplace_back(dir / "folder", "a folder");
+  fs::create_symlink(dir / "fifo", dir / "link_to_fifo");
+  out.emplace_back(dir / "link_to_fifo", "a FIFO");
+  fs::create_symlink(dir / "folder", dir / "link_to_folder");
+  out.emplace_back(dir / "link_to_folder", "a folder");
+  fs::create_symlink(dir / "loop_b", dir / "loop_a");
+  fs::create_symlink(dir / "loop_a", dir / "loop_b");
+  out.emplace_back(dir / "loop_a", "a symbolic link loop");
+  return out;
+}
+
+TEST(SafeTensorsTest, WritersRefuseEveryPathThatIsNotARegularFile) {
+  const ScratchDir scratch("nonregular_write");
+  for (const auto& [path, kind] : nonRegularPaths(scratch.path)) {
+    for (bool withOffsets : {false, true}) {
+      try {
+        if (withOffsets)
+          writeSafeTensorsWithOffsets(path.string(), smallFile(1.f), /*durable=*/false);
+        else
+          writeSafeTensors(path.string(), smallFile(1.f));
+        ADD_FAILURE() << path << " (" << kind << ") was written";
+      } catch (const SafeTensorsError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'" + path.string() + "'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("is " + kind), std::string::npos) << msg;
+      }
+      EXPECT_FALSE(fs::exists(path.string() + ".tmp")) << path;
+    }
+  }
+  // Nothing was replaced: the FIFO is still a FIFO, the folder a folder.
+  EXPECT_TRUE(fs::is_fifo(scratch.path / "fifo"));
+  EXPECT_TRUE(fs::is_directory(scratch.path / "folder"));
+  EXPECT_TRUE(fs::is_symlink(scratch.path / "link_to_fifo"));
+}
+
+TEST(SafeTensorsTest, WriterRefusesATemporaryNameThatIsAFifo) {
+  // Opening a FIFO to write blocks until a reader comes: the writer must not open it.
+  const ScratchDir scratch("fifo_tmp");
+  const fs::path path = scratch.path / "x.safetensors";
+  ASSERT_EQ(::mkfifo((path.string() + ".tmp").c_str(), 0644), 0);
+  try {
+    writeSafeTensors(path.string(), smallFile(1.f));
+    FAIL() << "written through a FIFO";
+  } catch (const SafeTensorsError& e) {
+    EXPECT_NE(std::string(e.what()).find("a FIFO"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path));
+}
+
+TEST(SafeTensorsTest, WriterReplacesASymlinkToARegularFileAndADanglingOne) {
+  // The class's boundary: links to regular files and dangling links stay writable.
+  const ScratchDir scratch("links_ok");
+  writeSafeTensors((scratch.path / "real").string(), smallFile(1.f));
+  fs::create_symlink(scratch.path / "real", scratch.path / "to_real");
+  fs::create_symlink(scratch.path / "nowhere", scratch.path / "dangling");
+  writeSafeTensors((scratch.path / "to_real").string(), smallFile(2.f));
+  writeSafeTensors((scratch.path / "dangling").string(), smallFile(3.f));
+  EXPECT_EQ(readSafeTensors((scratch.path / "to_real").string()).tensors.at("w").toF64(),
+            std::vector<double>{2.0});
+  EXPECT_EQ(readSafeTensors((scratch.path / "dangling").string()).tensors.at("w").toF64(),
+            std::vector<double>{3.0});
+}
+
+TEST(SafeTensorsTest, ReadersRefuseEveryPathThatIsNotARegularFileWithoutBlocking) {
+  // Without O_NONBLOCK and the type check, the FIFO cases block forever (ctest's TIMEOUT).
+  const ScratchDir scratch("nonregular_read");
+  for (const auto& [path, kind] : nonRegularPaths(scratch.path)) {
+    for (bool headerOnly : {false, true}) {
+      try {
+        if (headerOnly)
+          readSafeTensorsHeader(path.string());
+        else
+          readSafeTensors(path.string());
+        ADD_FAILURE() << path << " (" << kind << ") was read";
+      } catch (const SafeTensorsError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("'" + path.string() + "'"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("is " + kind), std::string::npos) << msg;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -125,7 +125,7 @@ std::string resolveCheckpointNoting(const std::string& path) {
 Action setupCkpt(CLI::App& sub) {
   struct CkptFlags {
     std::string dir, out, model;
-    bool json = false, optimizerState = false;
+    bool json = false, optimizerState = false, allowNonFinite = false;
   };
   auto f = std::make_shared<CkptFlags>();
   sub.require_subcommand(1, 1);
@@ -154,12 +154,15 @@ Action setupCkpt(CLI::App& sub) {
   importCmd->add_option("DIR", f->dir, "the checkpoint root to create (must not hold a checkpoint yet)")
       ->required()
       ->check(trainer::nonEmpty("folder"));
+  importCmd->add_flag("--allow-non-finite", f->allowNonFinite,
+                      "import NaN and infinite values bit for bit (by default the first one is an error: training "
+                      "from them silently produces garbage)");
   return [f, &sub](Context&) {
     const std::string which = sub.get_subcommands().front()->get_name();
     if (which == "info") return info(f->dir, f->json);
     if (which == "verify") return verify(f->dir);
     if (which == "export") return exportCheckpoint(f->dir, f->out, f->optimizerState);
-    return importSafeTensors(f->model, f->dir);
+    return importSafeTensors(f->model, f->dir, f->allowNonFinite);
   };
 }
 

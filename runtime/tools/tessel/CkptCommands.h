@@ -19,8 +19,11 @@ int exportCheckpoint(const std::string& dir, const std::string& out, bool optimi
 /// `tessel ckpt import MODEL DIR`: writes the tensors of the safetensors file `model` as a
 /// step-0 weights-only checkpoint DIR/step_00000000 (kind "parameter", F32; F64, BF16 and
 /// F16 converted, integer tensors refused) and DIR/latest, atomically (a .tmp folder, fsync,
-/// rename; then `latest` by rename). Refuses a DIR that already holds a checkpoint. Returns
-/// the exit status; throws CheckpointError / SafeTensorsError.
-int importSafeTensors(const std::string& model, const std::string& dir);
+/// rename; then `latest` by rename). Refuses a DIR that already holds a checkpoint, and,
+/// before creating anything, a tensor name that is empty or holds a control character, more
+/// dimensions than an index holds, and (unless `allowNonFinite`) a NaN or infinity, naming the
+/// tensor and its first such element. Returns the exit status; throws CheckpointError /
+/// SafeTensorsError.
+int importSafeTensors(const std::string& model, const std::string& dir, bool allowNonFinite = false);
 
 }  // namespace tessel::cli

@@ -8,11 +8,13 @@
 // crash at any point leaves either no checkpoint or a complete one.
 #include "runtime/ckpt/FileNames.h"
 #include "runtime/ckpt/Index.h"
+#include "runtime/io/RegularFile.h"
 #include "runtime/tools/tessel/CkptCommands.h"
 #include "runtime/tools/tessel/Table.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -42,10 +44,22 @@ void syncPath(const std::string& path, bool folder) {
   ::close(fd);
 }
 
-/// Writes `text` to `path` and fsyncs it; throws naming the file.
+/// Writes `text` to `path` and fsyncs it; throws naming the file. Whatever is at `path` that is
+/// not a regular file (a FIFO, which would block the open, a folder, a device) is refused.
 void writeDurably(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", path, std::strerror(errno)));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    if (std::string problem = replaceableFileProblem(path); !problem.empty())
+      throw CheckpointError(fmt::format("cannot create '{}': it {}", path, problem));
+    throw CheckpointError(fmt::format("cannot create '{}': {}", path, std::strerror(err)));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw CheckpointError(
+        fmt::format("cannot create '{}': it is {}, not a regular file", path, fileKindName(st.st_mode)));
+  }
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -59,6 +73,83 @@ void writeDurably(const std::string& path, const std::string& text) {
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0)
     throw CheckpointError(fmt::format("cannot sync '{}': {}", path, std::strerror(errno)));
+}
+
+/// Whether canonical path `inner` is `outer` or lies inside it.
+bool isWithin(const fs::path& inner, const fs::path& outer) {
+  auto i = inner.begin();
+  for (auto o = outer.begin(); o != outer.end(); ++o, ++i)
+    if (i == inner.end() || *i != *o) return false;
+  return true;
+}
+
+/// `path` made absolute with every existing part's symbolic links resolved, or `path` itself.
+fs::path resolved(const std::string& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  return ec ? fs::path(path) : p;
+}
+
+/// Throws when writing `out` (and its ".tmp") would change the checkpoint folder `dir` being
+/// exported or, when `dir` lies in a checkpoint root, another committed or in-progress save of
+/// that root or the root's `latest`.
+void refuseOutputInsideCheckpoint(const std::string& dir, const std::string& out) {
+  const fs::path folder = resolved(dir), root = folder.parent_path();
+  for (const fs::path& target : {resolved(out), resolved(out + ".tmp")}) {
+    auto refuse = [&](const std::string& where) {
+      throw CheckpointError(fmt::format("OUT '{}' {}: writing it would damage the checkpoint; write it elsewhere", out,
+                                        where));
+    };
+    if (isWithin(target, folder)) refuse(fmt::format("lies inside the checkpoint folder '{}' being read", dir));
+    std::error_code ec;
+    // The folder's parent is a checkpoint root only when it has `latest`.
+    if (!isWithin(target, root) || target == root || !fs::exists(root / "latest", ec)) continue;
+    const fs::path child = root / *std::next(target.begin(), std::distance(root.begin(), root.end()));
+    const std::string name = child.filename().string();
+    if (name == "latest" || name == "latest.tmp")
+      refuse(fmt::format("is the checkpoint root's '{}'", (root / name).string()));
+    if (child != target && fs::is_directory(child, ec) &&
+        (fs::exists(child / "index.json", ec) || (name.size() > 4 && name.ends_with(".tmp"))))
+      refuse(fmt::format("lies inside '{}', a save of the same checkpoint root", child.string()));
+  }
+}
+
+/// Throws unless every tensor of `in` can become a checkpoint entry: a non-empty name without
+/// control characters (an index entry and a one-line message need them printable), at most
+/// kMaxTensorRank dimensions. Checked before anything is created, naming the input file.
+void checkImportable(const std::string& model, const SafeTensorsFile& in) {
+  for (const auto& [name, t] : in.tensors) {
+    if (name.empty()) throw CheckpointError(fmt::format("safetensors file '{}': a tensor has an empty name", model));
+    for (size_t i = 0; i < name.size(); ++i) {
+      const auto c = static_cast<unsigned char>(name[i]);
+      if (c < 0x20 || c == 0x7f)
+        throw CheckpointError(fmt::format("safetensors file '{}': tensor {} has a control character (byte {} is "
+                                          "0x{:02x}) in its name",
+                                          model, ckpt::quoteName(name), i, c));
+    }
+    if (t.shape.size() > ckpt::kMaxTensorRank)
+      throw CheckpointError(fmt::format("safetensors file '{}': tensor {} has {} dimensions, more than the {} a "
+                                        "checkpoint holds",
+                                        model, ckpt::quoteName(name), t.shape.size(), ckpt::kMaxTensorRank));
+  }
+}
+
+/// Throws at the first NaN or infinity of F32 tensor `t`, naming it and its index: training
+/// from such weights would silently produce garbage.
+void refuseNonFinite(const std::string& model, const std::string& name, const StTensor& t) {
+  const auto* values = reinterpret_cast<const float*>(t.bytes.data());
+  const size_t n = t.bytes.size() / sizeof(float);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isfinite(values[i])) continue;
+    std::vector<int64_t> at(t.shape.size());
+    for (size_t d = t.shape.size(), rest = i; d-- > 0;) {
+      at[d] = static_cast<int64_t>(rest % static_cast<size_t>(t.shape[d]));
+      rest /= static_cast<size_t>(t.shape[d]);
+    }
+    throw CheckpointError(fmt::format("safetensors file '{}': tensor {} holds {} at [{}] (element {}): weights must be "
+                                      "finite (--allow-non-finite imports them as they are)",
+                                      model, ckpt::quoteName(name), values[i], fmt::join(at, ", "), i));
+  }
 }
 
 /// `t` as F32: F32 as is; F64, BF16 and F16 converted (a finite value beyond F32's range is
@@ -89,6 +180,7 @@ int exportCheckpoint(const std::string& path, const std::string& out, bool optim
     throw CheckpointError(fmt::format("checkpoint '{}' holds weights only (\"optimizer_state\": false): there is no "
                                       "optimizer state for --optimizer-state to export",
                                       dir));
+  refuseOutputInsideCheckpoint(dir, out);
   SafeTensorsFile file;
   file.metadata["format"] = "pt";  // as --export-params writes (runtime/exec/ExportParams.cpp)
   int64_t bytes = 0;
@@ -112,15 +204,17 @@ int exportCheckpoint(const std::string& path, const std::string& out, bool optim
   return 0;
 }
 
-int importSafeTensors(const std::string& model, const std::string& root) {
+int importSafeTensors(const std::string& model, const std::string& root, bool allowNonFinite) {
   const SafeTensorsFile in = readSafeTensors(model);
   if (in.tensors.empty()) throw CheckpointError(fmt::format("safetensors file '{}' holds no tensors", model));
+  checkImportable(model, in);
   // Every tensor converted (or refused) before anything is written. Tensors without elements
   // go into the index only (a shard is never empty).
   SafeTensorsFile shard;
   shard.metadata = {{"format", "pt"}, {"tessel_checkpoint_step", "0"}};
   for (const auto& [name, t] : in.tensors) {
     StTensor f32 = toF32(model, name, t);
+    if (!allowNonFinite) refuseNonFinite(model, name, f32);
     if (f32.numel() > 0) shard.tensors.emplace(name, std::move(f32));
   }
   const fs::path dir = fs::path(root) / kStepZero, tmp = fs::path(root) / (std::string(kStepZero) + ".tmp");
@@ -129,45 +223,63 @@ int importSafeTensors(const std::string& model, const std::string& root) {
     throw CheckpointError(fmt::format("checkpoint root '{}' already holds a checkpoint ('latest' or '{}'); import "
                                       "into a new folder",
                                       root, kStepZero));
+  // The import replaces these paths: the model file must not be one of them or inside them.
+  for (const fs::path& made : {dir, tmp, fs::path(root) / "latest.tmp"})
+    if (isWithin(resolved(model), resolved(made.string())))
+      throw CheckpointError(fmt::format("MODEL '{}' lies at or inside '{}', which the import writes; move it elsewhere",
+                                        model, made.string()));
   fs::create_directories(root, ec);
   if (ec) throw CheckpointError(fmt::format("cannot create '{}': {}", root, ec.message()));
   fs::remove_all(tmp, ec);  // an import that crashed before its rename
   if (!fs::create_directory(tmp, ec))
     throw CheckpointError(fmt::format("cannot create '{}': {}", tmp.string(), ec ? ec.message() : "exists"));
 
-  // 1. The shard file: every tensor with elements, whole, keyed by its name.
-  const std::string shardName = "rank_00000.safetensors";
-  const StByteRanges ranges = writeSafeTensorsWithOffsets((tmp / shardName).string(), shard, /*durable=*/true);
-
-  // 2. The index.
-  ckpt::Index index;
-  index.step = 0;
-  index.optimizerState = false;
-  index.trainer = {{"step", 0}, {"imported_from", model}};
+  // Any failure from here on removes the half-built folder: nothing is left behind.
   int64_t bytes = 0;
-  for (const auto& [name, t] : in.tensors) {
-    ckpt::TensorEntry& e = index.tensors[name];
-    e.shape = t.shape;
-    auto it = shard.tensors.find(name);
-    if (it == shard.tensors.end()) continue;  // no elements: no shard
-    ckpt::ShardEntry s;
-    s.offsets.assign(t.shape.size(), 0);
-    s.lengths = t.shape;
-    s.file = shardName;
-    s.key = name;
-    std::tie(s.begin, s.end) = ranges.at(name);
-    s.crc32 = ckpt::blockCrcs(it->second.bytes.data(), it->second.bytes.size(), s.blockBytes);
-    bytes += s.end - s.begin;
-    e.shards.push_back(std::move(s));
+  try {
+    // 1. The shard file: every tensor with elements, whole, keyed by its name.
+    const std::string shardName = "rank_00000.safetensors";
+    const StByteRanges ranges = writeSafeTensorsWithOffsets((tmp / shardName).string(), shard, /*durable=*/true);
+
+    // 2. The index.
+    ckpt::Index index;
+    index.step = 0;
+    index.optimizerState = false;
+    index.trainer = {{"step", 0}, {"imported_from", model}};
+    for (const auto& [name, t] : in.tensors) {
+      ckpt::TensorEntry& e = index.tensors[name];
+      e.shape = t.shape;
+      auto it = shard.tensors.find(name);
+      if (it == shard.tensors.end()) continue;  // no elements: no shard
+      ckpt::ShardEntry s;
+      s.offsets.assign(t.shape.size(), 0);
+      s.lengths = t.shape;
+      s.file = shardName;
+      s.key = name;
+      std::tie(s.begin, s.end) = ranges.at(name);
+      s.crc32 = ckpt::blockCrcs(it->second.bytes.data(), it->second.bytes.size(), s.blockBytes);
+      bytes += s.end - s.begin;
+      e.shards.push_back(std::move(s));
+    }
+    const std::string text = ckpt::serializeIndex(index);
+    try {
+      ckpt::parseIndex(text, (tmp / "index.json").string());  // what a loader will accept
+    } catch (const CheckpointError& e) {
+      throw CheckpointError(fmt::format("safetensors file '{}' cannot become a checkpoint: {}", model, e.what()));
+    }
+    writeDurably((tmp / "index.json").string(), text);
+    syncPath(tmp.string(), true);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
   }
-  const std::string text = ckpt::serializeIndex(index);
-  ckpt::parseIndex(text, (tmp / "index.json").string());  // what a loader will accept
-  writeDurably((tmp / "index.json").string(), text);
-  syncPath(tmp.string(), true);
 
   // 3. The commit: rename the folder, then point `latest` at it.
-  if (std::rename(tmp.c_str(), dir.c_str()) != 0)
-    throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), std::strerror(errno)));
+  if (std::rename(tmp.c_str(), dir.c_str()) != 0) {
+    const std::string cause = std::strerror(errno);
+    fs::remove_all(tmp, ec);
+    throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), cause));
+  }
   syncPath(root, true);
   const std::string latestTmp = (fs::path(root) / "latest.tmp").string(), latest = (fs::path(root) / "latest").string();
   writeDurably(latestTmp, std::string(kStepZero) + "\n");

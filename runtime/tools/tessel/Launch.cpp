@@ -26,11 +26,13 @@
 // "exit" | "restart" | "done" | "gave_up", "attempt", "time" (Unix seconds), ...}.
 // The launcher exits with the last attempt's status (0 on success; 128 + N for death by
 // signal N, as shells report it).
+#include "runtime/io/RegularFile.h"
 #include "runtime/tools/tessel/LaunchArgs.h"
 #include "runtime/tools/tessel/Subcommand.h"
 #include "runtime/train/FlagChecks.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -40,6 +42,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <memory>
 #include <spawn.h>
 #include <stdexcept>
@@ -258,8 +261,17 @@ int runLaunch(const LaunchFlags& f) {
       return o.status();
     }
     const std::filesystem::path latest = std::filesystem::path(*dir) / "latest";
-    std::string from;
-    if (std::ifstream in(latest); in && std::getline(in, from)) {
+    std::string from, latestText, latestProblem;
+    struct stat latestStat {};
+    // A `latest` that is a FIFO, folder or device is refused without blocking the launcher.
+    const bool hasLatest = ::lstat(latest.c_str(), &latestStat) == 0;
+    if (hasLatest && !readRegularFile(latest.string(), 256, latestText, latestProblem)) {
+      const std::string reason = fmt::format("checkpoint root file '{}': {}", latest.string(), latestProblem);
+      log.event(fmt::format("error: cannot restart: {} (the last attempt failed: {})", reason, lastCause),
+                {{"event", "gave_up"}, {"attempt", attempt}, {"reason", reason}, {"cause", lastCause}});
+      return o.status();
+    }
+    if (std::istringstream in(latestText); hasLatest && std::getline(in, from)) {
       command = withFlagValue(command, {"--resume"}, *dir);
       from = fmt::format("from the latest checkpoint '{}' (--resume {})", (std::filesystem::path(*dir) / from).string(),
                          *dir);

@@ -1,10 +1,10 @@
 // The command-line rewriting of `tessel launch`; see LaunchArgs.h.
 #include "runtime/tools/tessel/LaunchArgs.h"
+#include "runtime/io/RegularFile.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 
@@ -143,8 +143,11 @@ std::optional<RestartShape> restartShape(const std::vector<PlanAxis>& axes, int6
 }
 
 int64_t hostfileSlots(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(fmt::format("hostfile '{}' cannot be read", path));
+  std::string text, problem;
+  // A FIFO, folder or device is refused without blocking; a hostfile is small.
+  if (!readRegularFile(path, size_t{1} << 20, text, problem))
+    throw std::runtime_error(fmt::format("hostfile '{}': {}", path, problem));
+  std::istringstream in(text);
   int64_t total = 0;
   std::string line;
   for (int lineNo = 1; std::getline(in, line); ++lineNo) {

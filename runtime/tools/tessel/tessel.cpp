@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 
@@ -70,6 +71,21 @@ int main(int argc, char** argv) {
     for (const Subcommand& s : kSubcommands) names += std::string(names.empty() ? "" : ", ") + s.name;
     fmt::print(stderr, "tessel: '{}' is not a subcommand; use one of: {} (tessel --help)\n", argv[1], names);
     return 1;
+  }
+  // The same one level down, for a subcommand with its own (tessel ckpt info|verify|...): an
+  // unknown or missing second word is named with the choices.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> inner;
+    for (CLI::App* s : app.get_subcommand(argv[1])->get_subcommands([](CLI::App*) { return true; }))
+      inner.push_back(s->get_name());
+    const bool missing = argc == 2, unknown = argc > 2 && argv[2][0] != '-' &&
+                                              std::find(inner.begin(), inner.end(), argv[2]) == inner.end();
+    if (!inner.empty() && (missing || unknown)) {
+      fmt::print(stderr, "tessel {}: {}; use one of: {} (tessel {} --help)\n", argv[1],
+                 missing ? "a subcommand is required" : fmt::format("'{}' is not a subcommand", argv[2]),
+                 fmt::join(inner, ", "), argv[1]);
+      return 1;
+    }
   }
   try {
     tessel::trainer::lastValueWins(app);
