@@ -272,36 +272,6 @@ std::string rankStem(int rank) { return fmt::format("rank_{:05d}", rank); }
 
 std::string tmpFolder(const std::string& root, int64_t step) { return root + "/" + stepFolderName(step) + ".tmp"; }
 
-void syncFolder(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw CheckpointError(fmt::format("cannot open folder '{}': {}", dir, errnoText()));
-  const int rc = ::fsync(fd);
-  const std::string cause = rc != 0 ? errnoText() : "";
-  ::close(fd);
-  if (rc != 0) throw CheckpointError(fmt::format("cannot fsync folder '{}': {}", dir, cause));
-}
-
-void writeFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CheckpointError(fmt::format("cannot create '{}': {}", tmp, errnoText()));
-  std::string problem;
-  for (size_t done = 0; done < text.size() && problem.empty();) {
-    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
-    if (w > 0) done += static_cast<size_t>(w);
-    else if (w == 0 || errno != EINTR) problem = fmt::format("cannot write '{}': {}", tmp, w == 0 ? "no progress" : errnoText());
-  }
-  if (problem.empty() && ::fsync(fd) != 0) problem = fmt::format("cannot fsync '{}': {}", tmp, errnoText());
-  if (::close(fd) != 0 && problem.empty()) problem = fmt::format("cannot close '{}': {}", tmp, errnoText());
-  if (problem.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
-    problem = fmt::format("cannot rename '{}' to '{}': {}", tmp, path, errnoText());
-  if (!problem.empty()) {
-    ::unlink(tmp.c_str());  // never a partial file under the final name, nor a stray temporary
-    throw CheckpointError(problem);
-  }
-  syncFolder(fs::path(path).parent_path().string());
-}
-
 void pruneCheckpoints(const std::string& root, int64_t keep) {
   if (keep <= 0) return;
   std::string latest;

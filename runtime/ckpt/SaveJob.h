@@ -19,6 +19,7 @@
 // window the exchange closes.
 #pragma once
 
+#include "runtime/ckpt/DurableFiles.h"  // writeFileAtomically, syncFolder
 #include "runtime/ckpt/Index.h"
 #include "runtime/exec/Program.h"
 
@@ -75,14 +76,6 @@ std::string rankStem(int rank);
 
 /// "<root>/step_N.tmp".
 std::string tmpFolder(const std::string& root, int64_t step);
-
-/// Writes `text` to `path` through "<path>.tmp" (written, fsynced, renamed), then fsyncs the
-/// folder. Throws CheckpointError naming the path and the cause; never leaves a partial file
-/// under `path`.
-void writeFileAtomically(const std::string& path, const std::string& text);
-
-/// fsyncs folder `dir` (making renames and creations in it durable). Throws CheckpointError.
-void syncFolder(const std::string& dir);
 
 /// The index's dtype of a buffer's dtype (Index.h TensorEntry::dtype).
 StDType indexDType(rt::DType dtype);

@@ -87,8 +87,11 @@ void checkRank(const rt::Buffer& b, const rt::MeshLayout& layout, int r, const s
     // insertBox is extractBox's inverse: the box's elements land where they came from.
     std::vector<int64_t> back(index.size(), -7);
     insertBox(back.data(), b.shape, box, sizeof(int64_t), extracted.data());
-    for (size_t e = 0; e < back.size(); ++e)
-      if (back[e] != -7) EXPECT_EQ(back[e], index[e]) << "rank " << r << " insertBox at " << e;
+    for (size_t e = 0; e < back.size(); ++e) {
+      if (back[e] != -7) {
+        EXPECT_EQ(back[e], index[e]) << "rank " << r << " insertBox at " << e;
+      }
+    }
   }
   for (size_t e = 0; e < index.size(); ++e)
     EXPECT_EQ(seen[e], index[e] >= 0 ? 1 : 0) << "rank " << r << " local element " << e << " (global " << index[e]

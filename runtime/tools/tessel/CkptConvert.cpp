@@ -6,16 +6,13 @@
 // folder is built as DIR/step_00000000.tmp, its files and the folder fsynced, renamed to
 // DIR/step_00000000, DIR fsynced, then `latest` written to latest.tmp, fsynced and renamed. A
 // crash at any point leaves either no checkpoint or a complete one.
+#include "runtime/ckpt/DurableFiles.h"
 #include "runtime/ckpt/FileNames.h"
 #include "runtime/ckpt/Index.h"
-#include "runtime/io/RegularFile.h"
 #include "runtime/tools/tessel/CkptCommands.h"
 #include "runtime/tools/tessel/Table.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
@@ -32,48 +29,6 @@ using ckpt::CheckpointError;
 
 /// The folder name of the imported checkpoint (Checkpoint.h's stepFolderName(0)).
 constexpr const char* kStepZero = "step_00000000";
-
-/// fsyncs a file or folder; throws naming it.
-void syncPath(const std::string& path, bool folder) {
-  const int fd = ::open(path.c_str(), (folder ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-  if (fd < 0 || ::fsync(fd) != 0) {
-    const std::string cause = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    throw CheckpointError(fmt::format("cannot sync '{}': {}", path, cause));
-  }
-  ::close(fd);
-}
-
-/// Writes `text` to `path` and fsyncs it; throws naming the file. Whatever is at `path` that is
-/// not a regular file (a FIFO, which would block the open, a folder, a device) is refused.
-void writeDurably(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    const int err = errno;
-    if (std::string problem = replaceableFileProblem(path); !problem.empty())
-      throw CheckpointError(fmt::format("cannot create '{}': it {}", path, problem));
-    throw CheckpointError(fmt::format("cannot create '{}': {}", path, std::strerror(err)));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw CheckpointError(
-        fmt::format("cannot create '{}': it is {}, not a regular file", path, fileKindName(st.st_mode)));
-  }
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string cause = std::strerror(errno);
-      ::close(fd);
-      throw CheckpointError(fmt::format("cannot write '{}': {}", path, cause));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    throw CheckpointError(fmt::format("cannot sync '{}': {}", path, std::strerror(errno)));
-}
 
 /// Whether canonical path `inner` is `outer` or lies inside it.
 bool isWithin(const fs::path& inner, const fs::path& outer) {
@@ -267,8 +222,7 @@ int importSafeTensors(const std::string& model, const std::string& root, bool al
     } catch (const CheckpointError& e) {
       throw CheckpointError(fmt::format("safetensors file '{}' cannot become a checkpoint: {}", model, e.what()));
     }
-    writeDurably((tmp / "index.json").string(), text);
-    syncPath(tmp.string(), true);
+    ckpt::writeFileAtomically((tmp / "index.json").string(), text);  // fsyncs the folder too
   } catch (...) {
     fs::remove_all(tmp, ec);
     throw;
@@ -280,12 +234,8 @@ int importSafeTensors(const std::string& model, const std::string& root, bool al
     fs::remove_all(tmp, ec);
     throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", tmp.string(), dir.string(), cause));
   }
-  syncPath(root, true);
-  const std::string latestTmp = (fs::path(root) / "latest.tmp").string(), latest = (fs::path(root) / "latest").string();
-  writeDurably(latestTmp, std::string(kStepZero) + "\n");
-  if (std::rename(latestTmp.c_str(), latest.c_str()) != 0)
-    throw CheckpointError(fmt::format("cannot rename '{}' to '{}': {}", latestTmp, latest, std::strerror(errno)));
-  syncPath(root, true);
+  ckpt::syncFolder(root);
+  ckpt::writeFileAtomically((fs::path(root) / "latest").string(), std::string(kStepZero) + "\n");
   fmt::print("imported {} tensors ({}) from '{}' as '{}' (step 0, weights only: the optimizer state starts at zero)\n",
              in.tensors.size(), humanBytes(bytes), model, dir.string());
   return 0;
