@@ -112,6 +112,11 @@ Tensor scale(const Tensor& x, double factor, Loc loc = Loc::current());
 /// GELU, tanh form (PyTorch gelu(approximate="tanh")).
 Tensor gelu(const Tensor& x, Loc loc = Loc::current());
 Tensor relu(const Tensor& x, Loc loc = Loc::current());
+/// SiLU (swish), x * sigmoid(x), elementwise (PyTorch F.silu; Elfwing et al. 2017).
+Tensor silu(const Tensor& x, Loc loc = Loc::current());
+/// SwiGLU gating (Shazeer 2020, "GLU Variants Improve Transformer"): silu(gate) * up, both of
+/// one shape [..., H]; the Llama MLP is down(swiglu(gate(x), up(x))).
+Tensor swiglu(const Tensor& gate, const Tensor& up, Loc loc = Loc::current());
 
 // ---- matrix products -----------------------------------------------------------------
 /// Transpose flags of matmul.
@@ -127,10 +132,24 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs, MatmulOptions options = {},
 /// Layer norm over the last dimension; gamma, beta [C].
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5,
                   Loc loc = Loc::current());
+/// RMS norm over the last dimension (Zhang & Sennrich 2019; PyTorch nn.RMSNorm):
+/// x / sqrt(mean(x^2) + eps) * weight, with weight [C] and x [..., C].
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5, Loc loc = Loc::current());
+/// Rotary position embedding (Su et al. 2021, RoFormer) of x [B, T, heads * D], D even, in the
+/// "rotate half" pairing of GPT-NeoX and Hugging Face Llama: for each head and i < D/2, the pair
+/// (x[i], x[i + D/2]) at position t (the index along T, from 0) turns by the angle
+/// t * theta^(-2i/D).
+Tensor rope(const Tensor& x, int64_t heads, double theta = 10000.0, Loc loc = Loc::current());
 /// Softmax over the last dimension; with causal, x is [..., T, T] and j > i is masked.
 Tensor softmax(const Tensor& x, bool causal = false, Loc loc = Loc::current());
 /// Multi-head causal self-attention on qkv [B, T, 3C] -> [B, T, C] (GPT-2 layout).
 Tensor causal_attention(const Tensor& qkv, int64_t heads, Loc loc = Loc::current());
+/// Grouped-query causal attention (Ainslie et al. 2023, GQA): q [B, T, heads * D], k and v
+/// [B, T, kv_heads * D] -> [B, T, heads * D]; query head h attends with key/value head
+/// h / (heads / kv_heads), so kv_heads == heads is multi-head and kv_heads == 1 multi-query
+/// attention. kv_heads must divide heads. Scores are scaled by 1/sqrt(D).
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                        int64_t kv_heads, Loc loc = Loc::current());
 /// Mean token cross-entropy of logits [..., V] against i32 targets [...] -> f32 scalar.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Loc loc = Loc::current());
 /// Row gather: table [V, C], i32 indices [...] -> [..., C].
@@ -222,6 +241,17 @@ class LayerNorm : public Module {
  public:
   LayerNorm(Module* parent, std::string name, int64_t channels, double eps = 1e-5,
             Loc loc = Loc::current());
+  Tensor operator()(const Tensor& x, Loc loc = Loc::current()) const;
+
+ private:
+  double eps_;
+};
+
+/// RMS norm over the last dimension with "<path>.weight" [C] (ones), no bias (Llama).
+class RMSNorm : public Module {
+ public:
+  RMSNorm(Module* parent, std::string name, int64_t channels, double eps = 1e-5,
+          Loc loc = Loc::current());
   Tensor operator()(const Tensor& x, Loc loc = Loc::current()) const;
 
  private:
