@@ -81,8 +81,8 @@ set(_tessel_tools tessel tessel-run tessel-opt tessel-translate)
 set_target_properties(${_tessel_tools} PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS ${_tessel_tools} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-# Headers: those a model source includes (the DSL, the trainer, the runtime's data, training
-# and I/O headers) and every project header they include, found by following their
+# Headers: those a model source includes (dsl/tessel.h, dsl/trainer/ and runtime/, which never
+# includes MLIR: data, training, I/O, the executor) and every project header they include, found by following their
 # #include "..." lines. Only these are installed, so the DSL's implementation headers, which
 # build MLIR, stay out; a header of the set that reaches MLIR or the compiler is a configure
 # error, since a model project could not compile it.

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The out-of-tree build (docs: README "Your own model"): installs this build into a temporary
-# prefix, copies examples/template out of the tree, configures it with only CMAKE_PREFIX_PATH
-# (plus the main build's generator and its build program, compilers and compiler launcher, so it is as fast as the
-# main build), builds it, and trains it for 3 steps with --plan dp=2 under `mpirun -np 2`.
-# Also: every installed header's project includes resolve inside the prefix, nothing installed
-# or built names the source or build tree, and a project pointed at a prefix without Tessel
-# fails at configure time naming the package and CMAKE_PREFIX_PATH.
+# The out-of-tree build (README "Your own model"): installs this build into a temporary prefix,
+# copies examples/template out of the tree, configures it with only CMAKE_PREFIX_PATH (plus the
+# main build's generator, build program, compilers and compiler launcher, so that it is as fast
+# as the main build), builds it, and trains it for 3 steps with --plan dp=2 under
+# `mpirun -np 2`. Also: every installed binary starts, every installed header's project
+# includes resolve inside the prefix, nothing installed or built names the source or build
+# tree, and a project pointed at a prefix without Tessel fails at configure time naming the
+# package and CMAKE_PREFIX_PATH.
 #
 # Usage: check_install.sh CMAKE SOURCE_DIR BUILD_DIR GENERATOR MAKE_PROGRAM C_COMPILER CXX_COMPILER LAUNCHER MPIEXEC DATA
 # (LAUNCHER may be "": no compiler launcher).
@@ -27,8 +28,11 @@ start=$SECONDS
 # 1. Install. Everything `cmake --install` copies must be built (scripts/build.sh builds all).
 "$cmake" --install "$build" --prefix "$prefix" > "$work/install.log" 2>&1 ||
   { cat "$work/install.log" >&2; fail "cmake --install failed (is the whole tree built?)"; }
+# Each installed binary starts (the loader finds MLIR's and OpenBLAS's libraries from it).
 for tool in tessel tessel-run tessel-opt tessel-translate tessel-gpt tessel-mlp; do
   [ -x "$prefix/bin/$tool" ] || fail "$prefix/bin/$tool was not installed"
+  "$prefix/bin/$tool" --help > "$work/help.log" 2>&1 ||
+    { cat "$work/help.log" >&2; fail "the installed $tool --help exited non-zero"; }
 done
 for f in lib/cmake/Tessel/TesselConfig.cmake lib/cmake/Tessel/TesselConfigVersion.cmake \
          lib/cmake/Tessel/TesselTargets.cmake include/tessel/dsl/tessel.h include/tessel/dsl/trainer/App.h; do
