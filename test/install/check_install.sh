@@ -53,6 +53,7 @@ $missing"
 
 # 3. Copy the template out of the tree and build it against the prefix alone.
 cp -r "$src/examples/template" "$work/project"
+rm -rf "$work/project/build"  # a build folder someone made in the tree is not the template
 args=(-S "$work/project" -B "$work/project/build" -G "$generator" -DCMAKE_MAKE_PROGRAM="$make" -DCMAKE_C_COMPILER="$cc"
       -DCMAKE_CXX_COMPILER="$cxx")
 [ -z "$launcher" ] || args+=(-DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
