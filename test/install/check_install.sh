@@ -5,8 +5,8 @@
 # as the main build), builds it, and trains it for 3 steps with --plan dp=2 under
 # `mpirun -np 2`. Also: every installed binary starts, every installed header's project
 # includes resolve inside the prefix, nothing installed or built names the source or build
-# tree, and a project pointed at a prefix without Tessel fails at configure time naming the
-# package and CMAKE_PREFIX_PATH.
+# tree, a project pointed at a prefix without Tessel fails at configure time naming the
+# package and CMAKE_PREFIX_PATH, and tessel_add_trainer without sources fails naming the call.
 #
 # Usage: check_install.sh CMAKE SOURCE_DIR BUILD_DIR GENERATOR MAKE_PROGRAM C_COMPILER CXX_COMPILER LAUNCHER MPIEXEC DATA
 # (LAUNCHER may be "": no compiler launcher).
@@ -54,10 +54,10 @@ $missing"
 # 3. Copy the template out of the tree and build it against the prefix alone.
 cp -r "$src/examples/template" "$work/project"
 rm -rf "$work/project/build"  # a build folder someone made in the tree is not the template
-args=(-S "$work/project" -B "$work/project/build" -G "$generator" -DCMAKE_MAKE_PROGRAM="$make" -DCMAKE_C_COMPILER="$cc"
+args=(-G "$generator" -DCMAKE_MAKE_PROGRAM="$make" -DCMAKE_C_COMPILER="$cc"
       -DCMAKE_CXX_COMPILER="$cxx")
 [ -z "$launcher" ] || args+=(-DCMAKE_C_COMPILER_LAUNCHER="$launcher" -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher")
-"$cmake" "${args[@]}" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 ||
+"$cmake" "${args[@]}" -S "$work/project" -B "$work/project/build" -DCMAKE_PREFIX_PATH="$prefix" > "$work/configure.log" 2>&1 ||
   { cat "$work/configure.log" >&2; fail "configuring the template against $prefix failed"; }
 "$cmake" --build "$work/project/build" > "$work/build.log" 2>&1 ||
   { cat "$work/build.log" >&2; fail "building the template failed"; }
@@ -83,11 +83,21 @@ grep -q '^communication: 1.0 all-reduces/step' "$out" || fail "dp=2 did not all-
 
 # 6. A prefix without Tessel fails at configure time, naming the package and CMAKE_PREFIX_PATH.
 # The system paths are off, so that a Tessel installed system-wide cannot hide the failure.
-if "$cmake" "${args[@]}" -B "$work/project/missing" -DCMAKE_PREFIX_PATH="$work/no-such-prefix" \
+if "$cmake" "${args[@]}" -S "$work/project" -B "$work/project/missing" -DCMAKE_PREFIX_PATH="$work/no-such-prefix" \
      -DCMAKE_FIND_USE_CMAKE_SYSTEM_PATH=OFF -DCMAKE_FIND_USE_SYSTEM_ENVIRONMENT_PATH=OFF \
      > "$work/missing.log" 2>&1; then
   fail "configuring against a prefix without Tessel succeeded"
 fi
 grep -q 'TesselConfig.cmake' "$work/missing.log" && grep -q 'CMAKE_PREFIX_PATH' "$work/missing.log" ||
   { cat "$work/missing.log" >&2; fail "the missing-prefix error names neither TesselConfig.cmake nor CMAKE_PREFIX_PATH"; }
+# 7. tessel_add_trainer without a source fails at configure time, naming the call.
+mkdir "$work/nosources"
+printf 'cmake_minimum_required(VERSION 3.20)\nproject(nosources CXX)\nfind_package(Tessel CONFIG REQUIRED)\ntessel_add_trainer(empty)\n' \
+  > "$work/nosources/CMakeLists.txt"
+if "$cmake" "${args[@]}" -S "$work/nosources" -B "$work/nosources/build" -DCMAKE_PREFIX_PATH="$prefix" \
+     > "$work/nosources.log" 2>&1; then
+  fail "tessel_add_trainer(empty) without sources configured"
+fi
+grep -q 'tessel_add_trainer(empty) names no source file' "$work/nosources.log" ||
+  { cat "$work/nosources.log" >&2; fail "tessel_add_trainer without sources did not say so"; }
 echo "PASS in $((SECONDS - start)) s"
