@@ -3,7 +3,7 @@
 # copies examples/template out of the tree, configures it with only CMAKE_PREFIX_PATH (plus the
 # main build's generator, build program, compilers and compiler launcher, so that it is as fast
 # as the main build), builds it, and trains it for 3 steps with --plan dp=2 under
-# `mpirun -np 2`. Also: every installed binary starts, every installed header's project
+# `mpirun -np 2`. Also: the trainer lists the standard flags, every installed binary starts, every installed header's project
 # includes resolve inside the prefix, nothing installed or built names the source or build
 # tree, a project pointed at a prefix without Tessel fails at configure time naming the
 # package and CMAKE_PREFIX_PATH, and tessel_add_trainer without sources fails naming the call.
@@ -64,6 +64,11 @@ args=(-G "$generator" -DCMAKE_MAKE_PROGRAM="$make" -DCMAKE_C_COMPILER="$cc"
 trainer=$work/project/build/tiny-transformer
 [ -x "$trainer" ] || fail "the template built no tiny-transformer"
 echo "installed, configured and built in $((SECONDS - start)) s"
+# It has the trainer's flag set: plans, devices, bundles, precision, logging, explain.
+"$trainer" --help > "$work/help.log" 2>&1 || { cat "$work/help.log" >&2; fail "tiny-transformer --help failed"; }
+for flag in --plan --device --emit-bundle --precision --log-json --explain --checkpoint-dir; do
+  grep -qe "$flag" "$work/help.log" || fail "tiny-transformer --help lists no $flag"
+done
 
 # 4. Nothing installed or built refers to the source or the build tree.
 for tree in "$src" "$build"; do
