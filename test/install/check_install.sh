@@ -3,10 +3,11 @@
 # copies examples/template out of the tree, configures it with only CMAKE_PREFIX_PATH (plus the
 # main build's generator, build program, compilers and compiler launcher, so that it is as fast
 # as the main build), builds it, and trains it for 3 steps with --plan dp=2 under
-# `mpirun -np 2`. Also: the trainer lists the standard flags, every installed binary starts, every installed header's project
-# includes resolve inside the prefix, nothing installed or built names the source or build
-# tree, a project pointed at a prefix without Tessel fails at configure time naming the
-# package and CMAKE_PREFIX_PATH, and tessel_add_trainer without sources fails naming the call.
+# `mpirun -np 2`. Also: the trainer lists the standard flags, every installed binary starts,
+# every installed header's project includes resolve inside the prefix, nothing installed or
+# built names the source or build tree, a project pointed at a prefix without Tessel fails at
+# configure time naming the package and CMAKE_PREFIX_PATH, and tessel_add_trainer without
+# sources fails naming the call.
 #
 # Usage: check_install.sh CMAKE SOURCE_DIR BUILD_DIR GENERATOR MAKE_PROGRAM C_COMPILER CXX_COMPILER LAUNCHER MPIEXEC DATA
 # (LAUNCHER may be "": no compiler launcher).
