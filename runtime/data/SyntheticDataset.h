@@ -30,7 +30,7 @@ namespace tessel {
 /// The shape and difficulty of a synthetic classification set.
 struct SyntheticOptions {
   int64_t samples = 1000;   // N training samples (>= 1)
-  int64_t heldOut = 200;    // held-out samples (>= 1), drawn after the training ones
+  int64_t heldOut = 256;    // held-out samples (>= 1), drawn after the training ones
   int64_t features = 64;    // F (>= 1)
   int64_t classes = 5;      // K (>= 2)
   double spread = 1.0;      // standard deviation of each centre coordinate (> 0)

@@ -33,7 +33,7 @@ TEST(SyntheticDataset, SameSeedSameBytesOtherSeedOtherBytes) {
   EXPECT_NE(a.train.labels, c.train.labels);
   // The shapes the labs feed: [N, F] features, N labels in [0, K).
   EXPECT_EQ(a.train.count, 1000);
-  EXPECT_EQ(a.heldOut.count, 200);
+  EXPECT_EQ(a.heldOut.count, 256);
   EXPECT_EQ(a.train.pixels(), 64);
   EXPECT_EQ(a.train.images.size(), size_t{1000 * 64});
   for (int32_t y : a.train.labels) ASSERT_TRUE(y >= 0 && y < 5) << y;

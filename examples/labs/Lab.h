@@ -1,0 +1,147 @@
+// What the lab trainers share: the synthetic classification data (runtime/data/
+// SyntheticDataset.h) as the trainer's data, with its flags, and the classifier's inputs.
+//
+// Every lab trains on a seeded Gaussian mixture: --samples training rows and --held-out rows
+// of --features f32 features, labels in [0, --classes). Both are drawn from --seed, so every
+// rank holds the same data (the trainer checks it) and picks its rows of each global batch
+// through the distributed sampler, which reshuffles every epoch (runtime/train/ImageBatches.h).
+// The validation loss is the mean cross-entropy over the held-out rows.
+#pragma once
+
+#include "dsl/trainer/App.h"
+#include "examples/labs/models.h"  // Sizes
+#include "runtime/data/SyntheticDataset.h"
+
+#include <fmt/format.h>
+
+#include <memory>
+#include <string>
+
+namespace lab {
+
+/// --data's only value: the labs draw their data, they read none.
+inline constexpr const char* kSynthetic = "synthetic";
+
+/// The data flags of a lab and the splits they draw.
+struct SyntheticData {
+  tessel::SyntheticOptions options;
+  std::shared_ptr<tessel::SyntheticSplits> splits = std::make_shared<tessel::SyntheticSplits>();
+
+  /// Registers --samples, --held-out, --features, --classes and --noise on `app`.
+  void addFlags(CLI::App& app) {
+    using tessel::trainer::integerIn;
+    app.add_option("--samples", options.samples, "synthetic training samples N")
+        ->capture_default_str()->check(integerIn(1, int64_t{1} << 24));
+    app.add_option("--held-out", options.heldOut, "synthetic held-out samples (the validation set)")
+        ->capture_default_str()->check(integerIn(1, int64_t{1} << 24));
+    app.add_option("--features", options.features, "features F per sample")
+        ->capture_default_str()->check(integerIn(1, int64_t{1} << 16));
+    app.add_option("--classes", options.classes, "classes K")
+        ->capture_default_str()->check(integerIn(2, int64_t{1} << 16));
+    app.add_option("--noise", options.noise, "standard deviation of the features around their class centre")
+        ->capture_default_str()->check(tessel::trainer::numberIn(0, 1e6));
+  }
+
+  /// The recipe's data function: draws the splits from the shard's seed and feeds this rank's
+  /// rows of every global batch. `data` is --data, which must be "synthetic".
+  tessel::trainer::RankData rankData(const std::string& data, const tessel::trainer::DataShard& s,
+                                     tessel::trainer::TrainOptions&) {
+    if (data != kSynthetic)
+      throw tessel::DataError(fmt::format("--data '{}': the labs train on their synthetic data only (--data {})",
+                                          data, kSynthetic));
+    *splits = tessel::makeSyntheticClassification(options, s.seed);
+    const tessel::trainer::ImageBatchOptions o{&splits->train, &splits->heldOut, s.batch,      s.rank,
+                                               s.world,        s.microsteps,     s.seed,       s.firstStep};
+    tessel::trainer::requireImageBatch(o);
+    tessel::trainer::RankData r = tessel::trainer::imageRankData(o, kSynthetic);
+    r.describe = fmt::format("synthetic data: {} training and {} held-out samples, {} features, {} classes, "
+                             "{} batches per epoch",
+                             options.samples, options.heldOut, options.features, options.classes,
+                             options.samples / s.batch);
+    r.unit = "samples/s";
+    return r;
+  }
+
+  /// The bundle's "config" entries of the data.
+  nlohmann::json config() const {
+    return {{"samples", options.samples}, {"held_out", options.heldOut}, {"features", options.features},
+            {"classes", options.classes}, {"noise", options.noise}};
+  }
+};
+
+/// The trainer's --data flag of a lab.
+inline tessel::trainer::DataFlag dataFlag() {
+  return {.defaultPath = kSynthetic,
+          .help = "the data: 'synthetic' only (features and labels drawn from --seed; see --samples)"};
+}
+
+/// The defaults a lab gives the trainer's flags (shown by --help).
+struct Defaults {
+  int64_t batch = 32;
+  int64_t steps = 93;  // three epochs of 1000 samples in batches of 32
+  double lr = 1e-3;
+  double weightDecay = 0.01;  // torch.optim.AdamW's default
+};
+
+/// A lab's trainer: the trainer application of dsl/trainer/App.h (every standard flag: --plan,
+/// --precision, --explain, --checkpoint-dir, --export-params, ...) on the synthetic data, with
+/// AdamW at a constant learning rate and every held-out batch in each evaluation.
+class Lab {
+ public:
+  Lab(CLI::App& app, const Defaults& defaults) : trainer_(app, setDefaults(defaults), train_, dataFlag()) {
+    data.addFlags(app);
+  }
+
+  /// Parses the flags and trains the model `compile` builds on the global batch (with its
+  /// name, description and config entries); see TrainerApp::run.
+  int run(int argc, char** argv, const std::string& model, const std::function<std::string()>& describe,
+          const std::function<nlohmann::json()>& config,
+          const std::function<tessel::Program(const tessel::CompileOptions&)>& compile) {
+    return trainer_.run(argc, argv, [&] {
+      tessel::trainer::ModelRecipe r;
+      r.model = model;
+      r.config = config();
+      r.config.update(data.config());
+      r.describe = fmt::format("{}, B={}", describe(), flags.batch);
+      r.compile = compile;
+      r.data = [this](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
+        return data.rankData(flags.data, s, t);
+      };
+      return r;
+    });
+  }
+
+  /// The model's sizes: --features and --classes from the data flags, the rest from `size`.
+  Sizes sizes() const {
+    Sizes s = size;
+    s.features = data.options.features;
+    s.classes = data.options.classes;
+    return s;
+  }
+
+  /// Registers --hidden (into size.hidden) with `help`.
+  void addHiddenFlag(CLI::App& app, const std::string& help) {
+    app.add_option("--hidden", size.hidden, help)->capture_default_str()
+        ->check(tessel::trainer::integerIn(1, int64_t{1} << 16));
+  }
+
+  tessel::trainer::Flags flags;
+  SyntheticData data;
+  Sizes size;  // the model's sizes from its own flags (sizes() adds the data's)
+
+ private:
+  tessel::trainer::Flags& setDefaults(const Defaults& d) {
+    flags.batch = d.batch;
+    flags.steps = d.steps;
+    train_.lr = d.lr;
+    train_.weightDecay = d.weightDecay;
+    train_.schedule = "constant";
+    train_.evalBatches = 0;
+    return flags;
+  }
+
+  tessel::trainer::TrainOptions train_;
+  tessel::trainer::TrainerApp trainer_;
+};
+
+}  // namespace lab
