@@ -104,6 +104,7 @@ class Lab {
       r.config.update(data.config());
       r.describe = fmt::format("{}, B={}", describe(), flags.batch);
       r.compile = compile;
+      r.communication = communication;
       r.data = [this](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
         return data.rankData(flags.data, s, t);
       };
@@ -128,6 +129,9 @@ class Lab {
   tessel::trainer::Flags flags;
   SyntheticData data;
   Sizes size;  // the model's sizes from its own flags (sizes() adds the data's)
+  /// Optional: the closed form of a step's collective payload, which --explain compares with
+  /// the compiled program's (ModelRecipe::communication).
+  std::function<std::optional<tessel::trainer::CommunicationFormula>(const tessel::Plan&)> communication;
 
  private:
   tessel::trainer::Flags& setDefaults(const Defaults& d) {

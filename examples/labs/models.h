@@ -76,7 +76,7 @@ struct BlockStack : tessel::Model {
 };
 
 /// The tensor-parallel lab: F -> H -> GELU -> K as an MLP whose first layer is
-/// column-parallel and second row-parallel (the lab's plan says so by name).
+/// column-parallel and second row-parallel under --plan tp=N (passes/TensorParallel.cpp).
 struct TensorParallelMlp : tessel::Model {
   Sizes size;
   tessel::Linear fc{this, "mlp.fc", size.features, size.hidden};
