@@ -81,6 +81,7 @@ struct Defaults {
   int64_t steps = 93;  // three epochs of 1000 samples in batches of 32
   double lr = 1e-3;
   double weightDecay = 0.01;  // torch.optim.AdamW's default
+  tessel::SyntheticOptions data;  // the data flags' defaults
 };
 
 /// A lab's trainer: the trainer application of dsl/trainer/App.h (every standard flag: --plan,
@@ -89,7 +90,12 @@ struct Defaults {
 class Lab {
  public:
   Lab(CLI::App& app, const Defaults& defaults) : trainer_(app, setDefaults(defaults), train_, dataFlag()) {
+    data.options = defaults.data;
     data.addFlags(app);
+    // The labs' models are tiny: one thread per rank is fastest. 93 steps of the DDP lab took
+    // 0.1 s with one thread and 0.8 s with two on a 2-core machine (a team's start and barrier
+    // per kernel outweigh the work), and far longer when ranks' teams contend for the cores.
+    app.get_option("--threads")->default_val(1);
   }
 
   /// Parses the flags and trains the model `compile` builds on the global batch (with its

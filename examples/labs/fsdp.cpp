@@ -13,7 +13,14 @@
 int main(int argc, char** argv) {
   CLI::App app{"tessel-lab-fsdp: transformer-like blocks on synthetic data, for FSDP (--plan fsdp=N), bf16 and "
                "activation checkpointing", "tessel-lab-fsdp"};
-  lab::Lab trainer(app, {});
+  // A batch of 256 rows makes the activations, not the parameters, most of a step's
+  // temporaries, so that checkpointing shows: the activation arena per rank of fsdp=2 in bf16
+  // is 1.27 MiB, and 0.89 MiB with --activation-checkpointing full (--explain). Three epochs
+  // of 4096 samples.
+  tessel::SyntheticOptions data;
+  data.samples = 4096;
+  data.heldOut = 512;
+  lab::Lab trainer(app, {.batch = 256, .steps = 48, .data = data});
   trainer.size.hidden = 64;
   trainer.size.layers = 4;
   trainer.addHiddenFlag(app, "channels C of the blocks (their MLP is 4 C wide)");
