@@ -31,10 +31,15 @@ struct Classifier : tessel::Model {
 /// The unused-parameter exercise: the classifier plus a layer it declares and never calls
 /// (an auxiliary head left over from an experiment, say). No loss reaches "aux.weight" or
 /// "aux.bias": their gradient is zero, so training leaves them exactly as initialised.
+/// The layer is made in the constructor's initializer list, so that its parameters' location,
+/// where the remark points, is its own line: GCC gives std::source_location::current() in a
+/// default member initializer the constructor's line instead.
 struct WithUnusedLayer : Classifier {
-  tessel::Linear aux{this, "aux", size.hidden, size.classes};  // never called: no gradient
+  tessel::Linear aux;
 
-  explicit WithUnusedLayer(Sizes s) : Classifier(s) {}
+  explicit WithUnusedLayer(Sizes s)
+      : Classifier(s),
+        aux(this, "aux", size.hidden, size.classes) {}  // never called: no gradient reaches it
 };
 
 /// One block of the FSDP lab (pre-norm, transformer-like with a projection where attention

@@ -1,7 +1,7 @@
 """The unused-parameter exercise (examples/labs/unused.cpp): a classifier that declares a layer
 "aux" and never calls it, trained with AdamW (weight decay 0.1) for 31 steps (one epoch).
 
-- Compiling prints, at the layer's declaration line in examples/labs/models.h, a remark for
+- Compiling prints, at the line of examples/labs/models.h that makes the layer, a remark for
   "aux.weight" and "aux.bias" that says what happens to them.
 - Under --plan dp=2 on 2 ranks nothing hangs (the run ends, --check-schedule finds the ranks'
   collective schedules equal) and the run matches the one-rank run: every step's loss and every
@@ -31,9 +31,9 @@ REMARK = ("does not affect the loss; its gradient is zero, so it is not all-redu
 
 
 def declaration_line(models_h):
-    """The line of `tessel::Linear aux{...}` in models.h."""
+    """The line in models.h where the layer "aux" is made: `aux(this, "aux", ...)`."""
     for number, line in enumerate(open(models_h), start=1):
-        if re.search(r"tessel::Linear aux\{", line):
+        if re.search(r'aux\(this, "aux"', line):
             return number
     raise RuntimeError(f"{models_h}: no declaration of the layer 'aux'")
 
