@@ -1,5 +1,5 @@
 // What the lab trainers share: the synthetic classification data (runtime/data/
-// SyntheticDataset.h) as the trainer's data, with its flags, and the classifier's inputs.
+// SyntheticDataset.h) as the trainer's data, with its flags, and the trainer around a model.
 //
 // Every lab trains on a seeded Gaussian mixture: --samples training rows and --held-out rows
 // of --features f32 features, labels in [0, --classes). Both are drawn from --seed, so every
@@ -49,10 +49,14 @@ struct SyntheticData {
     if (data != kSynthetic)
       throw tessel::DataError(fmt::format("--data '{}': the labs train on their synthetic data only (--data {})",
                                           data, kSynthetic));
+    if (s.batch > options.samples || s.batch > options.heldOut)
+      throw tessel::DataError(fmt::format("--batch {} is larger than the data: {} training samples (--samples) and "
+                                          "{} held-out samples (--held-out)",
+                                          s.batch, options.samples, options.heldOut));
     *splits = tessel::makeSyntheticClassification(options, s.seed);
-    const tessel::trainer::ImageBatchOptions o{&splits->train, &splits->heldOut, s.batch,      s.rank,
-                                               s.world,        s.microsteps,     s.seed,       s.firstStep};
-    tessel::trainer::requireImageBatch(o);
+    tessel::trainer::ImageBatchOptions o{&splits->train, &splits->heldOut, s.batch, s.rank, s.world, s.microsteps,
+                                         s.seed, s.firstStep};
+    o.heldOutName = "held-out samples";
     tessel::trainer::RankData r = tessel::trainer::imageRankData(o, kSynthetic);
     r.describe = fmt::format("synthetic data: {} training and {} held-out samples, {} features, {} classes, "
                              "{} batches per epoch",
@@ -116,6 +120,22 @@ class Lab {
       };
       return r;
     });
+  }
+
+  /// Trains the MLP classifier F -> H -> GELU -> K (models.h, Classifier) as `model`.
+  int runClassifier(int argc, char** argv, const std::string& model) {
+    return run(
+        argc, argv, model,
+        [this] {
+          const Sizes s = sizes();
+          return fmt::format("{} -> {} -> GELU -> {}", s.features, s.hidden, s.classes);
+        },
+        [this] { return nlohmann::json{{"hidden", size.hidden}}; },
+        [this](const tessel::CompileOptions& o) {
+          Classifier model(sizes());
+          build(model, flags.batch);
+          return model.compile(o);
+        });
   }
 
   /// The model's sizes: --features and --classes from the data flags, the rest from `size`.

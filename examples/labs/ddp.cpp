@@ -13,16 +13,5 @@ int main(int argc, char** argv) {
                "tessel-lab-ddp"};
   lab::Lab trainer(app, {});
   trainer.addHiddenFlag(app, "hidden width H");
-  return trainer.run(
-      argc, argv, "lab-ddp",
-      [&] {
-        const lab::Sizes s = trainer.sizes();
-        return fmt::format("{} -> {} -> GELU -> {}", s.features, s.hidden, s.classes);
-      },
-      [&] { return nlohmann::json{{"hidden", trainer.size.hidden}}; },
-      [&](const tessel::CompileOptions& o) {
-        lab::Classifier model(trainer.sizes());
-        lab::build(model, trainer.flags.batch);
-        return model.compile(o);
-      });
+  return trainer.runClassifier(argc, argv, "lab-ddp");
 }

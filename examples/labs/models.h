@@ -18,7 +18,9 @@ struct Sizes {
   int64_t layers = 2;     // L: blocks of the FSDP lab
 };
 
-/// The DDP lab: F -> H -> GELU -> K.
+/// The DDP lab's and the tensor-parallel lab's MLP: F -> H -> GELU -> K. Under --plan tp=N the
+/// compiler's tensor-parallel pass (passes/TensorParallel.cpp) makes fc column-parallel and head
+/// row-parallel.
 struct Classifier : tessel::Model {
   Sizes size;
   tessel::Linear fc{this, "fc", size.features, size.hidden};
@@ -78,17 +80,6 @@ struct BlockStack : tessel::Model {
     for (const auto& b : blocks) h = (*b)(h);
     return head(lnF(h));
   }
-};
-
-/// The tensor-parallel lab: F -> H -> GELU -> K as an MLP whose first layer is
-/// column-parallel and second row-parallel under --plan tp=N (passes/TensorParallel.cpp).
-struct TensorParallelMlp : tessel::Model {
-  Sizes size;
-  tessel::Linear fc{this, "mlp.fc", size.features, size.hidden};
-  tessel::Linear proj{this, "mlp.proj", size.hidden, size.classes};
-
-  explicit TensorParallelMlp(Sizes s) : size(s) {}
-  tessel::Tensor logits(const tessel::Tensor& x) const { return proj(tessel::gelu(fc(x))); }
 };
 
 /// Inputs "features" [B, F] and "labels" [B] (the feeders fill index 0, then 1), the loss,

@@ -1,9 +1,10 @@
-// tessel-lab-tp: the tensor-parallel lab. An MLP F -> H -> GELU -> K (examples/labs/models.h,
-// TensorParallelMlp) whose layers Megatron-LM splits over the tp ranks:
-//   mlp.fc   column-parallel: weight [H, F] split on its output dimension; each rank computes
-//            its H/tp hidden units, and GELU needs nothing from the other ranks;
-//   mlp.proj row-parallel: weight [K, H] split on its input dimension; each rank's product is
-//            a partial sum of the logits, and one all-reduce over tp adds them up.
+// tessel-lab-tp: the tensor-parallel lab. The DDP lab's MLP F -> H -> GELU -> K
+// (examples/labs/models.h, Classifier), 256 wide, whose layers Megatron-LM splits over the tp
+// ranks:
+//   fc    column-parallel: weight [H, F] split on its output dimension; each rank computes its
+//         H/tp hidden units, and GELU needs nothing from the other ranks;
+//   head  row-parallel: weight [K, H] split on its input dimension; each rank's product is a
+//         partial sum of the logits, and one all-reduce over tp adds them up.
 // The input features are replicated and are not differentiated, so that all-reduce is the
 // only one of the layers in a training step (--explain lists the step's collectives; the other
 // is global-norm clipping's all-gather of the ranks' gradient norms). The model names no
@@ -27,16 +28,5 @@ int main(int argc, char** argv) {
                                                  .allReduceBytes = b * k * 4,
                                                  .allGatherBytes = plan.tp() * 4};
   };
-  return trainer.run(
-      argc, argv, "lab-tp",
-      [&] {
-        const lab::Sizes s = trainer.sizes();
-        return fmt::format("{} -> {} -> GELU -> {}", s.features, s.hidden, s.classes);
-      },
-      [&] { return nlohmann::json{{"hidden", trainer.size.hidden}}; },
-      [&](const tessel::CompileOptions& o) {
-        lab::TensorParallelMlp model(trainer.sizes());
-        lab::build(model, trainer.flags.batch);
-        return model.compile(o);
-      });
+  return trainer.runClassifier(argc, argv, "lab-tp");
 }

@@ -1,8 +1,9 @@
 // tessel-lab-unused: the unused-parameter exercise. The DDP lab's classifier declares a layer
 // "aux" that its forward pass never calls (examples/labs/models.h, WithUnusedLayer).
 //
-// In PyTorch, DDP with such a parameter waits forever for its gradient unless told
-// find_unused_parameters=True, and torch.optim.AdamW skips a parameter whose .grad is None.
+// In PyTorch, DDP (unless told find_unused_parameters=True) waits in vain for such a
+// parameter's gradient: the bucket holding it is never reduced, and the next iteration stops
+// with an error. torch.optim.AdamW skips a parameter whose .grad is None.
 // Tessel knows at compile time that the loss does not reach "aux.weight" and "aux.bias":
 // compiling prints a remark at the layer's declaration (autodiff gives them an explicit zero
 // gradient), no rank all-reduces them, so every rank's buckets agree and nothing hangs, and

@@ -21,7 +21,7 @@ import re
 import sys
 import tempfile
 
-from labcheck import compare_params, compare_steps, train
+from labcheck import bitwise_equal, compare_params, compare_steps, train
 
 LOSS_TOL = 2e-6
 PARAM_TOL = 1e-6
@@ -62,10 +62,10 @@ def main():
     failures += compare_steps("dp2", dp2, one, LOSS_TOL) + compare_params("dp2", dp2_params, one_params, PARAM_TOL)
     for run, params in [("one rank", one_params), ("dp2", dp2_params), *others.items()]:
         for name in UNUSED:
-            same = params[name] == initial[name]
+            same = bitwise_equal(params[name], initial[name])
             print(f"  {run} {name}: {'bitwise its initial value' if same else 'CHANGED'}")
             failures += not same
-        if params["fc.weight"] == initial["fc.weight"]:
+        if bitwise_equal(params["fc.weight"], initial["fc.weight"]):
             print(f"  {run}: fc.weight did not change: the run did not train")
             failures += 1
     if failures:

@@ -1,27 +1,12 @@
 """What the labs' checks share: running a lab trainer on one rank or under mpirun with its log
-and exported parameters, and reading those parameters (safetensors, read by hand: a u64 header
-size, a JSON header, little-endian data, so the checks need no Python package)."""
+and exported parameters, read with safetensors (the format's reference reader, in the test venv
+that scripts/setup.sh makes: TESSEL_TEST_PYTHON), and comparing runs."""
 import json
-import struct
 import subprocess
 from pathlib import Path
 
-
-def load_safetensors(path):
-    """name -> (shape, tuple of floats) of every F32 tensor in `path`."""
-    raw = Path(path).read_bytes()
-    n = struct.unpack("<Q", raw[:8])[0]
-    header = json.loads(raw[8:8 + n])
-    out = {}
-    for name, t in header.items():
-        if name == "__metadata__":
-            continue
-        if t["dtype"] != "F32":
-            raise RuntimeError(f"{path}: {name} is {t['dtype']}, not F32")
-        begin, end = t["data_offsets"]
-        data = raw[8 + n + begin:8 + n + end]
-        out[name] = (t["shape"], struct.unpack(f"<{len(data) // 4}f", data))
-    return out
+import numpy as np
+from safetensors.numpy import load_file
 
 
 def train(mpiexec, exe, tmp, name, ranks, extra):
@@ -39,7 +24,7 @@ def train(mpiexec, exe, tmp, name, ranks, extra):
     if p.returncode != 0:
         raise RuntimeError(f"{name} exited with {p.returncode}:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
     records = [json.loads(line) for line in log.read_text().splitlines()]
-    return [r for r in records if "loss" in r], load_safetensors(params), p.stdout + p.stderr
+    return [r for r in records if "loss" in r], load_file(str(params)), p.stdout + p.stderr
 
 
 def compare_steps(name, got, want, loss_tol):
@@ -63,12 +48,16 @@ def compare_params(name, got, want, tol):
         return 1
     bad = 0
     for key in sorted(want):
-        (gs, g), (ws, w) = got[key], want[key]
-        if gs != ws:
-            print(f"  {name} {key}: shape {gs} vs {ws}")
+        if got[key].shape != want[key].shape:
+            print(f"  {name} {key}: shape {got[key].shape} vs {want[key].shape}")
             bad += 1
             continue
-        worst = max(abs(a - b) for a, b in zip(g, w))
+        worst = float(np.max(np.abs(got[key].astype(np.float64) - want[key].astype(np.float64))))
         print(f"  {name} {key}: worst |d| {worst:.2e}")
         bad += not worst <= tol
     return bad
+
+
+def bitwise_equal(a, b):
+    """Whether two arrays hold the same bytes (shape and dtype included)."""
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
