@@ -14,7 +14,9 @@
 
 #include <fmt/format.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace lab {

@@ -47,7 +47,7 @@ void check(const SyntheticOptions& o) {
   if (o.classes < 2) bad("the class count", o.classes, ">= 2");
   if (!(o.spread > 0) || !std::isfinite(o.spread)) bad("the centre spread", o.spread, "finite and > 0");
   if (!(o.noise >= 0) || !std::isfinite(o.noise)) bad("the noise", o.noise, "finite and >= 0");
-  // The features of one split are held in one vector of f32.
+  // Both splits' features together stay under 2^31 values (f32 vectors indexed by int64 rows x F).
   const int64_t limit = int64_t{1} << 31;
   if ((o.samples + o.heldOut) > limit / o.features)
     throw DataError(fmt::format("synthetic data: {} x {} features exceed {} values", o.samples + o.heldOut,

@@ -14,8 +14,10 @@
 //   in the order: the K x F centre coordinates row-major, then per sample its label and its F
 //   noise draws. std::normal_distribution is not used: its outputs differ between standard
 //   libraries. Values are computed in double and stored as f32.
-// - The same (options, seed) give the same bytes on every rank and every run; the data does not
-//   depend on the world size. Which rows a rank trains on at each step is the distributed
+// - The same (options, seed) give the same bytes on every rank and every run of a build; the
+//   data does not depend on the world size. (log and cos are the C library's: another library
+//   may round a last bit differently before the f32 rounding. Ranks on hosts that differ so are
+//   caught by the trainer's data fingerprint check, runtime/train/Ranks.h.) Which rows a rank trains on at each step is the distributed
 //   sampler's business (runtime/data/DistributedSampler.h), fed as an ImageDataset whose
 //   "images" are 1 x F feature rows (runtime/train/ImageBatches.h).
 // Every bad option throws tessel::DataError naming it.
@@ -24,6 +26,7 @@
 #include "runtime/data/Idx.h"  // ImageDataset: rows of f32 features with an i32 label
 
 #include <cstdint>
+#include <vector>
 
 namespace tessel {
 
