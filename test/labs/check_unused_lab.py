@@ -8,8 +8,8 @@
   exported parameter (tolerances as check_ddp_lab.py's, the same model and data with one more
   layer: measured up to 1.2e-7 on the loss and 1.7e-8 on the parameters).
 - "aux.weight" and "aux.bias" after training are bitwise their initial values, under one rank,
-  dp=2 and fsdp=2 (ZeRO-3: parameters, gradients and state sharded), and in bf16 mixed
-  precision. The initial values are those of one step at --lr 1e-30: with a zero gradient AdamW's
+  dp=2, fsdp=2 (ZeRO-3: parameters, gradients and state sharded), ZeRO-1 (state sharded), dp=2
+  with 2 microsteps of gradient accumulation, and in bf16 mixed precision. The initial values are those of one step at --lr 1e-30: with a zero gradient AdamW's
   moments stay zero, and the decay p (1 - lr wd) rounds to p in f32 (1 - 1e-31 is 1), so even
   an optimizer that did update "aux" would leave it bitwise at its initial value in that run
   (the trainer refuses --lr 0). The used layers must have changed in the trained runs, so the
@@ -44,12 +44,21 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            _, initial, _ = train(mpiexec, exe, tmp, "initial", 1, ["--steps", "1", "--lr", "1e-30"])
+            initial = {}
+            for classes in ("5", "6"):
+                _, initial[classes], _ = train(mpiexec, exe, tmp, f"initial{classes}", 1,
+                                               ["--steps", "1", "--lr", "1e-30", "--classes", classes])
             one, one_params, out = train(mpiexec, exe, tmp, "one", 1, steps)
             dp2, dp2_params, _ = train(mpiexec, exe, tmp, "dp2", 2, steps)
-            others = {}
-            for name, ranks, extra in [("fsdp2", 2, ["--plan", "fsdp=2"]), ("bf16", 1, ["--precision", "bf16"])]:
-                _, others[name], _ = train(mpiexec, exe, tmp, name, ranks, [*steps, *extra])
+            # (run, its parameters, the initial values of its --classes). ZeRO-1 runs with 6
+            # classes: its stages 1 and 2 need fsdp to divide every first dimension (head's K).
+            trained = [("one rank", one_params, "5"), ("dp2", dp2_params, "5")]
+            for name, ranks, classes, extra in [("fsdp2", 2, "5", ["--plan", "fsdp=2"]),
+                                                ("zero1", 2, "6", ["--plan", "fsdp=2", "--zero-stage", "1"]),
+                                                ("dp2-accum2", 2, "5", ["--grad-accumulation", "2"]),
+                                                ("bf16", 1, "5", ["--precision", "bf16"])]:
+                _, params, _ = train(mpiexec, exe, tmp, name, ranks, [*steps, "--classes", classes, *extra])
+                trained.append((name, params, classes))
         except RuntimeError as e:
             print("FAIL:", e)
             return 1
@@ -60,19 +69,19 @@ def main():
             print(f"FAIL: no remark for '{name}' at models.h:{line} saying what happens to it in:\n{out[:3000]}")
             failures += 1
     failures += compare_steps("dp2", dp2, one, LOSS_TOL) + compare_params("dp2", dp2_params, one_params, PARAM_TOL)
-    for run, params in [("one rank", one_params), ("dp2", dp2_params), *others.items()]:
+    for run, params, classes in trained:
         for name in UNUSED:
-            same = bitwise_equal(params[name], initial[name])
+            same = bitwise_equal(params[name], initial[classes][name])
             print(f"  {run} {name}: {'bitwise its initial value' if same else 'CHANGED'}")
             failures += not same
-        if bitwise_equal(params["fc.weight"], initial["fc.weight"]):
+        if bitwise_equal(params["fc.weight"], initial[classes]["fc.weight"]):
             print(f"  {run}: fc.weight did not change: the run did not train")
             failures += 1
     if failures:
         print(f"FAIL: {failures} check(s) failed")
         return 1
     print("PASS: the remark at the declaration; dp=2 matches one rank; 'aux' untouched under one rank, dp=2, "
-          "fsdp=2 and bf16")
+          "fsdp=2, ZeRO-1, gradient accumulation and bf16")
     return 0
 
 
