@@ -51,27 +51,14 @@ struct SyntheticData {
     if (data != kSynthetic)
       throw tessel::DataError(fmt::format("--data '{}': the labs train on their synthetic data only (--data {})",
                                           data, kSynthetic));
-    if (s.batch > options.samples || s.batch > options.heldOut)
-      throw tessel::DataError(fmt::format("--batch {} is larger than the data: {} training samples (--samples) and "
-                                          "{} held-out samples (--held-out)",
-                                          s.batch, options.samples, options.heldOut));
-    *splits = tessel::makeSyntheticClassification(options, s.seed);
-    tessel::trainer::ImageBatchOptions o{&splits->train, &splits->heldOut, s.batch, s.rank, s.world, s.microsteps,
-                                         s.seed, s.firstStep};
-    o.heldOutName = "held-out samples";
-    tessel::trainer::RankData r = tessel::trainer::imageRankData(o, kSynthetic);
-    r.describe = fmt::format("synthetic data: {} training and {} held-out samples, {} features, {} classes, "
-                             "{} batches per epoch",
-                             options.samples, options.heldOut, options.features, options.classes,
-                             options.samples / s.batch);
-    r.unit = "samples/s";
-    return r;
+    return tessel::trainer::syntheticRankData(
+        options, *splits, {.batch = s.batch, .rank = s.rank, .world = s.world, .microsteps = s.microsteps,
+                           .seed = s.seed, .firstStep = s.firstStep});
   }
 
   /// The bundle's "config" entries of the data.
   nlohmann::json config() const {
-    return {{"samples", options.samples}, {"held_out", options.heldOut}, {"features", options.features},
-            {"classes", options.classes}, {"noise", options.noise}};
+    return tessel::trainer::syntheticConfig(options);
   }
 };
 
