@@ -7,7 +7,8 @@
 //   3. Seed d(loss) = 1 and visit the ops last to first, calling VJPOpInterface::buildVJP and
 //      summing gradients that reach the same value.
 //   4. Return the loss and one gradient per trainable parameter, in parameter order;
-//      parameters the loss ignores get an explicit zero and a remark.
+//      parameters the loss ignores get an explicit zero and a remark saying that training
+//      leaves them untouched (no reduction, no update, no decay, no state).
 // A pipeline stage (tessel-split-stages) also differentiates through its transfers: a
 // tessel.recv result is a root of the forward marks (it depends on another stage's
 // parameters) and a tessel.send operand one of the backward marks (another stage's loss
@@ -164,9 +165,14 @@ struct AutodiffPass : impl::AutodiffBase<AutodiffPass> {
     for (ParamOp p : params) {
       Value g = grads.lookup(p.getResult());
       if (!g) {
+        // The zero is the contract every later pass keeps (GradientAllReduce,
+        // ReduceScatterGradients, GradientAccumulation and Optimizer skip it), so the remark
+        // can say what training does with the parameter.
         mlir::emitRemark(p.getLoc())
             << "parameter '" << p.getName()
-            << "' does not affect the loss; its gradient is zero";
+            << "' does not affect the loss; its gradient is zero, so it is not all-reduced and the optimizer "
+               "leaves it as it is: no update, no weight decay, no optimizer state (as torch.optim skips a "
+               "parameter whose .grad is None)";
         g = ConstantOp::create(b, p.getLoc(), p.getType(), b.getF64FloatAttr(0.0));
       }
       results.push_back(g);

@@ -71,6 +71,7 @@ struct RunFlags {
 
 /// The data a `model` bundle reads by default.
 std::string defaultData(const std::string& model) {
+  if (model.starts_with("lab-")) return "synthetic";
   return model == "mlp" ? "/usr/share/datasets/fashion-mnist" : "/usr/share/games/fortunes";
 }
 
@@ -79,6 +80,7 @@ std::string defaultData(const std::string& model) {
 struct BundleData : tessel::trainer::RankData {
   std::unique_ptr<tessel::TextDataset> text;
   tessel::ImageDataset images, test;
+  tessel::SyntheticSplits synthetic;
 };
 
 /// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
@@ -98,9 +100,23 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
     const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed, firstStep};
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::imageRankData(o, dir);
+  } else if (info.model.starts_with("lab-")) {
+    // The labs (examples/labs) draw their data from the seed, with the options in the config.
+    if (!f.data.empty() && f.data != "synthetic")
+      throw std::runtime_error(fmt::format("--data '{}': the lab bundle '{}' trains on its synthetic data only",
+                                           f.data, f.dir));
+    tessel::SyntheticOptions options;
+    try {
+      options = tessel::trainer::syntheticOptions(info.config);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(fmt::format("'{}/bundle.json': {}", f.dir, e.what()));
+    }
+    static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::syntheticRankData(
+        options, d.synthetic, {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps,
+                               .seed = f.seed, .firstStep = firstStep});
   } else {
-    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt) nor an "
-                                         "image classifier (mlp); tessel-run trains only those",
+    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt), an "
+                                         "image classifier (mlp) nor a lab (lab-*); tessel-run trains only those",
                                          f.dir, info.model));
   }
 }

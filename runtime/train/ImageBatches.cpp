@@ -44,7 +44,7 @@ ValidationFeeder imageValFeeder(const ImageBatchOptions& o) {
   auto order = std::make_shared<std::vector<int64_t>>(static_cast<size_t>(o.test->count));
   std::iota(order->begin(), order->end(), 0);
   const ImageDataset* test = o.test;
-  return orderedValidation(test->count, o.batch, o.rank, o.world, o.microsteps, "test images",
+  return orderedValidation(test->count, o.batch, o.rank, o.world, o.microsteps, o.heldOutName,
                            [test, order](rt::ProgramExecutor& ex, const std::string& fn, int64_t first,
                                          int64_t count) { feed(ex, fn, 0, gatherImages(*test, *order, first, count)); });
 }

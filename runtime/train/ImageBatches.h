@@ -17,6 +17,7 @@
 #include "runtime/train/Loop.h"
 
 #include <cstdint>
+#include <string>
 
 namespace tessel::trainer {
 
@@ -32,6 +33,9 @@ struct ImageBatchOptions {
   /// training call feeds global batch firstStep (0-based), i.e. 1-based step firstStep + 1: the
   /// sampler position is the step, so a resumed run sees the uninterrupted run's data order.
   int64_t firstStep = 0;
+  /// What the held-out items are called in the validation line (Validation.h describeValidation),
+  /// e.g. "held-out samples" for rows of features that are not images.
+  std::string heldOutName = "test images";
 };
 
 /// The training feeder (see the promise). Throws DataError when the training set has fewer

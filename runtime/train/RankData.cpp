@@ -29,6 +29,50 @@ RankData imageRankData(const ImageBatchOptions& o, const std::string& where) {
                   "img/s"};
 }
 
+RankData syntheticRankData(const SyntheticOptions& options, SyntheticSplits& splits, ImageBatchOptions o) {
+  if (o.batch > options.samples || o.batch > options.heldOut)
+    throw DataError(fmt::format("--batch {} is larger than the data: {} training samples (--samples) and {} held-out "
+                                "samples (--held-out)",
+                                o.batch, options.samples, options.heldOut));
+  splits = makeSyntheticClassification(options, o.seed);
+  o.train = &splits.train;
+  o.test = &splits.heldOut;
+  o.heldOutName = "held-out samples";
+  RankData r = imageRankData(o, "synthetic");
+  r.describe = fmt::format("synthetic data: {} training and {} held-out samples, {} features, {} classes, {} "
+                           "batches per epoch",
+                           options.samples, options.heldOut, options.features, options.classes,
+                           options.samples / o.batch);
+  r.unit = "samples/s";
+  return r;
+}
+
+nlohmann::json syntheticConfig(const SyntheticOptions& o) {
+  return {{"samples", o.samples}, {"held_out", o.heldOut}, {"features", o.features},
+          {"classes", o.classes}, {"noise", o.noise},      {"spread", o.spread}};
+}
+
+SyntheticOptions syntheticOptions(const nlohmann::json& config) {
+  auto number = [&](const char* key) -> const nlohmann::json& {
+    if (!config.is_object() || !config.contains(key) || !config[key].is_number())
+      throw std::runtime_error(fmt::format("the synthetic data's config has no number \"{}\"", key));
+    return config[key];
+  };
+  auto integer = [&](const char* key) {
+    if (!number(key).is_number_integer())
+      throw std::runtime_error(fmt::format("the synthetic data's config entry \"{}\" is not an integer", key));
+    return config[key].get<int64_t>();
+  };
+  SyntheticOptions o;
+  o.samples = integer("samples");
+  o.heldOut = integer("held_out");
+  o.features = integer("features");
+  o.classes = integer("classes");
+  o.noise = number("noise").get<double>();
+  o.spread = number("spread").get<double>();
+  return o;  // their ranges are checked where the data is drawn (DataError)
+}
+
 std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
                                const std::string& batchAxis, int rank) {
   return batchShard(mesh, std::vector<std::string>{batchAxis}, rank);

@@ -3,10 +3,13 @@
 // described and fingerprinted exactly as, the JIT run. MLIR-free.
 #pragma once
 
+#include "runtime/data/SyntheticDataset.h"
 #include "runtime/train/ImageBatches.h"
 #include "runtime/train/Loop.h"
 #include "runtime/train/Ranks.h"
 #include "runtime/train/TextBatches.h"
+
+#include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
@@ -43,6 +46,21 @@ std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>
 /// Byte text (TextBatches.h): B x T tokens per step, "data '<path>' (<n> bytes)". `o.data`
 /// must outlive the feeders.
 RankData textRankData(const TextBatchOptions& o);
+
+/// Synthetic classification data (runtime/data/SyntheticDataset.h; the labs, examples/labs):
+/// draws `options`' splits from `o.seed` into `splits`, which must outlive the feeders, and feeds
+/// them as ImageBatches.h feeds images (o.train and o.test are set here): B samples per step,
+/// "synthetic data: <n> training and <m> held-out samples, ...". Throws DataError naming --batch,
+/// --samples and --held-out when a split is smaller than the global batch.
+RankData syntheticRankData(const SyntheticOptions& options, SyntheticSplits& splits, ImageBatchOptions o);
+
+/// Synthetic data's entries of a bundle's "config" (bundle.json): "samples", "held_out",
+/// "features", "classes", "noise" and "spread", so that tessel-run draws the same data.
+nlohmann::json syntheticConfig(const SyntheticOptions& options);
+
+/// The options back from a bundle's "config"; throws std::runtime_error naming the first entry
+/// that is missing or not a number.
+SyntheticOptions syntheticOptions(const nlohmann::json& config);
 
 /// Images (ImageBatches.h): B images per step, "<n> training and <m> test images"; `where` is
 /// the folder as given. `o.train` and `o.test` must outlive the feeders.

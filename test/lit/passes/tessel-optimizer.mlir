@@ -85,6 +85,40 @@ func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
 
 // -----
 
+// A parameter the loss ignores (autodiff's explicit zero gradient, tessel.constant 0.0) is
+// left exactly as it is, as torch.optim skips a parameter whose .grad is None: no state
+// params, no update (so no weight decay either, though its rank 2 would decay), no assign.
+// Its zero still goes into the global norm, where it adds nothing.
+// CHECK-LABEL: func.func @train_step
+// CHECK-NEXT: %[[W:.*]] = tessel.param "fc.weight"
+// CHECK-NEXT: %[[AUX:.*]] = tessel.param "aux.weight"
+// ADAMW-NEXT: tessel.param "fc.weight:exp_avg" state
+// ADAMW-NEXT: tessel.param "fc.weight:exp_avg_sq" state
+// SGD-NEXT: tessel.param "fc.weight:momentum_buffer" state
+// CHECK-NOT: "aux.weight:
+// CHECK: %[[GW:.*]] = tessel.constant 2.000000e+00 : tensor<16x8xf32>
+// CHECK-NEXT: %[[Z:.*]] = tessel.constant 0.000000e+00 : tensor<4x8xf32>
+// CHECK-NEXT: %[[NORM:.*]] = tessel.global_norm %[[GW]], %[[Z]]
+// CHECK-NOT: %[[AUX]]
+// CHECK-NOT: "aux.weight
+// ADAMW: tessel.adamw %[[W]]
+// SGD: tessel.sgd %[[W]]
+// CHECK-NOT: %[[AUX]]
+// CHECK-NOT: "aux.weight
+// CHECK: return
+func.func @train_step(%x: tensor<4x8xf32> {tessel.input = "x"})
+    -> (tensor<f32> {tessel.output = "loss"}, tensor<16x8xf32> {tessel.grad = "fc.weight"},
+        tensor<4x8xf32> {tessel.grad = "aux.weight"}) {
+  %w = tessel.param "fc.weight" {std = 2.000000e-02 : f64} : tensor<16x8xf32>
+  %aux = tessel.param "aux.weight" {std = 2.000000e-02 : f64} : tensor<4x8xf32>
+  %l = tessel.reduce_sum %x [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  %gw = tessel.constant 2.0 : tensor<16x8xf32>
+  %gaux = tessel.constant 0.0 : tensor<4x8xf32>
+  return %l, %gw, %gaux : tensor<f32>, tensor<16x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
 // Gradients are matched to parameters by their tessel.grad name, not by position; the
 // loss need not come first; @forward and other functions are left alone; a parameter
 // without a gradient result (here: optimizer state from before) gets no update.
