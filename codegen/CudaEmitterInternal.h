@@ -171,6 +171,9 @@ void emitCrossEntropy(CudaWriter& w);
 void emitCrossEntropyGrad(CudaWriter& w);
 void emitFusedClassifier(CudaWriter& w);
 void emitLayerNormGrad(CudaWriter& w);
+// CudaEmitterNorm.cpp
+void emitRmsNorm(CudaWriter& w);
+void emitRmsNormGrad(CudaWriter& w);
 // CudaEmitterLayout.cpp
 void emitTranspose(CudaWriter& w);
 void emitSplit(CudaWriter& w);
