@@ -6,10 +6,12 @@
 //
 // Tolerance: kTol = 5e-8 relative to max(1, |fd|), the bound GradCheckTest.cpp derives and
 // measures for the existing ops (rounding of the outputs divided by 2h dominates; a wrong
-// term is an O(1e-3 .. 1) error). These ops are as smooth as gelu and layer_norm (bounded
-// derivatives of order 1 for N(0, 2^2) inputs; rms_norm's 1 / rms is at most 1 / sqrt(eps),
-// and N(0, 1) rows of 7 or more entries keep rms far from 0). Measured over 300 runs
-// (fresh seeds): silu at most 1.1e-9, rms_norm 3.0e-9, the block 6.0e-9.
+// term is an O(1e-3 .. 1) error). These ops are as smooth as gelu and layer_norm: bounded
+// derivatives of order 1 for N(0, 2^2) inputs, and rms_norm's rows are kept away from a zero
+// RMS (see RmsNormInputAndWeight). Measured over 300 runs (fresh seeds): silu at most 1.8e-10,
+// swiglu 2.4e-10, rms_norm 2e-9 (4e-8 before its inputs were kept from 0). The pre-norm
+// block composes ~12 ops with N(0, 1) weights, like GradCheckTest's GPT, and measured at most
+// 7.6e-8 (rounding amplified through the chain), hence kBlockTol = 1e-6 as kGptTol there.
 #include "test/unit/GradCheckUtil.h"
 
 #include <gtest/gtest.h>
@@ -22,7 +24,8 @@ using namespace gradcheck;
 using tessel::Shape;
 using tessel::Tensor;
 
-constexpr double kTol = 5e-8;  // see the file comment
+constexpr double kTol = 5e-8;       // see the file comment
+constexpr double kBlockTol = 1e-6;  // the composed block; see the file comment
 
 std::string str(const Shape& s) {
   std::string out;
@@ -54,7 +57,9 @@ TEST(GradCheckNorm, Swiglu) {
   }
 }
 
-// The input and the weight. C = 1 is the degenerate row: y = sign(x) w |x| / sqrt(x^2 + eps).
+// The input and the weight. C = 1 is the degenerate row: y = w x / sqrt(x^2 + eps), whose
+// third derivative grows like eps / |x|^5 near 0 (at |x| = 3e-3 the truncation error alone is
+// ~1e-6): inputs are kept at least 0.1 from 0, as relu's are from its kink, where it is ~1e-12.
 TEST(GradCheckNorm, RmsNormInputAndWeight) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
@@ -64,6 +69,9 @@ TEST(GradCheckNorm, RmsNormInputAndWeight) {
       Shape s = rows;
       s.push_back(channels);
       Tensor x = c.param("x", s), w = c.param("weight", {channels});
+      c.adjust("x", [](ref::Tensor& t) {
+        for (double& v : t.data) v += v >= 0.0 ? 0.1 : -0.1;
+      });
       c.setLoss({tessel::rms_norm(x, w)});
       c.check("rms_norm " + str(s), kTol);
     }
@@ -100,7 +108,7 @@ TEST(GradCheckNorm, PreNormSwigluBlock) {
   SwigluBlock& m = c.model();
   Tensor h = m.norm(x);
   c.setLoss({x + m.w2(tessel::swiglu(m.w1(h), m.w3(h)))});
-  c.check("rms_norm + swiglu mlp 2x3x6 H=10", kTol);
+  c.check("rms_norm + swiglu mlp 2x3x6 H=10", kBlockTol);
 }
 
 }  // namespace

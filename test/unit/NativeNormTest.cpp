@@ -86,13 +86,15 @@ TEST(NativeNorm, GradientsMatchTheReference) {
 }
 
 /// The gradients of one @train_step (optimizer "none") natively, from the parameters that the
-/// seed draws, under `plan`.
-std::vector<std::vector<float>> nativeGradients(const Data& data, const tessel::Plan& plan) {
+/// seed draws, under `plan`; `steps` is set to the number of steps of @train_step.
+std::vector<std::vector<float>> nativeGradients(const Data& data, const tessel::Plan& plan,
+                                                size_t* steps) {
   TinyLlamaMlp model;
   model.build(kBatch, kSeq);
   tessel::Program program = model.compile({.optimizer = "none", .plan = plan});
   tessel::NativeProgram native = program.native(options());
   tessel::rt::Executor& ex = native.executor();
+  *steps = ex.program().function("train_step")->steps.size();
   data.feed(ex);
   ex.run("train_step");
   std::vector<std::vector<float>> grads;
@@ -109,9 +111,11 @@ std::vector<std::vector<float>> nativeGradients(const Data& data, const tessel::
 // (Full mode: selective checkpointing recomputes only core attention, which these blocks lack.)
 TEST(NativeNorm, CheckpointedBlocksGiveTheSameGradients) {
   Data data;
-  std::vector<std::vector<float>> plain = nativeGradients(data, tessel::Plan());
+  size_t plainSteps = 0, rematSteps = 0;
+  std::vector<std::vector<float>> plain = nativeGradients(data, tessel::Plan(), &plainSteps);
   std::vector<std::vector<float>> remat =
-      nativeGradients(data, tessel::Plan().checkpoint("blocks.*"));
+      nativeGradients(data, tessel::Plan().checkpoint("blocks.*"), &rematSteps);
+  EXPECT_GT(rematSteps, plainSteps) << "nothing was recomputed";
   ASSERT_EQ(remat.size(), plain.size());
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(remat[i], plain[i]) << "output " << i;
 }
