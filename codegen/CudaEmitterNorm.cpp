@@ -38,17 +38,8 @@ void emitRmsNormGrad(CudaWriter& w) {
   int64_t c = shape.back(), rows = numel(shape) / std::max<int64_t>(c, 1);
   // Chunks of 32 rows, as the C++ kernel: the chunk sums ([CHUNKS][C]) are f32 sums over the
   // chunk's rows in order, added in chunk order in double.
-  int64_t chunkRows = std::min<int64_t>(32, std::max<int64_t>(rows, 1));
-  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-  unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((c + 31) / 32 * 32, 64, 256));
-  unsigned blocks =
-      static_cast<unsigned>(std::clamp<int64_t>(chunks, 1, kResidentThreads / threads));
   kernelcommon::declareRmsNormGrad(w, op, letters, rows, c);
-  w.constant("CHUNK", chunkRows, "rows per chunk of the dweight sums");
-  w.constant("CHUNKS", chunks);
-  w.launch(blocks, threads, "one block per chunk of rows (grid-stride over chunks)");
-  w.kind(CudaKernelKind::Row);
-  w.useBlockReductions(false);
+  int64_t chunks = chunkedRowLaunch(w, rows, c, "dweight");
   w.code(
       R"cuda(__shared__ float rowRstd[CHUNK];  // the chunk's row statistics
 for (idx_t ch = blockIdx.x; ch < CHUNKS; ch += gridDim.x) {

@@ -51,7 +51,9 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](GeluOp) { return one(ref::gelu(*in[0])); })
       .Case([&](ReluOp) { return one(ref::relu(*in[0])); })
       .Case([&](SiluOp) { return one(ref::silu(*in[0])); })
-      .Case([&](RmsNormOp o) { return one(ref::rmsNorm(*in[0], *in[1], o.getEpsilon().convertToDouble())); })
+      .Case([&](RmsNormOp o) {
+        return one(ref::rmsNorm(*in[0], *in[1], o.getEpsilon().convertToDouble()));
+      })
       .Case([&](LayerNormOp o) {
         return one(ref::layerNorm(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble()));
       })
@@ -87,7 +89,8 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](ReluGradOp) { return one(ref::reluBackward(*in[0], *in[1])); })
       .Case([&](SiluGradOp) { return one(ref::siluBackward(*in[0], *in[1])); })
       .Case([&](RmsNormGradOp o) {
-        ref::RmsNormGrads g = ref::rmsNormBackward(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble());
+        ref::RmsNormGrads g =
+            ref::rmsNormBackward(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble());
         return std::vector<ref::Tensor>{std::move(g.dx), std::move(g.dweight)};
       })
       .Case([&](SoftmaxGradOp) { return one(ref::softmaxBackward(*in[0], *in[1])); })

@@ -62,8 +62,8 @@ def PropagateSharding : Pass<"tessel-propagate-sharding", "mlir::ModuleOp"> {
     takes it on a second forward walk, so a row-parallel product's pending sum is resolved
     straight into that split (a reduce-scatter) rather than into a replicated tensor.
     With `sequence-axis` (sequence parallelism, Korthikanti et al. 2022), every layer
-    norm's and RMS norm's input is asked for its rows (dimension 1, T) split over that axis, which seeds
-    the residual stream's split.
+    norm's and RMS norm's input is asked for its rows (dimension 1, T) split over that
+    axis, which seeds the residual stream's split.
 
     Deterministic (program order, a fixed number of walks). On a conflict the op's rule
     decides: a split beats replicated, the first operand's split beats the second's, a

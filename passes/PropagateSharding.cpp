@@ -6,8 +6,8 @@
 //      takes what its first use's rule asks for and is fixed from then on; the op's rule
 //      (compiler/ShardingRules.h) gives its results' shardings.
 //   2. Backward walk: where a user asks an elementwise op's result for splits it lacks
-//      (and, under sequence parallelism, every layer or RMS norm's input for its rows split over
-//      the axis), that becomes a hint for the producer.
+//      (and, under sequence parallelism, every layer or RMS norm's input for its rows split
+//      over the axis), that becomes a hint for the producer.
 //   3. With hints, the forward walk again; its shardings are recorded as tessel.shardings.
 //
 //===----------------------------------------------------------------------------===//
@@ -60,7 +60,8 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
         int64_t rows = type.getRank() >= 3 ? type.getShape()[1] : 0;
         if (rows % grid->sizes[sequence] != 0) {
           ln.emitError() << "sequence parallelism splits the sequence (T = " << rows << ") of this "
-                         << (mlir::isa<RmsNormOp>(ln) ? "RMS" : "layer") << " norm's input over " << sequenceAxis << "=" << grid->sizes[sequence]
+                         << (mlir::isa<RmsNormOp>(ln) ? "RMS" : "layer") << " norm's input over "
+                         << sequenceAxis << "=" << grid->sizes[sequence]
                          << ", which does not divide it (padding the sequence would put padded rows into "
                             "attention and into the loss's mean)";
           return signalPassFailure();
@@ -141,8 +142,9 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       OpSharding rule = shardOp(&op, in, hint);
       for (auto [i, v] : llvm::enumerate(op.getOperands())) {
         mlir::Operation* def = v.getDefiningOp();
-        const bool elementwise = def && (mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp>(def) ||
-                                         mlir::isa<SiluOp>(def));
+        const bool elementwise =
+            def && (mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp>(def) ||
+                    mlir::isa<SiluOp>(def));
         if (!elementwise) continue;
         TensorSharding want = rule.operands[i].withoutPartial();
         TensorSharding have = in[i];

@@ -155,9 +155,6 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       // A layer already in a pair (the row half of the previous one, in a deeper MLP) or
       // sharded by the plan starts no pair: the next pair begins after it, as Megatron-LM
       // pairs a stack of linear layers two by two.
-      auto seeded = [&](const Linear& l) {
-        return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
-      };
       if (seeded(*col) || seeded(*row)) continue;
       if (mlir::failed(split(*col, col->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
         return mlir::failure();
@@ -168,9 +165,6 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       auto mlp = swigluOf(mul);
       if (!mlp) continue;
       auto [gate, up, down] = *mlp;
-      auto seeded = [&](const Linear& l) {
-        return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
-      };
       if (seeded(gate) || seeded(up) || seeded(down)) continue;
       if (mlir::failed(split(gate, gate.outDim(), 1)) || mlir::failed(split(up, up.outDim(), 1)) ||
           mlir::failed(split(down, down.inDim(), 1)))
@@ -197,6 +191,11 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
              << " (a projection into attention and the one after it, linear -> gelu/relu -> "
                 "linear, or a SwiGLU MLP: down(silu(gate(x)) * up(x)))";
     return mlir::success();
+  }
+
+  /// Whether `l`'s weight already has a sharding (the plan's, or from an earlier pair).
+  bool seeded(const Linear& l) {
+    return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
   }
 
   /// Splits `l`'s weight on `dim` over the axis, in `blocks` blocks, unless the plan

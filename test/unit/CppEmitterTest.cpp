@@ -185,13 +185,14 @@ TEST(CppEmitter, VocabParallel) {
             "cross_entropy_from_stats_grad"});
 }
 
-// Extreme inputs: the gelu tails, where tanh(u) -> -1 and x^3 overflows f32.
-TEST(CppEmitter, GeluAtExtremeInputs) {
-  for (const char* name : {"gelu_7", "gelu_grad_7"}) {
+/// Runs the [7]-shaped unary cases `names` (and their grads, with dout 0.5) on each row of
+/// seven inputs in `rows`.
+void checkUnaryAt(std::initializer_list<const char*> names,
+                  std::initializer_list<std::vector<double>> rows) {
+  for (const char* name : names) {
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });
-    for (std::vector<double> x : {std::vector<double>{-INFINITY, -100, -10, 0, 10, 1e30, NAN},
-                                  std::vector<double>{INFINITY, -1e30, -1, 1, 100, -3, 3}}) {
+    for (const std::vector<double>& x : rows) {
       std::vector<ref::Tensor> inputs{ref::Tensor({7}, x)};
       if (c.args.size() == 2) inputs.push_back(ref::Tensor::filled({7}, 0.5));
       checkCaseOn(suite(), c, inputs);
@@ -199,18 +200,17 @@ TEST(CppEmitter, GeluAtExtremeInputs) {
   }
 }
 
-// Extreme inputs: the silu tails, where exp(-x) overflows f32 (x < -88.7) or vanishes.
+// Extreme inputs: the gelu tails, where tanh(u) -> -1 and x^3 overflows f32.
+TEST(CppEmitter, GeluAtExtremeInputs) {
+  checkUnaryAt({"gelu_7", "gelu_grad_7"}, {{-INFINITY, -100, -10, 0, 10, 1e30, NAN},
+                                          {INFINITY, -1e30, -1, 1, 100, -3, 3}});
+}
+
+// Extreme inputs: the silu tails, where exp(-|x|) underflows and silu(x) is subnormal
+// (x < -87), and silu'(x) crosses 0 (x ~ -1.28).
 TEST(CppEmitter, SiluAtExtremeInputs) {
-  for (const char* name : {"silu_7", "silu_grad_7"}) {
-    const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
-                                  [&](const Case& k) { return k.name == name; });
-    for (std::vector<double> x : {std::vector<double>{-INFINITY, -100, -87.5, 0, 20, 1e30, NAN},
-                                  std::vector<double>{INFINITY, -1e30, -1.28, 1, 100, -30, 88}}) {
-      std::vector<ref::Tensor> inputs{ref::Tensor({7}, x)};
-      if (c.args.size() == 2) inputs.push_back(ref::Tensor::filled({7}, 0.5));
-      checkCaseOn(suite(), c, inputs);
-    }
-  }
+  checkUnaryAt({"silu_7", "silu_grad_7"}, {{-INFINITY, -100, -87.5, 0, 20, 1e30, NAN},
+                                          {INFINITY, -1e30, -1.28, 1, 100, -30, 88}});
 }
 
 // ---- properties beyond the numerics ---------------------------------------------------------

@@ -58,6 +58,24 @@ std::string simtProgramSource(const rt::Program& p) {
          readFile(std::string(TESSEL_SOURCE_DIR) + "/test/simt/Simt.cpp");
 }
 
+/// A program's kernels built twice, on the SIMT harness and as C++ (without FMA contraction,
+/// as the SIMT build: both round every operation), and an executor on each.
+struct SimtAndCpu {
+  KernelLibrary simt, native;
+  rt::Executor onSimt, onCpu;
+  explicit SimtAndCpu(const rt::Program& program)
+      : simt(buildSimtLibrary(simtProgramSource(program))),
+        native(buildKernelLibrary(program.kernelSource, cppOptions())),
+        onSimt(program, [this](const std::string& s) { return simt.symbol(s + "_simt"); }),
+        onCpu(program, [this](const std::string& s) { return native.symbol(s); }) {}
+  static HostCompileOptions cppOptions() {
+    HostCompileOptions o;
+    o.flags.push_back("-ffp-contract=off");
+    o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
+    return o;
+  }
+};
+
 std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) { return test::trainSmallGpt(ex, steps); }
 
 TEST(SimtExecutor, CudaLoweringKeepsTheCpuStepsAndAddsALaunchToEveryKernel) {
@@ -161,13 +179,8 @@ TEST(SimtExecutor, KernelSymbolsSayWhatTheyComputeAndAreShortCIdentifiers) {
 
 TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
   rt::Program program = lowerGpt(true);
-  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
-  HostCompileOptions o;
-  o.flags.push_back("-ffp-contract=off");  // as the SIMT build: both round every operation
-  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
-  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
-  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
-  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
   const int64_t steps = 3;
   auto start = std::chrono::steady_clock::now();
   std::vector<trainer::StepStats> got = trainSteps(onSimt, steps);
@@ -211,13 +224,8 @@ TEST(SimtExecutor, LlamaMlpTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
       if (auto* k = std::get_if<rt::KernelStep>(&s)) kinds.insert(k->symbol.substr(k->symbol.find('_') + 1));
   EXPECT_TRUE(kinds.count("fused_silu_mul")) << "the SwiGLU gate is not one fused kernel";
   EXPECT_TRUE(kinds.count("rms_norm_grad"));
-  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
-  HostCompileOptions o;
-  o.flags.push_back("-ffp-contract=off");  // as the SIMT build: both round every operation
-  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
-  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
-  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
-  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
   const int64_t steps = 3;
   std::vector<trainer::StepStats> got = trainSteps(onSimt, steps), want = trainSteps(onCpu, steps);
   const double tol = 7 * 256 * kU;
@@ -246,13 +254,8 @@ TEST(SimtExecutor, AWrongLaunchOnAStepIsCaught) {
         ++changed;
       }
   ASSERT_GT(changed, 0) << "no kernel with a block of 64 or more";
-  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
-  HostCompileOptions o;
-  o.flags.push_back("-ffp-contract=off");
-  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
-  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
-  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
-  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
   trainer::StepStats got = trainSteps(onSimt, 1).at(0), want = trainSteps(onCpu, 1).at(0);
   std::printf("[ simt     ] halved blocks (%d steps): loss %.7f vs %.7f, grad norm %.6f vs %.6f\n", changed,
               got.loss, want.loss, got.gradNorm, want.gradNorm);
