@@ -2,7 +2,8 @@
 // ThreadGroup. Collectives are synchronous rendezvous (issue returns a completed Work), so
 // the executor's start/wait protocol runs unchanged; the reduction adds the ranks' values
 // in rank order (x0 + x1 + ... in f32, then / N for Avg), so every rank gets bitwise the same
-// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented.
+// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented, and
+// of the groups only the world itself (a device mesh whose one axis spans every rank).
 #pragma once
 
 #include "runtime/comm/Communicator.h"
@@ -102,6 +103,16 @@ class ThreadCommunicator final : public rt::Communicator {
   }
   std::unique_ptr<rt::Work> recv(void*, int64_t, rt::DType, int, const std::string&) override {
     return unsupported();
+  }
+  /// The group of every rank in order (a one-axis mesh over the world): another communicator
+  /// on the same rendezvous, which is safe because every rank issues its collectives in one
+  /// program order. Any other group throws, as the base class does.
+  std::unique_ptr<rt::Communicator> subgroup(const std::vector<int>& ranks,
+                                             const std::string& label) override {
+    bool world = static_cast<int>(ranks.size()) == group_.world();
+    for (size_t i = 0; world && i < ranks.size(); ++i) world = ranks[i] == static_cast<int>(i);
+    if (!world) return rt::Communicator::subgroup(ranks, label);
+    return std::make_unique<ThreadCommunicator>(group_, rank_);
   }
   void setTimeout(double) override {}
   void setStep(int64_t) override {}
