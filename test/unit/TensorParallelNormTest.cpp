@@ -16,7 +16,6 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
-#include <thread>
 
 namespace {
 
@@ -43,52 +42,43 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world) {
   tessel::Program program = model.compile({.plan = plan});
   tessel::test::ThreadGroup group(world);
   std::vector<RankResult> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::mutex building;  // one rank at a time builds (or finds) the kernel library
   auto body = [&](int rank) {
-    try {
-      tessel::test::ThreadCommunicator comm(group, rank);
-      std::unique_lock<std::mutex> lock(building);
-      // With the world, the program's mesh places this rank's shard of each parameter.
-      tessel::NativeProgram native = program.native(
-          {.threads = 1,
-           .cache_dir = (std::filesystem::path(testing::TempDir()) / "tessel-tp-norm-test").string(),
-           .seed = 7,
-           .world = &comm});
-      lock.unlock();
-      tessel::rt::Executor& ex = native.executor();
-      // Every step and the validation take the same batch, so the loss must fall.
-      auto feedBatch = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
-        auto t = batch(false), y = batch(true);
-        e.setInput(fn, 0, t.data(), t.size() * sizeof(int32_t));
-        e.setInput(fn, 1, y.data(), y.size() * sizeof(int32_t));
-      };
-      auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn, size_t) {
-        feedBatch(e, fn);
-      };
-      auto val = tessel::trainer::orderedValidation(
-          kBatch, kBatch, 0, 1, 1, "rows of random bytes",
-          [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) {
-            feedBatch(e, fn);
-          });
-      tessel::trainer::TrainOptions o;
-      o.steps = kSteps;
-      o.lr = 1e-2;
-      o.schedule = "constant";
-      o.evalBatches = 1;
-      o.comm = &comm;
-      RankResult& out = results[static_cast<size_t>(rank)];
-      out.stats = tessel::trainer::train(ex, o, feed, val);
-      out.w1Shape = ex.program().buffers[static_cast<size_t>(ex.bufferId("blocks.0.w1.weight"))].shape;
-    } catch (...) {
-      errors[static_cast<size_t>(rank)] = std::current_exception();
-    }
+    tessel::test::ThreadCommunicator comm(group, rank);
+    std::unique_lock<std::mutex> lock(building);
+    // With the world, the program's mesh places this rank's shard of each parameter.
+    tessel::NativeProgram native = program.native(
+        {.threads = 1,
+         .cache_dir = (std::filesystem::path(testing::TempDir()) / "tessel-tp-norm-test").string(),
+         .seed = 7,
+         .world = &comm});
+    lock.unlock();
+    tessel::rt::Executor& ex = native.executor();
+    // Every step and the validation take the same batch, so the loss must fall.
+    auto feedBatch = [&](tessel::rt::ProgramExecutor& e, const std::string& fn) {
+      auto t = batch(false), y = batch(true);
+      e.setInput(fn, 0, t.data(), t.size() * sizeof(int32_t));
+      e.setInput(fn, 1, y.data(), y.size() * sizeof(int32_t));
+    };
+    auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn, size_t) {
+      feedBatch(e, fn);
+    };
+    auto val = tessel::trainer::orderedValidation(
+        kBatch, kBatch, 0, 1, 1, "rows of random bytes",
+        [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t, int64_t) {
+          feedBatch(e, fn);
+        });
+    tessel::trainer::TrainOptions o;
+    o.steps = kSteps;
+    o.lr = 1e-2;
+    o.schedule = "constant";
+    o.evalBatches = 1;
+    o.comm = &comm;
+    RankResult& out = results[static_cast<size_t>(rank)];
+    out.stats = tessel::trainer::train(ex, o, feed, val);
+    out.w1Shape = ex.program().buffers[static_cast<size_t>(ex.bufferId("blocks.0.w1.weight"))].shape;
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  tessel::test::runRanks(world, body);
   return results;
 }
 

@@ -9,6 +9,9 @@
 #include "runtime/comm/Communicator.h"
 
 #include <condition_variable>
+#include <exception>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -46,6 +49,25 @@ class ThreadGroup {
   int arrived_ = 0;
   int64_t generation_ = 0;
 };
+
+/// Runs body(rank) for rank 0 .. world - 1, each on its own thread, waits for all, then
+/// rethrows the first rank's exception, if any (a rank that throws must not leave the others
+/// waiting in a collective: tests use this only where every rank fails alike or none does).
+inline void runRanks(int world, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 class ThreadCommunicator final : public rt::Communicator {
  public:
