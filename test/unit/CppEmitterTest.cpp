@@ -5,6 +5,7 @@
 // share of its tolerance it used ("[ max err  ]" lines).
 #include "test/unit/CppEmitterCases.h"
 #include "test/unit/CppEmitterVocabCases.h"
+#include "test/unit/CppEmitterAttentionCases.h"
 
 #include <dlfcn.h>
 
@@ -132,6 +133,7 @@ std::vector<Case> allCases() {
   c.push_back(clip(0.5, 1.0, "unclipped"));
   c.push_back(clip(3.0, INFINITY, "disabled"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
+  for (Case& k : ropeCases()) c.push_back(std::move(k));
   return c;
 }
 
@@ -176,6 +178,7 @@ TEST(CppEmitter, Reductions) { checkOps({"reduce_sum", "reduce_mean"}); }
 TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
 TEST(CppEmitter, GlobalNormAndClip) { checkOps({"global_norm", "clip_coefficient"}); }
+TEST(CppEmitter, Rope) { checkOps({"rope"}); }
 TEST(CppEmitter, VocabParallel) {
   checkOps({"embedding_shard", "embedding_shard_grad", "row_max", "sum_exp", "sum_exp_grad",
             "target_logit", "target_logit_grad", "cross_entropy_from_stats",
@@ -209,7 +212,7 @@ TEST(CppEmitter, EveryOpHasCases) {
         "embedding_grad", "cross_entropy_grad", "fused_classifier", "adamw", "sgd", "global_norm",
         "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
         "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
-        "cross_entropy_from_stats_grad", "dynamic_slice"})
+        "cross_entropy_from_stats_grad", "dynamic_slice", "rope"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 
