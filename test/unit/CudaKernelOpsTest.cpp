@@ -9,6 +9,7 @@
 // their IR is used here: inputs and tolerances are this test's (CudaKernelsTestUtil.h).
 #include "test/unit/CppEmitterCases.h"
 #include "test/unit/CppEmitterVocabCases.h"
+#include "test/unit/CppEmitterAttentionCases.h"
 #include "test/unit/CudaKernelsTestUtil.h"
 
 #include <set>
@@ -173,6 +174,7 @@ std::vector<cpptest::Case> cases() {
   c.push_back(clip(0.5, 1.0, "below"));
   c.push_back(clip(3.0, 1.0, "above"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
+  for (Case& k : cpptest::ropeCases()) c.push_back(std::move(k));
   // Rows of a GPT-2 vocabulary split over 2 ranks: longer than one block's threads.
   c.push_back(rowMax({2, 25129}));
   c.push_back(sumExp({2, 25129}));
@@ -238,6 +240,7 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.cross_entropy_grad",
                          "tessel.fused_classifier",
                          "tessel.transpose",
+                         "tessel.rope",
                          "tessel.split",
                          "tessel.concat",
                          "tessel.dynamic_slice",
