@@ -31,17 +31,19 @@ train() {
 }
 start=$SECONDS
 train gpt build/bin/tessel-gpt
-gpt_s=$((SECONDS - start))
+gpt_s=$((SECONDS - start)) gpt_load=$(cut -d' ' -f1 /proc/loadavg)
 start=$SECONDS
 train llama build/bin/tessel-llama --kv-heads 2 --hidden 384
-llama_s=$((SECONDS - start))
+llama_s=$((SECONDS - start)) llama_load=$(cut -d' ' -f1 /proc/loadavg)
 
-/usr/bin/python3 - "$tmp" "$gpt_s" "$llama_s" "$THREADS" <<'PY'
+/usr/bin/python3 - "$tmp" "$gpt_s s, load average $gpt_load" "$llama_s s, load average $llama_load" "$THREADS" <<'PY'
 import datetime, json, re, subprocess, sys
 sys.path.insert(0, "bench")
 from results_md import add_section_rows
 
-tmp, gpt_s, llama_s, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+# The wall times with the machine's load average after each run: a shared machine slows a run
+# by its load, so they say what a run cost, not which model is faster.
+tmp, gpt_s, llama_s, threads = sys.argv[1:5]
 
 
 def result(name):
@@ -57,7 +59,7 @@ def result(name):
 
 (gpt_p, gpt_d, gpt_v), (llama_p, llama_d, llama_v) = result("gpt"), result("llama")
 for name, p, d, v, s in (("tessel-gpt", gpt_p, gpt_d, gpt_v, gpt_s), ("tessel-llama", llama_p, llama_d, llama_v, llama_s)):
-    print(f"{name:13s} {d}: {p} parameters, {s} s; validation loss by step: "
+    print(f"{name:13s} {d}: {p} parameters, {s}; validation loss by step: "
           + ", ".join(f"{k}: {x:.4f}" for k, x in v))
 ratio = llama_p / gpt_p
 print(f"parameters llama/gpt = {ratio:.4f}; final validation loss gpt {gpt_v[-1][1]:.4f}, "
@@ -68,11 +70,12 @@ intro = """The Llama (bench/llama_vs_gpt.sh; docs/llama.md) against the GPT on t
 (1337), lr (1e-3, constant, no warmup, no weight decay), batch (32), T (64) and 500 steps, L=4, C=128,
 NH=4; the Llama with NKV=2 and H=384, an untied head and no position table. Validation loss in
 nats/byte over the first 32 validation batches after the last step; parameter counts as the
-programs report them.
+programs report them; wall time and load average of each run (the machine is shared: the times
+say what a run cost under that load, not which model is faster).
 
 | date | machine | gpt: parameters, val loss | llama: parameters, val loss | parameters llama/gpt | val loss llama - gpt |
 |---|---|---|---|---|---|"""
-row = (f"| {datetime.date.today()} | {threads} threads, {cpu} | {gpt_p}, {gpt_v[-1][1]:.4f} ({gpt_s} s) | "
-       f"{llama_p}, {llama_v[-1][1]:.4f} ({llama_s} s) | {ratio:.4f} | {llama_v[-1][1] - gpt_v[-1][1]:+.4f} |")
+row = (f"| {datetime.date.today()} | {threads} threads, {cpu} | {gpt_p}, {gpt_v[-1][1]:.4f} ({gpt_s}) | "
+       f"{llama_p}, {llama_v[-1][1]:.4f} ({llama_s}) | {ratio:.4f} | {llama_v[-1][1] - gpt_v[-1][1]:+.4f} |")
 add_section_rows("bench/RESULTS.md", "## Llama vs GPT (bench/llama_vs_gpt.sh)", intro, [row])
 PY
