@@ -62,63 +62,54 @@ std::vector<RankResult> run(const tessel::Plan& plan, int world, double gradClip
   tessel::Program program = model.compile({.plan = plan});
   tessel::test::ThreadGroup group(world);
   std::vector<RankResult> results(static_cast<size_t>(world));
-  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
   std::vector<tessel::NativeProgram> natives;
   for (int r = 0; r < world; ++r)
     natives.push_back(program.native(
         {.threads = 1, .cache_dir = (std::filesystem::path(testing::TempDir()) / "tessel-dp-test").string(),
          .seed = 7}));
   auto body = [&](int rank) {
-    try {
-      tessel::test::ThreadCommunicator comm(group, rank);
-      tessel::rt::Executor& ex = natives[static_cast<size_t>(rank)].executor();
-      ex.setCommunicator(&comm);
-      tessel::rt::checkCollectiveSchedule(ex.program(), comm);
-      RankResult& out = results[static_cast<size_t>(rank)];
-      int64_t calls = 0;
-      const int64_t k = plan.microsteps();
-      // Validation: step 1's global batch, this rank's rows of each microbatch.
-      auto val = tessel::trainer::orderedValidation(
-          kBatch, kBatch, rank, world, k, "rows of random bytes",
-          [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t a, int64_t n) {
-            auto t = globalBatch(1, false), y = globalBatch(1, true);
-            e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
-            e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
-          });
-      auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn, size_t) {
-        int64_t step = calls / k, micro = calls % k;
-        ++calls;
-        if (micro == 0) out.paramHashes.push_back(hashParameters(ex));
-        auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, micro, k);
-        auto t = globalBatch(step, false), y = globalBatch(step, true);
-        e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-        e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
-      };
-      tessel::trainer::TrainOptions o;
-      o.steps = kSteps;
-      o.schedule = "constant";
-      o.gradClip = gradClip;
-      o.evalBatches = 1;
-      o.microsteps = k;
-      o.comm = &comm;
-      out.stats = tessel::trainer::train(ex, o, feed, val);
-      out.paramHashes.push_back(hashParameters(ex));
-      for (const tessel::ParameterSpec& p : program.parameters()) {
-        const float* d = ex.data(ex.bufferId(p.name));
-        int64_t n = ex.program().buffers[static_cast<size_t>(ex.bufferId(p.name))].numel();
-        out.params[p.name].assign(d, d + n);
-      }
-      out.counters = ex.collectiveCounters();
-      out.program = ex.program();
-    } catch (...) {
-      errors[static_cast<size_t>(rank)] = std::current_exception();
+    tessel::test::ThreadCommunicator comm(group, rank);
+    tessel::rt::Executor& ex = natives[static_cast<size_t>(rank)].executor();
+    ex.setCommunicator(&comm);
+    tessel::rt::checkCollectiveSchedule(ex.program(), comm);
+    RankResult& out = results[static_cast<size_t>(rank)];
+    int64_t calls = 0;
+    const int64_t k = plan.microsteps();
+    // Validation: step 1's global batch, this rank's rows of each microbatch.
+    auto val = tessel::trainer::orderedValidation(
+        kBatch, kBatch, rank, world, k, "rows of random bytes",
+        [&](tessel::rt::ProgramExecutor& e, const std::string& fn, int64_t a, int64_t n) {
+          auto t = globalBatch(1, false), y = globalBatch(1, true);
+          e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+          e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>(n * kCfg.seq) * 4);
+        });
+    auto feed = [&](tessel::rt::ProgramExecutor& e, const std::string& fn, size_t) {
+      int64_t step = calls / k, micro = calls % k;
+      ++calls;
+      if (micro == 0) out.paramHashes.push_back(hashParameters(ex));
+      auto [a, b] = tessel::trainer::microbatchRows(kBatch, rank, world, micro, k);
+      auto t = globalBatch(step, false), y = globalBatch(step, true);
+      e.setInput(fn, 0, t.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
+      e.setInput(fn, 1, y.data() + a * kCfg.seq, static_cast<size_t>((b - a) * kCfg.seq) * 4);
+    };
+    tessel::trainer::TrainOptions o;
+    o.steps = kSteps;
+    o.schedule = "constant";
+    o.gradClip = gradClip;
+    o.evalBatches = 1;
+    o.microsteps = k;
+    o.comm = &comm;
+    out.stats = tessel::trainer::train(ex, o, feed, val);
+    out.paramHashes.push_back(hashParameters(ex));
+    for (const tessel::ParameterSpec& p : program.parameters()) {
+      const float* d = ex.data(ex.bufferId(p.name));
+      int64_t n = ex.program().buffers[static_cast<size_t>(ex.bufferId(p.name))].numel();
+      out.params[p.name].assign(d, d + n);
     }
+    out.counters = ex.collectiveCounters();
+    out.program = ex.program();
   };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) threads.emplace_back(body, r);
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  tessel::test::runRanks(world, body);
   return results;
 }
 

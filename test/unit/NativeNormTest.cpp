@@ -1,7 +1,8 @@
 // The native path (generated C++ kernels, fusion, OpenBLAS) on a small Llama-style model built
 // from RMSNorm, silu/swiglu and rms_norm: the gradients of @train_step match the f64 reference
-// interpreter's, activation checkpointing of the blocks leaves them bit for bit unchanged, and
-// AdamW lowers the loss, in f32 and in bf16 mixed precision.
+// interpreter's (the fused SwiGLU gate and residual add + rms_norm kernels among them),
+// activation checkpointing of the blocks leaves them bit for bit unchanged, and AdamW lowers
+// the loss, in f32 and in bf16 mixed precision.
 #include "test/support/TinyLlamaMlp.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,8 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
+#include <variant>
 
 namespace {
 
@@ -67,6 +70,14 @@ TEST(NativeNorm, GradientsMatchTheReference) {
       for (int64_t i = 0; i < n; ++i) d[i] = 0.5f + 0.1f * static_cast<float>(i % 7);
     state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
   }
+  // The fused kernels are among those checked: the SwiGLU gate, and the residual add of block
+  // 0 with block 1's rms_norm.
+  std::set<std::string> kernels;
+  for (const tessel::rt::Step& s : ex.program().function("train_step")->steps)
+    if (auto* k = std::get_if<tessel::rt::KernelStep>(&s))
+      kernels.insert(k->symbol.substr(k->symbol.find('_') + 1));
+  EXPECT_TRUE(kernels.count("fused_silu_mul")) << "no fused SwiGLU gate";
+  EXPECT_TRUE(kernels.count("fused_add_rms_norm")) << "no fused residual add + rms_norm";
   std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.ref());
   data.feed(ex);
   ex.run("train_step");

@@ -2,12 +2,16 @@
 // ThreadGroup. Collectives are synchronous rendezvous (issue returns a completed Work), so
 // the executor's start/wait protocol runs unchanged; the reduction adds the ranks' values
 // in rank order (x0 + x1 + ... in f32, then / N for Avg), so every rank gets bitwise the same
-// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented.
+// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented, and
+// of the groups only the world itself (a device mesh whose one axis spans every rank).
 #pragma once
 
 #include "runtime/comm/Communicator.h"
 
 #include <condition_variable>
+#include <exception>
+#include <functional>
+#include <thread>
 #include <cstring>
 #include <mutex>
 #include <stdexcept>
@@ -45,6 +49,25 @@ class ThreadGroup {
   int arrived_ = 0;
   int64_t generation_ = 0;
 };
+
+/// Runs body(rank) for rank 0 .. world - 1, each on its own thread, waits for all, then
+/// rethrows the first rank's exception, if any (a rank that throws must not leave the others
+/// waiting in a collective: tests use this only where every rank fails alike or none does).
+inline void runRanks(int world, const std::function<void(int)>& body) {
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        body(r);
+      } catch (...) {
+        errors[static_cast<size_t>(r)] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
 
 class ThreadCommunicator final : public rt::Communicator {
  public:
@@ -102,6 +125,16 @@ class ThreadCommunicator final : public rt::Communicator {
   }
   std::unique_ptr<rt::Work> recv(void*, int64_t, rt::DType, int, const std::string&) override {
     return unsupported();
+  }
+  /// The group of every rank in order (a one-axis mesh over the world): another communicator
+  /// on the same rendezvous, which is safe because every rank issues its collectives in one
+  /// program order. Any other group throws, as the base class does.
+  std::unique_ptr<rt::Communicator> subgroup(const std::vector<int>& ranks,
+                                             const std::string& label) override {
+    bool world = static_cast<int>(ranks.size()) == group_.world();
+    for (size_t i = 0; world && i < ranks.size(); ++i) world = ranks[i] == static_cast<int>(i);
+    if (!world) return rt::Communicator::subgroup(ranks, label);
+    return std::make_unique<ThreadCommunicator>(group_, rank_);
   }
   void setTimeout(double) override {}
   void setStep(int64_t) override {}

@@ -95,3 +95,32 @@ func.func @forward(%x: tensor<4x8x16xf32> {tessel.input = "x"}, %targets: tensor
   %m = tessel.reduce_mean %r [0, 1, 2] : tensor<4x8x16xf32> -> tensor<f32>
   return %m : tensor<f32>
 }
+
+// -----
+
+// A hidden width tp does not divide (H = 5 over tp = 2) is padded to 6 by tessel-partition, as
+// the GELU MLP's: silu(0) = 0 and 0 * up = 0 keep the padded hidden units zero, so each rank
+// holds 3 and down's pending sum is unchanged.
+// SEED-LABEL: func.func @forward
+// SEED: tessel.param "w1.weight" {std = 2.000000e-02 : f64, tessel.shardings = [#tessel.sharding<@mesh, {{\[\[}}0], []]>]} : tensor<5x16xf32>
+// CHECK-LABEL: func.func @forward
+// CHECK: %[[G:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x16xf32>, tensor<3x16xf32>) -> tensor<4x8x3xf32>
+// CHECK: tessel.silu %[[G]] : tensor<4x8x3xf32>
+// CHECK: %[[D:.*]] = tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<4x8x3xf32>, tensor<16x3xf32>) -> tensor<4x8x16xf32>
+// CHECK-NEXT: tessel.all_reduce %[[D]] reduce sum on @mesh grid_axes = [0] : tensor<4x8x16xf32>
+// CHECK-LABEL: func.func @train_step
+// CHECK: tessel.all_reduce
+// CHECK: return
+shard.grid @mesh(shape = 2) {tessel.axis_names = ["tp"]}
+func.func @forward(%x: tensor<4x8x16xf32> {tessel.input = "x"}) -> (tensor<f32> {tessel.output = "loss"}) {
+  %w1 = tessel.param "w1.weight" {std = 2.000000e-02 : f64} : tensor<5x16xf32>
+  %w3 = tessel.param "w3.weight" {std = 2.000000e-02 : f64} : tensor<5x16xf32>
+  %w2 = tessel.param "w2.weight" {std = 2.000000e-02 : f64} : tensor<16x5xf32>
+  %g = tessel.matmul %x, %w1 transpose_rhs : (tensor<4x8x16xf32>, tensor<5x16xf32>) -> tensor<4x8x5xf32>
+  %u = tessel.matmul %x, %w3 transpose_rhs : (tensor<4x8x16xf32>, tensor<5x16xf32>) -> tensor<4x8x5xf32>
+  %s = tessel.silu %g : tensor<4x8x5xf32>
+  %p = tessel.mul %s, %u : (tensor<4x8x5xf32>, tensor<4x8x5xf32>) -> tensor<4x8x5xf32>
+  %d = tessel.matmul %p, %w2 transpose_rhs : (tensor<4x8x5xf32>, tensor<16x5xf32>) -> tensor<4x8x16xf32>
+  %m = tessel.reduce_mean %d [0, 1, 2] : tensor<4x8x16xf32> -> tensor<f32>
+  return %m : tensor<f32>
+}
