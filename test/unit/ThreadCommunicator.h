@@ -2,11 +2,13 @@
 // ThreadGroup. Collectives are synchronous rendezvous (issue returns a completed Work), so
 // the executor's start/wait protocol runs unchanged; the reduction adds the ranks' values
 // in rank order (x0 + x1 + ... in f32, then / N for Avg), so every rank gets bitwise the same
-// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented.
+// result, as the MPI backend promises. Only allReduce (f32: sum, avg, max) and allGather are
+// implemented.
 #pragma once
 
 #include "runtime/comm/Communicator.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -55,15 +57,18 @@ class ThreadCommunicator final : public rt::Communicator {
   std::unique_ptr<rt::Work> allReduce(void* data, int64_t count, rt::DType dtype, rt::ReduceOp op,
                                       const std::string& name) override {
     if (dtype != rt::DType::F32) throw std::logic_error("ThreadCommunicator: f32 only");
-    if (op == rt::ReduceOp::Max) throw std::logic_error("ThreadCommunicator: Sum and Avg only");
     stats_.collectives++;
     stats_.payloadBytes += count * 4;
     // Phase 1: the last arriving rank reduces every rank's buffer into `result_`.
     group_.rendezvous(rank_, data, [&](const std::vector<const void*>& all) {
-      result_.assign(static_cast<size_t>(count), 0.0f);
-      for (const void* p : all) {
-        const float* x = static_cast<const float*>(p);
-        for (int64_t i = 0; i < count; ++i) result_[static_cast<size_t>(i)] += x[i];
+      const float* first = static_cast<const float*>(all.front());
+      result_.assign(first, first + count);
+      for (size_t r = 1; r < all.size(); ++r) {
+        const float* x = static_cast<const float*>(all[r]);
+        for (int64_t i = 0; i < count; ++i) {
+          float& y = result_[static_cast<size_t>(i)];
+          y = op == rt::ReduceOp::Max ? std::max(y, x[i]) : y + x[i];
+        }
       }
       if (op == rt::ReduceOp::Avg)
         for (float& v : result_) v /= static_cast<float>(all.size());
@@ -72,6 +77,14 @@ class ThreadCommunicator final : public rt::Communicator {
     std::memcpy(data, shared().data(), static_cast<size_t>(count) * 4);
     group_.rendezvous(rank_, nullptr, [](const std::vector<const void*>&) {});
     return std::make_unique<Done>();
+  }
+  /// Only the whole world forms a group (a mesh of one axis): it is this group again.
+  std::unique_ptr<rt::Communicator> subgroup(const std::vector<int>& ranks,
+                                             const std::string& label) override {
+    for (int r = 0; r < group_.world(); ++r)
+      if (static_cast<int>(ranks.size()) != group_.world() || ranks[static_cast<size_t>(r)] != r)
+        return rt::Communicator::subgroup(ranks, label);
+    return std::make_unique<ThreadCommunicator>(group_, rank_);
   }
   std::unique_ptr<rt::Work> allGather(const void* send, void* recv, int64_t n, rt::DType dtype,
                                       const std::string&) override {
