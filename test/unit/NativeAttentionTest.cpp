@@ -111,4 +111,33 @@ TEST(NativeAttention, TrainingLowersTheLossInF32AndBf16) {
   }
 }
 
+// Activation checkpointing recomputes rope and the decomposed grouped attention (full: the
+// whole block; selective: the core attention between the two matmuls, through the G*T
+// reshapes) with the same kernels, so the loss and every gradient are bitwise those of the
+// run without it.
+TEST(NativeAttention, CheckpointingRecomputesTheSameBits) {
+  Data data;
+  auto run = [&](const tessel::Plan& plan) {
+    Gqa6x2 model;
+    model.build(kBatch, kSeq);
+    tessel::Program program = model.compile({.optimizer = "none", .plan = plan});
+    tessel::NativeProgram native = program.native(options());
+    data.feed(native.executor(), "train_step");
+    native.executor().run("train_step");
+    std::vector<std::vector<float>> out;
+    for (const auto& o : native.executor().outputs("train_step")) {
+      const auto* d = static_cast<const float*>(o.data);
+      out.emplace_back(d, d + o.numel);
+    }
+    return std::make_pair(out, program.ir());
+  };
+  auto [plain, plainIr] = run(tessel::Plan());
+  for (tessel::CheckpointMode mode : {tessel::CheckpointMode::Full, tessel::CheckpointMode::Selective}) {
+    SCOPED_TRACE(tessel::checkpointModeName(mode));
+    auto [again, ir] = run(tessel::Plan().checkpoint("blocks.*", mode));
+    EXPECT_NE(ir, plainIr) << "nothing was recomputed";
+    EXPECT_EQ(again, plain);
+  }
+}
+
 }  // namespace
