@@ -2,8 +2,9 @@
 //
 // Algorithm (see passes/Passes.td):
 //   1. Local types: each result's split dimensions are divided by the size of their axes;
-//      attention (causal and grouped) and rope keep their share of the heads. A dimension G
-//      that its axes (P ranks) do not divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
+//      attention keeps its share of the heads (causal_attention, grouped_attention and rope:
+//      heads / P, each rank whole heads). A dimension G that its axes (P ranks) do not
+//      divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
 //      padding is recorded in a parameter's #tessel.sharding, and the runtime starts it at
 //      zero). Padding is accepted only where it provably stays zero and out of the math:
 //      every op that reads or makes a padded dimension must keep zeros zero (matmul, mul,
