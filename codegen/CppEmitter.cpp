@@ -246,6 +246,10 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitSoftmaxGrad;
     case KernelKind::LayerNormGrad:
       return &emitLayerNormGrad;
+    case KernelKind::RmsNorm:
+      return &emitRmsNorm;
+    case KernelKind::RmsNormGrad:
+      return &emitRmsNormGrad;
     case KernelKind::EmbeddingGrad:
       return &emitEmbeddingGrad;
     case KernelKind::CrossEntropyGrad:
@@ -434,6 +438,25 @@ static inline float tessel_gelu_grad(float x, float dy) {
   const float g = s + 1.5957691216057308f * x * (e * s * s) * (1.0f + 0.134145f * x * x);
   // x * 0 keeps the reference's NaN for x = +-inf (where it computes inf * 0).
   return z < -80.0f ? dy * (x * 0.0f) : z > 40.0f ? dy * (1.0f + x * 0.0f) : dy * g;
+}
+
+// SiLU: x * sigmoid(x). With e = exp(-|x|) in (0, 1] (it cannot overflow) and d = 1 / (1 + e),
+// sigmoid(x) is d for x >= 0 and e d for x < 0, and 1 - sigmoid(x) the other one: both keep
+// their relative precision in either tail (1.0f - s would be 0 from x = 17 on). At x = -inf
+// the result is -inf * 0 = NaN, as in the reference.
+static inline float tessel_silu(float x) {
+  const float e = tessel_exp(x < 0.0f ? x : -x);
+  const float d = 1.0f / (1.0f + e);
+  return x * (x >= 0.0f ? d : e * d);
+}
+
+// dy * silu'(x), silu'(x) = s (1 + x (1 - s)) with s = sigmoid(x), s and 1 - s as in
+// tessel_silu. At x = +-inf it is NaN (inf * 0), as in the reference and PyTorch.
+static inline float tessel_silu_grad(float x, float dy) {
+  const float e = tessel_exp(x < 0.0f ? x : -x);
+  const float d = 1.0f / (1.0f + e);
+  const float s = x >= 0.0f ? d : e * d, sn = x >= 0.0f ? e * d : d;
+  return dy * (s * (1.0f + x * sn));
 }
 
 // sum of x[i]^2 in double, deterministic for any thread count: fixed blocks of 8 Ki

@@ -126,6 +126,9 @@ void emitFusedClassifier(KernelWriter& w);
 /// n) is v; rows outside [0, V) are skipped. Needs the arguments `dtable` and `dout` and the
 /// constants N (indices), V (table rows) and C declared; `n`, `v`, `c` are their values.
 void scatterRows(KernelWriter& w, int64_t n, int64_t v, int64_t c, std::string_view index);
+// CppEmitterNorm.cpp
+void emitRmsNorm(KernelWriter& w);
+void emitRmsNormGrad(KernelWriter& w);
 // CppEmitterVocab.cpp
 void emitEmbeddingShard(KernelWriter& w);
 void emitEmbeddingShardGrad(KernelWriter& w);

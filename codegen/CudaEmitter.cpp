@@ -326,6 +326,10 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitSoftmaxGrad;
     case KernelKind::LayerNormGrad:
       return &emitLayerNormGrad;
+    case KernelKind::RmsNorm:
+      return &emitRmsNorm;
+    case KernelKind::RmsNormGrad:
+      return &emitRmsNormGrad;
     case KernelKind::EmbeddingGrad:
       return &emitEmbeddingGrad;
     case KernelKind::CrossEntropyGrad:
@@ -517,6 +521,20 @@ static __device__ __forceinline__ float tessel_gelu_grad(float x, float dy) {
   const float s = 1.0f / (1.0f + e);
   const float g = s + 1.5957691216057308f * x * (e * s * s) * (1.0f + 0.134145f * x * x);
   return z < -80.0f ? dy * (x * 0.0f) : z > 40.0f ? dy * (1.0f + x * 0.0f) : dy * g;
+}
+
+// SiLU and dy * silu'(x), from e = exp(-|x|) and d = 1 / (1 + e): sigmoid(x) is d or e d,
+// 1 - sigmoid(x) the other (see the C++ preamble).
+static __device__ __forceinline__ float tessel_silu(float x) {
+  const float e = tessel_exp(x < 0.0f ? x : -x);
+  const float d = 1.0f / (1.0f + e);
+  return x * (x >= 0.0f ? d : e * d);
+}
+static __device__ __forceinline__ float tessel_silu_grad(float x, float dy) {
+  const float e = tessel_exp(x < 0.0f ? x : -x);
+  const float d = 1.0f / (1.0f + e);
+  const float s = x >= 0.0f ? d : e * d, sn = x >= 0.0f ? e * d : d;
+  return dy * (s * (1.0f + x * sn));
 }
 
 // Warp reductions by xor butterfly: every lane ends with the same bits (each step adds the

@@ -39,7 +39,10 @@ bool isStaticFloat(mlir::Type t) {
          (tensor.getElementType().isF32() || tensor.getElementType().isBF16());
 }
 
-bool isReduction(mlir::Operation* m) { return mlir::isa<SoftmaxOp, LayerNormOp, SoftmaxGradOp>(m); }
+bool isReduction(mlir::Operation* m) {
+  return mlir::isa<SoftmaxOp, LayerNormOp, SoftmaxGradOp>(m) ||
+         mlir::isa<RmsNormOp>(m);
+}
 
 class FusedCuda {
  public:
@@ -168,6 +171,13 @@ std::string FusedCuda::element(mlir::Operation* m, const llvm::SetVector<mlir::V
       })
       .Case([&](ReluGradOp o) {
         def(o, fmt::format("{} > 0.0f ? {} : 0.0f", at(o.getInput()), at(o.getGrad())));
+      })
+      .Case([&](SiluOp o) { def(o, fmt::format("tessel_silu({})", at(o.getInput()))); })
+      .Case([&](SiluGradOp o) {
+        def(o, fmt::format("tessel_silu_grad({}, {})", at(o.getInput()), at(o.getGrad())));
+      })
+      .Case([&](RmsNormOp o) {
+        def(o, fmt::format("{} * rstd{} * {}", at(o.getInput()), k, at(o.getWeight())));
       })
       .Case([&](SoftmaxOp o) {
         def(o,
@@ -318,6 +328,14 @@ void FusedCuda::emit() {
       row += blockReduce(fmt::format("var{}", k), "sum");
       row += fmt::format("const float rstd{0} = 1.0f / sqrtf(var{0} / (float)C + {1}f);\n", k,
                          num(o.getEpsilon().convertToDouble()));
+    } else if (auto o = mlir::dyn_cast<RmsNormOp>(op)) {
+      mlir::Value x = o.getInput();
+      row += fmt::format("// {}: mean of squares\n", name);
+      row += fmt::format("float ss{} = 0.0f;\n", k);
+      row += pass({x}, fmt::format("ss{0} += {1} * {1};\n", k, at(x)), false);
+      row += blockReduce(fmt::format("ss{}", k), "sum");
+      row += fmt::format("const float rstd{0} = 1.0f / sqrtf(ss{0} / (float)C + {1}f);\n", k,
+                         num(o.getEpsilon().convertToDouble()));
     } else if (auto o = mlir::dyn_cast<SoftmaxGradOp>(op)) {
       row += fmt::format("// {}: dot = sum of out * dout\n", name);
       row += fmt::format("float dot{} = 0.0f;\n", k);
@@ -345,9 +363,12 @@ bool fusedSupported(mlir::Operation* op) {
   mlir::Block& body = fused.getBody().front();
   std::optional<llvm::SmallVector<int64_t>> shape;
   for (mlir::Operation& m : body.without_terminator()) {
-    if (!mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
-                   SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(m))
-      return false;  // a row-local op this emitter has no member rule for
+    const bool hasRule =
+        mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
+                  SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(m) ||
+        mlir::isa<SiluOp, SiluGradOp>(m) ||
+        mlir::isa<RmsNormOp>(m);
+    if (!hasRule) return false;  // a row-local op this emitter has no member rule for
     auto s = rowLocalShape(&m);
     if (!s || (shape && *s != *shape)) return false;
     shape = s;

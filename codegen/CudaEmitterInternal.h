@@ -146,6 +146,13 @@ void emitElementwiseLoop(CudaWriter& w, int64_t n, const std::vector<EwInput>& i
 /// reductions.
 void rowLaunch(CudaWriter& w, int64_t rows, int64_t len);
 
+/// The launch of a kernel that sums across rows in two levels (layer_norm_grad's dgamma/dbeta,
+/// rms_norm_grad's dweight): chunks of 32 rows, one block per chunk (grid-stride over chunks,
+/// at most the resident threads), 64..256 threads by C. Declares CHUNK and CHUNKS ("the
+/// `sums` sums" in CHUNK's comment), sets the Row kind without block reductions, and returns
+/// the number of chunks.
+int64_t chunkedRowLaunch(CudaWriter& w, int64_t rows, int64_t c, const std::string& sums);
+
 /// One grid-stride loop over `work` items, index j (`body` is its text); sets the launch.
 void flatLoop(CudaWriter& w, int64_t work, const std::string& body, std::string_view why);
 
@@ -171,6 +178,9 @@ void emitCrossEntropy(CudaWriter& w);
 void emitCrossEntropyGrad(CudaWriter& w);
 void emitFusedClassifier(CudaWriter& w);
 void emitLayerNormGrad(CudaWriter& w);
+// CudaEmitterNorm.cpp
+void emitRmsNorm(CudaWriter& w);
+void emitRmsNormGrad(CudaWriter& w);
 // CudaEmitterLayout.cpp
 void emitTranspose(CudaWriter& w);
 void emitSplit(CudaWriter& w);

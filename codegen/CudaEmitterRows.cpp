@@ -36,6 +36,20 @@ void rowLaunch(CudaWriter& w, int64_t rows, int64_t len) {
   w.useBlockReductions(true);
 }
 
+int64_t chunkedRowLaunch(CudaWriter& w, int64_t rows, int64_t c, const std::string& sums) {
+  int64_t chunkRows = std::min<int64_t>(32, std::max<int64_t>(rows, 1));
+  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
+  unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((c + 31) / 32 * 32, 64, 256));
+  unsigned blocks =
+      static_cast<unsigned>(std::clamp<int64_t>(chunks, 1, kResidentThreads / threads));
+  w.constant("CHUNK", chunkRows, "rows per chunk of the " + sums + " sums");
+  w.constant("CHUNKS", chunks);
+  w.launch(blocks, threads, "one block per chunk of rows (grid-stride over chunks)");
+  w.kind(CudaKernelKind::Row);
+  w.useBlockReductions(false);
+  return chunks;
+}
+
 void emitLayerNorm(CudaWriter& w) {
   auto op = mlir::cast<LayerNormOp>(w.op());
   std::vector<int64_t> shape = shapeOf(op.getInput());
@@ -287,18 +301,9 @@ void emitLayerNormGrad(CudaWriter& w) {
   // added in chunk order in double, by the block that finishes last (lastBlockCombine). The
   // chunking depends only on the shape, so the result does not depend on the grid, and it matches
   // the C++ kernel's up to the row statistics.
-  int64_t chunkRows = std::min<int64_t>(32, std::max<int64_t>(rows, 1));
-  int64_t chunks = (rows + chunkRows - 1) / chunkRows;
-  unsigned threads = static_cast<unsigned>(std::clamp<int64_t>((c + 31) / 32 * 32, 64, 256));
-  unsigned blocks =
-      static_cast<unsigned>(std::clamp<int64_t>(chunks, 1, kResidentThreads / threads));
   kernelcommon::declareLayerNormGrad(w, op, letters, rows, c);
-  w.constant("CHUNK", chunkRows, "rows per chunk of the dgamma/dbeta sums");
-  w.constant("CHUNKS", chunks);
+  int64_t chunks = chunkedRowLaunch(w, rows, c, "dgamma/dbeta");
   w.constantF("EPS", op.getEpsilon().convertToDouble());
-  w.launch(blocks, threads, "one block per chunk of rows (grid-stride over chunks)");
-  w.kind(CudaKernelKind::Row);
-  w.useBlockReductions(false);
   w.code(
       R"cuda(__shared__ float rowX0[CHUNK], rowMean[CHUNK], rowRstd[CHUNK];  // the chunk's row statistics
 for (idx_t ch = blockIdx.x; ch < CHUNKS; ch += gridDim.x) {

@@ -79,6 +79,22 @@ void Emitter::member(mlir::Operation* m) {
       .Case([&](ReluGradOp o) {
         elementwise(o, fmt::format("{} > 0.0f ? {} : 0.0f", at(o.getInput()), at(o.getGrad())));
       })
+      .Case([&](SiluOp o) { elementwise(o, fmt::format("tessel_silu({})", at(o.getInput()))); })
+      .Case([&](SiluGradOp o) {
+        elementwise(o, fmt::format("tessel_silu_grad({}, {})", at(o.getInput()), at(o.getGrad())));
+      })
+      .Case([&](RmsNormOp o) {
+        body_ += fmt::format(
+            "      {{ const float* x = {0};\n"
+            "        float ss = 0.0f;\n"
+            "        #pragma omp simd reduction(+ : ss)\n"
+            "        for (int64_t c = 0; c < C; ++c) ss += x[c] * x[c];\n"
+            "        const float rstd = 1.0f / sqrtf(ss / (float)C + {3});\n"
+            "        #pragma omp simd\n"
+            "        for (int64_t c = 0; c < C; ++c) {2}[c] = x[c] * rstd * {1}[c]; }}\n",
+            row(o.getInput()), row(o.getWeight()), row(o.getResult()),
+            cppgen::floatLit(o.getEpsilon().convertToDouble()));
+      })
       .Case([&](SoftmaxOp o) {
         std::string x = row(o.getInput()), y = row(o.getResult());
         std::string n = o.getCausal() ? fmt::format("(r % {}) + 1", shape_[shape_.size() - 2]) : "C";

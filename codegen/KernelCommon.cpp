@@ -159,7 +159,7 @@ std::string binaryDescription(const char* sign, int64_t na, int64_t nb, int64_t 
 
 UnaryForm unaryForm(mlir::Operation* op) {
   UnaryForm f;
-  f.isGrad = mlir::isa<GeluGradOp, ReluGradOp>(op);
+  f.isGrad = mlir::isa<GeluGradOp, ReluGradOp, SiluGradOp>(op);
   if (mlir::isa<ScaleOp>(op)) {
     f.description = "out = x * factor, elementwise";
     f.expr = "x * FACTOR";
@@ -176,6 +176,14 @@ UnaryForm unaryForm(mlir::Operation* op) {
   } else if (mlir::isa<ReluOp>(op)) {
     f.description = "out = max(x, 0), elementwise (NaN gives 0, as the reference)";
     f.expr = "x > 0.0f ? x : 0.0f";
+  } else if (mlir::isa<SiluOp>(op)) {
+    f.description = "out = silu(x) = x * sigmoid(x), elementwise";
+    f.expr = "tessel_silu(x)";
+    f.cost = 4;
+  } else if (mlir::isa<SiluGradOp>(op)) {
+    f.description = "dinp = dout * silu'(inp), silu'(x) = s (1 + x (1 - s)), s = sigmoid(x)";
+    f.expr = "tessel_silu_grad(x, dy)";
+    f.cost = 4;
   } else if (mlir::isa<GeluGradOp>(op)) {
     f.description = "dinp = dout * gelu'(inp), elementwise (tanh form)";
     f.expr = "tessel_gelu_grad(x, dy)";

@@ -13,6 +13,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case<AddOp, SubOp, MulOp>([](auto) { return KernelKind::Binary; })
       .Case<ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp>(
           [](auto) { return KernelKind::Unary; })
+      .Case<SiluOp, SiluGradOp>([](auto) { return KernelKind::Unary; })
       .Case([](ConstantOp) { return KernelKind::Constant; })
       .Case([](LayerNormOp) { return KernelKind::LayerNorm; })
       .Case([](SoftmaxOp) { return KernelKind::Softmax; })
@@ -20,6 +21,8 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](EmbeddingOp) { return KernelKind::Embedding; })
       .Case([](SoftmaxGradOp) { return KernelKind::SoftmaxGrad; })
       .Case([](LayerNormGradOp) { return KernelKind::LayerNormGrad; })
+      .Case([](RmsNormOp) { return KernelKind::RmsNorm; })
+      .Case([](RmsNormGradOp) { return KernelKind::RmsNormGrad; })
       .Case([](EmbeddingGradOp) { return KernelKind::EmbeddingGrad; })
       .Case([](CrossEntropyGradOp) { return KernelKind::CrossEntropyGrad; })
       .Case([](FusedClassifierOp) { return KernelKind::FusedClassifier; })

@@ -13,7 +13,7 @@ namespace tessel {
 /// Which per-op emitter writes an op's kernel.
 enum class KernelKind {
   Binary,            // add, sub, mul
-  Unary,             // scale, gelu, relu, gelu_grad, relu_grad, cast
+  Unary,             // scale, gelu, relu, silu, gelu_grad, relu_grad, silu_grad, cast
   Constant,
   LayerNorm,
   Softmax,
@@ -21,6 +21,8 @@ enum class KernelKind {
   Embedding,
   SoftmaxGrad,
   LayerNormGrad,
+  RmsNorm,
+  RmsNormGrad,
   EmbeddingGrad,
   CrossEntropyGrad,
   FusedClassifier,   // cross_entropy + cross_entropy_grad in one pass

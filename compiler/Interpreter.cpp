@@ -9,6 +9,7 @@
 #include "compiler/Location.h"
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
+#include "runtime/reference/ReferenceNorm.h"
 #include "runtime/reference/ReferenceAttention.h"
 #include "runtime/reference/ReferenceVocab.h"
 
@@ -50,6 +51,10 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](ScaleOp o) { return one(ref::scale(*in[0], o.getFactor().convertToDouble())); })
       .Case([&](GeluOp) { return one(ref::gelu(*in[0])); })
       .Case([&](ReluOp) { return one(ref::relu(*in[0])); })
+      .Case([&](SiluOp) { return one(ref::silu(*in[0])); })
+      .Case([&](RmsNormOp o) {
+        return one(ref::rmsNorm(*in[0], *in[1], o.getEpsilon().convertToDouble()));
+      })
       .Case([&](LayerNormOp o) {
         return one(ref::layerNorm(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble()));
       })
@@ -92,6 +97,12 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       })
       .Case([&](GeluGradOp) { return one(ref::geluBackward(*in[0], *in[1])); })
       .Case([&](ReluGradOp) { return one(ref::reluBackward(*in[0], *in[1])); })
+      .Case([&](SiluGradOp) { return one(ref::siluBackward(*in[0], *in[1])); })
+      .Case([&](RmsNormGradOp o) {
+        ref::RmsNormGrads g =
+            ref::rmsNormBackward(*in[0], *in[1], *in[2], o.getEpsilon().convertToDouble());
+        return std::vector<ref::Tensor>{std::move(g.dx), std::move(g.dweight)};
+      })
       .Case([&](SoftmaxGradOp) { return one(ref::softmaxBackward(*in[0], *in[1])); })
       .Case([&](LayerNormGradOp o) {
         ref::LayerNormGrads g =

@@ -6,9 +6,12 @@
 namespace tessel {
 
 std::optional<llvm::SmallVector<int64_t>> rowLocalShape(mlir::Operation* op) {
-  if (!llvm::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
-                 SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(op))
-    return std::nullopt;
+  const bool listed =
+      llvm::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, GeluGradOp, ReluGradOp, CastOp,
+                SoftmaxOp, SoftmaxGradOp, LayerNormOp, AdamWOp, SGDOp>(op) ||
+      llvm::isa<SiluOp, SiluGradOp>(op) ||
+      llvm::isa<RmsNormOp>(op);
+  if (!listed) return std::nullopt;
   auto first = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
   auto isFloat = [](mlir::Type e) { return e.isF32() || e.isBF16(); };
   if (first.getRank() < 1 || !isFloat(first.getElementType())) return std::nullopt;

@@ -82,6 +82,21 @@ Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta) {
   return {Shape(input.begin(), input.end()), ""};
 }
 
+Result rmsNorm(ShapeRef input, ShapeRef weight) {
+  if (input.empty()) return Result::fail("input must have rank >= 1, got a scalar");
+  int64_t c = input.back();
+  if (weight.size() != 1 || weight[0] != c)
+    return Result::fail(fmt::format("weight must be [C] = {} for input {}, got {}", c,
+                                    str(input), str(weight)));
+  return {Shape(input.begin(), input.end()), ""};
+}
+
+Result swiglu(ShapeRef gate, ShapeRef up) {
+  if (!equal(gate, up))
+    return Result::fail(fmt::format("gate {} and up {} must have one shape", str(gate), str(up)));
+  return {Shape(gate.begin(), gate.end()), ""};
+}
+
 Result softmax(ShapeRef input, bool causal) {
   if (input.empty()) return Result::fail("input must have rank >= 1, got a scalar");
   if (causal && (input.size() < 2 || input[input.size() - 1] != input[input.size() - 2]))

@@ -43,6 +43,12 @@ Result broadcast(ShapeRef lhs, ShapeRef rhs);
 /// layer_norm: input [..., C] (rank >= 1), gamma [C], beta [C]. Result: input's shape.
 Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta);
 
+/// rms_norm: input [..., C] (rank >= 1), weight [C]. Result: input's shape.
+Result rmsNorm(ShapeRef input, ShapeRef weight);
+
+/// swiglu: gate and up of one shape (the gating is elementwise). Result: that shape.
+Result swiglu(ShapeRef gate, ShapeRef up);
+
 /// softmax: rank >= 1; with causal, rank >= 2 and the last two dimensions equal.
 Result softmax(ShapeRef input, bool causal);
 

@@ -165,11 +165,14 @@ OpSharding matmul(MatmulOp op, llvm::ArrayRef<TensorSharding> in) {
   return res;
 }
 
-OpSharding layerNorm(LayerNormOp op, llvm::ArrayRef<TensorSharding> in) {
+/// layer_norm (gamma, beta) and rms_norm (weight): the input's rows keep their split, its
+/// normalised last dimension and the `params` per-channel vectors are replicated.
+OpSharding rowNorm(llvm::ArrayRef<TensorSharding> in, size_t params) {
   TensorSharding x = in[0].withoutPartial();
   x.dims.back() = {};
   OpSharding r;
-  r.operands = {x, TensorSharding::replicated(1), TensorSharding::replicated(1)};
+  r.operands = {x};
+  r.operands.append(params, TensorSharding::replicated(1));
   r.results = {x};
   return r;
 }
@@ -277,7 +280,9 @@ OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in, const Tenso
   if (mlir::isa<AddOp, SubOp, ScaleOp>(op)) return elementwise(op, in, /*keepPartial=*/true, hint);
   if (mlir::isa<MulOp, GeluOp, ReluOp, CastOp>(op))
     return elementwise(op, in, /*keepPartial=*/false, hint);
-  if (auto ln = mlir::dyn_cast<LayerNormOp>(op)) return layerNorm(ln, in);
+  if (mlir::isa<SiluOp, SiluGradOp>(op)) return elementwise(op, in, /*keepPartial=*/false, hint);
+  if (mlir::isa<LayerNormOp>(op)) return rowNorm(in, 2);
+  if (mlir::isa<RmsNormOp>(op)) return rowNorm(in, 1);
   if (auto a = mlir::dyn_cast<CausalAttentionOp>(op)) return attention(a, in);
   if (auto ro = mlir::dyn_cast<RopeOp>(op)) return rope(ro, in);
   if (auto ga = mlir::dyn_cast<GroupedAttentionOp>(op)) return groupedAttention(ga, in);

@@ -19,7 +19,9 @@
 //            of pending sums); otherwise partial operands must be resolved first.
 //   scale    keeps its operand's sharding, partial included (it is linear).
 //   mul, gelu, relu, cast  like add without partial results (they are not linear).
-//   layer_norm  the normalised (last) dimension replicated; gamma and beta replicated.
+//   silu, silu_grad  likewise (elementwise, not linear).
+//   layer_norm, rms_norm  the normalised (last) dimension replicated, the rows (batch,
+//            sequence) keep their split; gamma and beta (rms_norm's weight) replicated.
 //   causal_attention  [B, T, 3C] -> [B, T, C]: T replicated; the channel dimension split by
 //            heads (blocks = 3: each rank holds its heads' q, k and v) gives a result split
 //            over the same axes.

@@ -43,6 +43,19 @@ LogicalResult LayerNormGradOp::verify() {
   return success();
 }
 
+LogicalResult RmsNormGradOp::verify() {
+  shapes::Result rule = shapes::rmsNorm(shapeOf(getInput()), shapeOf(getWeight()));
+  if (!rule.ok()) return emitOpError() << rule.error;
+  if (!sameShape(getGrad(), getInput()))
+    return emitOpError() << "grad " << shapes::str(shapeOf(getGrad()))
+                         << " must have the input's shape " << shapes::str(shapeOf(getInput()));
+  if (!sameShape(getDinput(), getInput()) || !sameShape(getDweight(), getWeight()))
+    return emitOpError() << "results must be shaped like the input and the weight";
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  return success();
+}
+
 LogicalResult EmbeddingGradOp::verify() {
   shapes::Result rule = shapes::embedding(shapeOf(getResult()), shapeOf(getIndices()));
   if (!rule.ok()) return emitOpError() << "result: " << rule.error;

@@ -66,6 +66,8 @@ class Tessel_UnaryGradOp<string mnemonic, string of, string formula>
 
 def Tessel_GeluGradOp : Tessel_UnaryGradOp<"gelu_grad", "gelu (tanh form)", "dy * gelu'(x)">;
 def Tessel_ReluGradOp : Tessel_UnaryGradOp<"relu_grad", "relu", "x > 0 ? dy : 0">;
+def Tessel_SiluGradOp : Tessel_UnaryGradOp<"silu_grad", "silu",
+    "dy * silu'(x)`, with `silu'(x) = s (1 + x (1 - s))` and `s = sigmoid(x)">;
 
 def Tessel_SoftmaxGradOp : Tessel_Op<"softmax_grad", [Pure, SameOperandsAndResultType]> {
   let summary = "backward of softmax, from its output";
@@ -105,6 +107,29 @@ def Tessel_LayerNormGradOp : Tessel_Op<"layer_norm_grad", [Pure,
   let results = (outs Tessel_FloatTensor:$dinput, Tessel_FloatTensor:$dgamma,
                       Tessel_FloatTensor:$dbeta);
   let assemblyFormat = "$input `,` $gamma `,` $grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tessel_RmsNormGradOp : Tessel_Op<"rms_norm_grad", [Pure,
+    SameOperandsAndResultElementType]> {
+  let summary = "backward of rms_norm";
+  let description = [{
+    With `r = rsqrt(mean(x^2) + epsilon)` and `xhat = x * r` recomputed per row from
+    `input`: `dx = r * (dy * weight - xhat * mean(dy * weight * xhat))` per row, and
+    `dweight = sum over rows of dy * xhat`.
+
+    Example:
+
+    ```mlir
+    %dx, %dw = tessel.rms_norm_grad %x, %w, %dy {epsilon = 1.000000e-05 : f64}
+        : (tensor<4x32x64xf32>, tensor<64xf32>, tensor<4x32x64xf32>)
+        -> (tensor<4x32x64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input, Tessel_FloatTensor:$weight,
+                       Tessel_FloatTensor:$grad, DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Tessel_FloatTensor:$dinput, Tessel_FloatTensor:$dweight);
+  let assemblyFormat = "$input `,` $weight `,` $grad attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

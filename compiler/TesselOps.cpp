@@ -73,6 +73,14 @@ LogicalResult LayerNormOp::verify() {
                      getResult());
 }
 
+LogicalResult RmsNormOp::verify() {
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  return checkResult(*this,
+                     shapes::rmsNorm(span(shapeOf(getInput())), span(shapeOf(getWeight()))),
+                     getResult());
+}
+
 LogicalResult SoftmaxOp::verify() {
   return checkResult(*this, shapes::softmax(span(shapeOf(getInput())), getCausal()),
                      getResult());

@@ -149,6 +149,8 @@ class Tessel_UnaryOp<string mnemonic, string summaryText, string formula>
 def Tessel_GeluOp : Tessel_UnaryOp<"gelu", "GELU activation, tanh form",
     "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (PyTorch gelu(approximate='tanh'))">;
 def Tessel_ReluOp : Tessel_UnaryOp<"relu", "ReLU activation", "max(x, 0)">;
+def Tessel_SiluOp : Tessel_UnaryOp<"silu", "SiLU (swish) activation",
+    "x * sigmoid(x) = x / (1 + exp(-x))  (Elfwing et al. 2017; PyTorch F.silu)">;
 
 def Tessel_CastOp : Tessel_Op<"cast", [Pure, SameOperandsAndResultShape,
     DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
@@ -195,6 +197,30 @@ def Tessel_LayerNormOp : Tessel_Op<"layer_norm", [Pure, SameOperandsAndResultEle
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
   let results = (outs Tessel_FloatTensor:$result);
   let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Tessel_RmsNormOp : Tessel_Op<"rms_norm", [Pure, SameOperandsAndResultElementType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "RMS normalisation over the last dimension";
+  let description = [{
+    `y = x * rsqrt(mean(x^2) + epsilon) * weight`, with the mean of squares taken over the
+    last dimension C (Zhang & Sennrich 2019; PyTorch `RMSNorm`, the Llama norm): no mean is
+    subtracted and there is no bias. The statistics are computed in f32 (f64 in the
+    reference), whatever the element type. `input`: `[..., C]`; `weight`: `[C]`; result:
+    the shape of `input`.
+
+    Example:
+
+    ```mlir
+    %y = tessel.rms_norm %x, %w {epsilon = 1.000000e-05 : f64}
+        : (tensor<4x32x64xf32>, tensor<64xf32>) -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input, Tessel_FloatTensor:$weight,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $weight attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
 }
 

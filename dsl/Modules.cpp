@@ -1,4 +1,4 @@
-// Module, Linear, LayerNorm and Embedding.
+// Module, Linear, LayerNorm, RMSNorm and Embedding.
 #include "dsl/Graph.h"
 
 #include <fmt/format.h>
@@ -58,6 +58,17 @@ Tensor LayerNorm::operator()(const Tensor& x, Loc loc) const {
   Graph::of(x, loc);  // an empty tensor is an error at the caller\'s line
   Scope scope(*this);
   return layer_norm(x, parameter("weight", loc), parameter("bias", loc), eps_, loc);
+}
+
+RMSNorm::RMSNorm(Module* parent, std::string name, int64_t channels, double eps, Loc loc)
+    : Module(parent, std::move(name)), eps_(eps) {
+  declare_parameter("weight", {channels}, Init::Ones, 0.0, loc);
+}
+
+Tensor RMSNorm::operator()(const Tensor& x, Loc loc) const {
+  Graph::of(x, loc);  // an empty tensor is an error at the caller\'s line
+  Scope scope(*this);
+  return rms_norm(x, parameter("weight", loc), eps_, loc);
 }
 
 Embedding::Embedding(Module* parent, std::string name, int64_t vocab, int64_t channels, Loc loc)

@@ -78,6 +78,18 @@ Tensor scale(const Tensor& x, double factor, Loc loc) {
 
 Tensor gelu(const Tensor& x, Loc loc) { return unary<GeluOp>(x, loc); }
 Tensor relu(const Tensor& x, Loc loc) { return unary<ReluOp>(x, loc); }
+Tensor silu(const Tensor& x, Loc loc) { return unary<SiluOp>(x, loc); }
+
+Tensor swiglu(const Tensor& gate, const Tensor& up, Loc loc) {
+  // Checked as a whole first, so a mismatch names swiglu's operands rather than the mul's.
+  Call c(gate, loc);
+  c.requireFloat(gate, SiluOp::getOperationName(), "gate");
+  c.requireFloat(up, MulOp::getOperationName(), "up");
+  c.g.check(shapes::swiglu(gate.shape(), up.shape()), "swiglu", c.loc);
+  // Two ops, silu then mul, so that fusion puts them in one kernel and autodiff needs no
+  // rule of its own.
+  return At(silu(gate, loc), loc) * up;
+}
 
 Tensor matmul(const Tensor& lhs, const Tensor& rhs, MatmulOptions o, Loc loc) {
   Call c(lhs, loc);
@@ -92,6 +104,14 @@ Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, doub
   c.requireFloat(x, LayerNormOp::getOperationName(), "input");
   return c.make<LayerNormOp>(shapes::layerNorm(x.shape(), gamma.shape(), beta.shape()), x, c(x),
                              c(gamma), c(beta), c.g.builder().getF64FloatAttr(eps));
+}
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, Loc loc) {
+  Call c(x, loc);
+  c.requireFloat(x, RmsNormOp::getOperationName(), "input");
+  c.requireFloat(weight, RmsNormOp::getOperationName(), "weight");
+  return c.make<RmsNormOp>(shapes::rmsNorm(x.shape(), weight.shape()), x, c(x), c(weight),
+                           c.g.builder().getF64FloatAttr(eps));
 }
 
 Tensor softmax(const Tensor& x, bool causal, Loc loc) {

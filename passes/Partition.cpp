@@ -205,7 +205,8 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
                          llvm::all_of(op.getOperands(), [&](Value v) { return padded_.count(v) > 0; });
       if (vocabulary || sumOfPadded || isTrimmedGather(op) ||
           mlir::isa<ParamOp, MatmulOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp, ReduceSumOp,
-                    ReplicateOp, AllReduceOp>(op))
+                    ReplicateOp, AllReduceOp>(op) ||
+          mlir::isa<SiluOp>(op))  // silu(0) = 0
         continue;
       auto [dim, pad] = padded_.lookup(padded).front();
       auto type = mlir::cast<mlir::RankedTensorType>(padded.getType());

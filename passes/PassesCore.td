@@ -167,9 +167,9 @@ def Fuse : Pass<"tessel-fuse", "mlir::func::FuncOp"> {
   let description = [{
     A row-local op has results of one shape `[rows..., C]` and computes each row from the
     same row of full-shape operands, suffix-broadcast operands and scalars: the elementwise
-    ops (add, sub, mul, scale, gelu, relu and their grads), the row reductions softmax,
-    softmax_grad and layer_norm, and the optimizer updates adamw and sgd. Fusing them lets
-    one kernel stream each row through the whole chain while it is in cache.
+    ops (add, sub, mul, scale, gelu, relu, silu and their grads), the row reductions softmax,
+    softmax_grad, layer_norm and rms_norm, and the optimizer updates adamw and sgd. Fusing
+    them lets one kernel stream each row through the whole chain while it is in cache.
 
     1. Walk the ops in order. A row-local op joins the group of an operand's producer when
        the group has the same shape and every other operand is defined before the group's

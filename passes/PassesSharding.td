@@ -31,6 +31,8 @@ def TensorParallel : Pass<"tessel-tensor-parallel", "mlir::ModuleOp"> {
        naming the three numbers (with a note at the plan's call);
     2. a linear layer followed by one activation (gelu, relu) and another linear layer: the
        first column-parallel, the second row-parallel;
+       a SwiGLU MLP (Llama) `down(silu(gate(x)) * up(x))`, in either operand order of the
+       mul: gate and up column-parallel, down row-parallel;
     3. an embedding table `[V, C]` whose V the axis size divides is split on V (Megatron's
        VocabParallelEmbedding; a tied LM head then yields logits split on V, and
        tessel-partition makes the loss the vocab-parallel cross-entropy, so the full logits
@@ -70,8 +72,8 @@ def PropagateSharding : Pass<"tessel-propagate-sharding", "mlir::ModuleOp"> {
     takes it on a second forward walk, so a row-parallel product's pending sum is resolved
     straight into that split (a reduce-scatter) rather than into a replicated tensor.
     With `sequence-axis` (sequence parallelism, Korthikanti et al. 2022), every layer
-    norm's input is asked for its rows (dimension 1, T) split over that axis, which seeds
-    the residual stream's split.
+    norm's and RMS norm's input is asked for its rows (dimension 1, T) split over that
+    axis, which seeds the residual stream's split.
 
     Deterministic (program order, a fixed number of walks). On a conflict the op's rule
     decides: a split beats replicated, the first operand's split beats the second's, a
@@ -85,7 +87,7 @@ def PropagateSharding : Pass<"tessel-propagate-sharding", "mlir::ModuleOp"> {
   let options = [
     Option<"forwardName", "forward", "std::string", "\"forward\"", "the forward function">,
     Option<"sequenceAxis", "sequence-axis", "std::string", "\"\"",
-           "sequence parallelism: split the layer norms' rows over this mesh axis">,
+           "sequence parallelism: split the layer and RMS norms' rows over this mesh axis">,
   ];
   let dependentDialects = ["::tessel::TesselDialect"];
 }

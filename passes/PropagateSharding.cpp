@@ -6,8 +6,8 @@
 //      takes what its first use's rule asks for and is fixed from then on; the op's rule
 //      (compiler/ShardingRules.h) gives its results' shardings.
 //   2. Backward walk: where a user asks an elementwise op's result for splits it lacks
-//      (and, under sequence parallelism, every layer norm's input for its rows split over
-//      the axis), that becomes a hint for the producer.
+//      (and, under sequence parallelism, every layer or RMS norm's input for its rows split
+//      over the axis), that becomes a hint for the producer.
 //   3. With hints, the forward walk again; its shardings are recorded as tessel.shardings.
 //
 //===----------------------------------------------------------------------------===//
@@ -27,6 +27,9 @@ namespace tessel {
 namespace {
 
 using mlir::Value;
+
+/// The norms whose inputs sequence parallelism splits by rows: layer_norm and rms_norm.
+bool isNorm(mlir::Operation& op) { return mlir::isa<LayerNormOp, RmsNormOp>(op); }
 
 struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass> {
   using PropagateShardingBase::PropagateShardingBase;
@@ -51,12 +54,14 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       }
     }
     if (sequence >= 0)
-      for (auto ln : f.getBody().getOps<LayerNormOp>()) {
-        auto type = mlir::cast<mlir::RankedTensorType>(ln.getInput().getType());
+      for (mlir::Operation& ln : f.getBody().front()) {
+        if (!isNorm(ln)) continue;
+        auto type = mlir::cast<mlir::RankedTensorType>(ln.getOperand(0).getType());
         int64_t rows = type.getRank() >= 3 ? type.getShape()[1] : 0;
         if (rows % grid->sizes[sequence] != 0) {
-          ln.emitError() << "sequence parallelism splits the sequence (T = " << rows << ") of this layer "
-                         << "norm's input over " << sequenceAxis << "=" << grid->sizes[sequence]
+          ln.emitError() << "sequence parallelism splits the sequence (T = " << rows << ") of this "
+                         << (mlir::isa<RmsNormOp>(ln) ? "RMS" : "layer") << " norm's input over "
+                         << sequenceAxis << "=" << grid->sizes[sequence]
                          << ", which does not divide it (padding the sequence would put padded rows into "
                             "attention and into the loss's mean)";
           return signalPassFailure();
@@ -118,17 +123,17 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
 
   /// The backward walk: the splits each value's users ask for beyond what it has, for the
   /// values an elementwise op produces (they can take a split for free) and the inputs of
-  /// layer norms under sequence parallelism (the seed).
+  /// layer and RMS norms under sequence parallelism (the seed).
   Shardings hintsFrom(mlir::func::FuncOp f, const Shardings& current, int16_t sequenceAxis) {
     Shardings hints;
     auto get = [&](Value v) { return lookup(current, v); };
     for (mlir::Operation& op : llvm::reverse(f.getBody().front())) {
       if (mlir::isa<ParamOp>(op)) continue;
-      if (auto ln = mlir::dyn_cast<LayerNormOp>(op); ln && sequenceAxis >= 0) {
-        TensorSharding s = get(ln.getInput()).withoutPartial();
+      if (isNorm(op) && sequenceAxis >= 0) {
+        TensorSharding s = get(op.getOperand(0)).withoutPartial();
         if (s.dims.size() >= 3 && !s.usesAxis(sequenceAxis)) {
           s.dims[1] = DimSharding{{sequenceAxis}, 1};
-          hints[ln.getInput()] = s;
+          hints[op.getOperand(0)] = s;
         }
       }
       llvm::SmallVector<TensorSharding> in;
@@ -137,7 +142,10 @@ struct PropagateShardingPass : impl::PropagateShardingBase<PropagateShardingPass
       OpSharding rule = shardOp(&op, in, hint);
       for (auto [i, v] : llvm::enumerate(op.getOperands())) {
         mlir::Operation* def = v.getDefiningOp();
-        if (!def || !mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp>(def)) continue;
+        const bool elementwise =
+            def && (mlir::isa<AddOp, SubOp, MulOp, ScaleOp, GeluOp, ReluOp, CastOp>(def) ||
+                    mlir::isa<SiluOp>(def));
+        if (!elementwise) continue;
         TensorSharding want = rule.operands[i].withoutPartial();
         TensorSharding have = in[i];
         bool adds = false;

@@ -23,6 +23,10 @@
 //   2. MLP: a linear layer whose output (plus its bias) goes through one activation (gelu,
 //      relu) into another linear layer: the first is column-parallel, the second
 //      row-parallel.
+//   2b. SwiGLU MLP (Llama): a linear layer whose input is mul(silu(linA(x)), linB(x)), in either
+//      operand order, is row-parallel and linA (gate), linB (up) are column-parallel: every
+//      rank computes silu(gate) * up for its slice of the hidden units, with no communication
+//      until the down projection's pending sum.
 //   3. Embedding tables whose rows the axis divides are split on them (vocab-parallel); a
 //      tied LM head follows by propagation.
 // Parameters the plan already shards are left as the plan says. A weight shared with an
@@ -36,6 +40,8 @@
 #include "passes/PipelineStage.h"
 
 #include "mlir/IR/BuiltinOps.h"
+
+#include <array>
 
 #define DEBUG_TYPE "tessel-tensor-parallel"
 
@@ -96,6 +102,20 @@ std::optional<Linear> linearConsuming(Value v) {
   auto m = mlir::dyn_cast<MatmulOp>(*v.getUsers().begin());
   if (!m || m.getLhs() != v || m.getTransposeLhs()) return std::nullopt;
   return linearOf(m);
+}
+
+/// The three linear layers of a SwiGLU MLP down(silu(gate(x)) * up(x)) around `mul` (either
+/// operand order), each output read only by the next op of the pattern.
+std::optional<std::array<Linear, 3>> swigluOf(MulOp mul) {
+  for (auto [a, b] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}}) {
+    auto silu = a.getDefiningOp<SiluOp>();
+    if (!silu || !a.hasOneUse() || !b.hasOneUse() || !silu.getInput().hasOneUse()) continue;
+    auto gate = linearProducing(silu.getInput());
+    auto up = linearProducing(b);
+    auto down = linearConsuming(mul.getResult());
+    if (gate && up && down) return std::array<Linear, 3>{*gate, *up, *down};
+  }
+  return std::nullopt;
 }
 
 struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
@@ -173,11 +193,19 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       // A layer already in a pair (the row half of the previous one, in a deeper MLP) or
       // sharded by the plan starts no pair: the next pair begins after it, as Megatron-LM
       // pairs a stack of linear layers two by two.
-      auto seeded = [&](const Linear& l) {
-        return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
-      };
       if (seeded(*col) || seeded(*row)) continue;
       if (mlir::failed(split(*col, col->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
+        return mlir::failure();
+      ++pairs;
+    }
+    // 2b. SwiGLU MLPs: down(silu(gate(x)) * up(x)).
+    for (auto mul : f.getBody().getOps<MulOp>()) {
+      auto mlp = swigluOf(mul);
+      if (!mlp) continue;
+      auto [gate, up, down] = *mlp;
+      if (seeded(gate) || seeded(up) || seeded(down)) continue;
+      if (mlir::failed(split(gate, gate.outDim(), 1)) || mlir::failed(split(up, up.outDim(), 1)) ||
+          mlir::failed(split(down, down.inDim(), 1)))
         return mlir::failure();
       ++pairs;
     }
@@ -198,9 +226,14 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
       return mlir::emitError(mlir::Location(site_))
              << "tensor_parallel(\"" << axisName << "\") found no pair of linear layers to split "
              << "in @" << f.getSymName()
-             << " (a projection into attention and the one after it, or linear -> gelu/relu -> "
-                "linear)";
+             << " (a projection into attention and the one after it, linear -> gelu/relu -> "
+                "linear, or a SwiGLU MLP: down(silu(gate(x)) * up(x)))";
     return mlir::success();
+  }
+
+  /// Whether `l`'s weight already has a sharding (the plan's, or from an earlier pair).
+  bool seeded(const Linear& l) {
+    return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
   }
 
   /// Whether `attn`'s kv heads are split over the axis (NKV divisible by tp) or replicated and

@@ -4,6 +4,7 @@
 // kernels are compiled into one library, once. Each case prints its largest error and the
 // share of its tolerance it used ("[ max err  ]" lines).
 #include "test/unit/CppEmitterCases.h"
+#include "test/unit/CppEmitterNormCases.h"
 #include "test/unit/CppEmitterVocabCases.h"
 #include "test/unit/CppEmitterAttentionCases.h"
 
@@ -133,6 +134,7 @@ std::vector<Case> allCases() {
   c.push_back(clip(0.5, 1.0, "unclipped"));
   c.push_back(clip(3.0, INFINITY, "disabled"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
+  for (Case& k : normCases()) c.push_back(std::move(k));
   for (Case& k : ropeCases()) c.push_back(std::move(k));
   return c;
 }
@@ -163,6 +165,7 @@ TEST(CppEmitter, Binary) { checkOps({"add", "sub", "mul"}); }
 TEST(CppEmitter, ScaleAndConstant) { checkOps({"scale", "constant"}); }
 TEST(CppEmitter, Activations) { checkOps({"gelu", "relu", "gelu_grad", "relu_grad"}); }
 TEST(CppEmitter, LayerNorm) { checkOps({"layer_norm"}); }
+TEST(CppEmitter, SiluAndRmsNorm) { checkOps({"silu", "silu_grad", "rms_norm", "rms_norm_grad"}); }
 TEST(CppEmitter, Softmax) { checkOps({"softmax"}); }
 TEST(CppEmitter, CrossEntropy) { checkOps({"cross_entropy"}); }
 TEST(CppEmitter, Embedding) { checkOps({"embedding"}); }
@@ -185,18 +188,32 @@ TEST(CppEmitter, VocabParallel) {
             "cross_entropy_from_stats_grad"});
 }
 
-// Extreme inputs: the gelu tails, where tanh(u) -> -1 and x^3 overflows f32.
-TEST(CppEmitter, GeluAtExtremeInputs) {
-  for (const char* name : {"gelu_7", "gelu_grad_7"}) {
+/// Runs the [7]-shaped unary cases `names` (and their grads, with dout 0.5) on each row of
+/// seven inputs in `rows`.
+void checkUnaryAt(std::initializer_list<const char*> names,
+                  std::initializer_list<std::vector<double>> rows) {
+  for (const char* name : names) {
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });
-    for (std::vector<double> x : {std::vector<double>{-INFINITY, -100, -10, 0, 10, 1e30, NAN},
-                                  std::vector<double>{INFINITY, -1e30, -1, 1, 100, -3, 3}}) {
+    for (const std::vector<double>& x : rows) {
       std::vector<ref::Tensor> inputs{ref::Tensor({7}, x)};
       if (c.args.size() == 2) inputs.push_back(ref::Tensor::filled({7}, 0.5));
       checkCaseOn(suite(), c, inputs);
     }
   }
+}
+
+// Extreme inputs: the gelu tails, where tanh(u) -> -1 and x^3 overflows f32.
+TEST(CppEmitter, GeluAtExtremeInputs) {
+  checkUnaryAt({"gelu_7", "gelu_grad_7"}, {{-INFINITY, -100, -10, 0, 10, 1e30, NAN},
+                                          {INFINITY, -1e30, -1, 1, 100, -3, 3}});
+}
+
+// Extreme inputs: the silu tails, where exp(-|x|) underflows and silu(x) is subnormal
+// (x < -87), and silu'(x) crosses 0 (x ~ -1.28).
+TEST(CppEmitter, SiluAtExtremeInputs) {
+  checkUnaryAt({"silu_7", "silu_grad_7"}, {{-INFINITY, -100, -87.5, 0, 20, 1e30, NAN},
+                                          {INFINITY, -1e30, -1.28, 1, 100, -30, 88}});
 }
 
 // ---- properties beyond the numerics ---------------------------------------------------------
@@ -212,7 +229,8 @@ TEST(CppEmitter, EveryOpHasCases) {
         "embedding_grad", "cross_entropy_grad", "fused_classifier", "adamw", "sgd", "global_norm",
         "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
         "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
-        "cross_entropy_from_stats_grad", "dynamic_slice", "rope"})
+        "cross_entropy_from_stats_grad", "dynamic_slice", "silu", "silu_grad", "rms_norm",
+        "rms_norm_grad", "rope"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 
@@ -236,7 +254,8 @@ TEST(CppEmitter, ResultsDoNotDependOnTheThreadCount) {
                            "global_norm_300x129_64x33_7", "embedding_grad_8x64_256x64",
                            "cross_entropy_64x7x256", "fused_classifier_64x7x256",
                            "softmax_causal_4x4x64x64", "embedding_shard_grad_8x64_128x64_256",
-                           "sum_exp_64x7x128", "cross_entropy_from_stats_64x64"}) {
+                           "sum_exp_64x7x128", "cross_entropy_from_stats_64x64",
+                           "rms_norm_grad_2048x33", "rms_norm_grad_64x64x33"}) {
     SCOPED_TRACE(name);
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });

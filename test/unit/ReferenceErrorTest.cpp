@@ -4,6 +4,7 @@
 // its message names the op and the offending shapes (as shapeString spells them), so a
 // failing check says what was wrong without a debugger. Values are in ReferenceTest.cpp.
 #include "runtime/reference/Reference.h"
+#include "runtime/reference/ReferenceNorm.h"
 
 #include "test/unit/ReferenceTestUtil.h"
 
@@ -60,6 +61,15 @@ TEST(ReferenceErrors, LayerNorm) {
   expectShapeError([] { layerNorm(Tensor({2, 4}), Tensor({4}), Tensor({1, 4}), 1e-5); },
                    {"beta is 1x4"});
   expectShapeError([] { layerNorm(Tensor(), Tensor({1}), Tensor({1}), 1e-5); }, {"scalar"});
+}
+
+TEST(ReferenceErrors, RmsNorm) {
+  expectShapeError([] { rmsNorm(Tensor({2, 4}), Tensor({3}), 1e-5); },
+                   {"rmsNorm", "C=4", "x is 2x4", "weight is 3"});
+  expectShapeError([] { rmsNorm(Tensor(), Tensor({1}), 1e-5); }, {"rmsNorm", "scalar"});
+  expectShapeError([] { rmsNormBackward(Tensor({2, 4}), Tensor({4}), Tensor({2, 3}), 1e-5); },
+                   {"rmsNormBackward", "2x4", "2x3"});
+  expectShapeError([] { siluBackward(Tensor({2}), Tensor({3})); }, {"siluBackward", "2", "3"});
 }
 
 TEST(ReferenceErrors, Softmax) {

@@ -19,6 +19,7 @@
 // kFdTol = 1e-8 relative to max(1, |dx_i|): 3x the largest error seen and ~15 sigma, while a
 // real bug (a wrong sign, a missing term, a wrong index) is an O(1e-2 .. 1) error.
 #include "runtime/reference/ReferenceGrad.h"
+#include "runtime/reference/ReferenceNorm.h"
 
 #include "test/unit/ReferenceTestUtil.h"
 
@@ -155,6 +156,58 @@ TEST(ReferenceGrad, SoftmaxTwoEqualLogitsByHand) {
   // A causal row whose masked entry has y = 0 gets dx = 0 there, whatever dy is.
   dx = softmaxBackward(Tensor({2, 2}, {1.0, 0.0, 0.5, 0.5}), Tensor({2, 2}, {3.0, 7.0, 1.0, 0.0}));
   EXPECT_EQ(dx.data, (std::vector<double>{0.0, 0.0, 0.25, -0.25}));
+}
+
+// silu and rmsNorm (ReferenceNorm.h): the Llama block's activation and norm.
+TEST(ReferenceGrad, SiluMatchesFiniteDifferences) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1}, {7}, {33}, {3, 7, 33}}) {
+    SCOPED_TRACE(shapeTrace(shape));
+    Tensor x = rng.tensor(shape, -6.0, 6.0), dy = rng.tensor(shape);
+    expectMatchesNumeric(siluBackward(x, dy), numericVjp(silu, x, dy), "dx");
+  }
+}
+
+TEST(ReferenceGrad, SiluAtKnownPoints) {
+  // silu'(0) = s(0) = 1/2; at ln 3, s = 3/4 and silu' = 3/4 (1 + ln 3 / 4); far out silu' is 1
+  // (slope of x) or 0 up to ~1e-15.
+  const double l3 = std::log(3.0);
+  Tensor dx = siluBackward(Tensor({4}, {0.0, l3, 40.0, -40.0}), Tensor({4}, {2.0, 1.0, 3.0, 4.0}));
+  EXPECT_EQ(dx.data[0], 1.0);
+  EXPECT_NEAR(dx.data[1], 0.75 * (1.0 + l3 / 4.0), 1e-15);
+  EXPECT_NEAR(dx.data[2], 3.0, 1e-15);
+  EXPECT_NEAR(dx.data[3], 0.0, 1e-15);
+}
+
+TEST(ReferenceGrad, RmsNormMatchesFiniteDifferences) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  const double eps = 1e-5;
+  for (std::vector<int64_t> shape :
+       {std::vector<int64_t>{1, 1}, {7}, {33}, {3, 33}, {33, 7}, {2, 3, 7}}) {
+    SCOPED_TRACE(shapeTrace(shape));
+    int64_t c = shape.back();
+    Tensor x = rng.tensor(shape), weight = rng.tensor({c}, 0.5, 1.5), dy = rng.tensor(shape);
+    RmsNormGrads g = rmsNormBackward(x, weight, dy, eps);
+    expectMatchesNumeric(
+        g.dx, numericVjp([&](const Tensor& t) { return rmsNorm(t, weight, eps); }, x, dy), "dx");
+    expectMatchesNumeric(
+        g.dweight, numericVjp([&](const Tensor& t) { return rmsNorm(x, t, eps); }, weight, dy),
+        "dweight");
+  }
+}
+
+// With eps = 0 and weight 1, y(a x) = y(x) for every a > 0, so the derivative along x itself
+// is 0: <dx, x> = 0 for any dy (a property of the formula, not a recomputation of it).
+TEST(ReferenceGrad, RmsNormGradientIsOrthogonalToTheInput) {
+  Rng rng;
+  SCOPED_TRACE(rng.trace());
+  Tensor x = rng.tensor({33}), dy = rng.tensor({33});
+  Tensor dx = rmsNormBackward(x, Tensor::filled({33}, 1.0), dy, 0.0).dx;
+  double dot = 0.0;
+  for (int64_t i = 0; i < 33; ++i) dot += dx.data[i] * x.data[i];
+  EXPECT_NEAR(dot, 0.0, 1e-13);  // 33 O(1) products: ~1e-15 rounding
 }
 
 // ---- gather and loss ------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 // the f64 rounding error is a few dozen ulps (~1e-14 relative) at most; 1e-12 leaves two
 // orders of margin while still catching any real bug (a wrong index or sign is O(1e-1)).
 #include "runtime/reference/Reference.h"
+#include "runtime/reference/ReferenceNorm.h"
 
 #include <gtest/gtest.h>
 
@@ -242,6 +243,45 @@ TEST(ReferenceSoftmax, CausalMasksUpperTriangleExactly) {
         }
         expectClose(rowOut, softmax(prefix, false));
       }
+}
+
+// ---- silu and rmsNorm (ReferenceNorm.h) ------------------------------------------------------
+
+TEST(ReferenceSilu, ClosedForms) {
+  // sigmoid(ln 3) = 1 / (1 + 1/3) = 3/4 and sigmoid(-ln 3) = 1/4, so silu(+-ln 3) = +-ln 3 * (3/4
+  // or 1/4); sigmoid(0) = 1/2 gives silu(0) = 0.
+  const double l3 = std::log(3.0);
+  expectClose(silu(Tensor({3}, {0.0, l3, -l3})), Tensor({3}, {0.0, 0.75 * l3, -0.25 * l3}));
+  // Tails: sigmoid(40) rounds to 1 in f64 (1 - 4e-18), and exp(800) overflows to inf, so
+  // sigmoid(-800) is exactly 0.
+  Tensor tails = silu(Tensor({2}, {40.0, -800.0}));
+  EXPECT_EQ(tails.data[0], 40.0);
+  EXPECT_EQ(tails.data[1], 0.0);
+}
+
+TEST(ReferenceRmsNorm, ClosedForms) {
+  // x = [1, 7]: mean(x^2) = 25, so with eps = 0 the row is divided by 5.
+  expectClose(rmsNorm(Tensor({2}, {1.0, 7.0}), Tensor::filled({2}, 1.0), 0.0), Tensor({2}, {0.2, 1.4}));
+  // x = [1, 2, 3]: mean(x^2) = 14/3, and eps = 1/3 makes it 5; the weight applies per channel.
+  const double r = 1.0 / std::sqrt(5.0);
+  Tensor y = rmsNorm(Tensor({3}, {1, 2, 3}), Tensor({3}, {2.0, -1.0, 0.5}), 1.0 / 3);
+  expectClose(y, Tensor({3}, {2.0 * r, -2.0 * r, 1.5 * r}));
+  // No mean is subtracted: a constant row stays constant (and keeps its sign).
+  expectClose(rmsNorm(Tensor({2, 4}, {-3, -3, -3, -3, 2, 2, 2, 2}), Tensor::filled({4}, 1.0), 0.0),
+              Tensor({2, 4}, {-1, -1, -1, -1, 1, 1, 1, 1}));
+}
+
+TEST(ReferenceRmsNorm, EveryRowHasUnitRmsAndScaleDoesNotMatter) {
+  Tensor x = randomTensor({2, 3, 33}, 23);
+  Tensor ones = Tensor::filled({33}, 1.0);
+  Tensor y = rmsNorm(x, ones, 0.0);
+  for (int64_t r = 0; r < 6; ++r) {
+    double ms = 0;
+    for (int64_t i = 0; i < 33; ++i) ms += y.data[r * 33 + i] * y.data[r * 33 + i] / 33;
+    EXPECT_NEAR(ms, 1.0, kRelTol);
+  }
+  // With eps = 0 the norm is invariant under a positive scale of the input.
+  expectClose(rmsNorm(scale(x, 7.5), ones, 0.0), y);
 }
 
 // ---- empty dimensions -----------------------------------------------------------------------

@@ -53,6 +53,17 @@ TEST(Shapes, NormSoftmaxEmbeddingLoss) {
   expectError(crossEntropy(Shape{4, 32, 256}, Shape{4, 31}), {"4x31", "4x32x256", "V=256"});
 }
 
+// rms_norm: a weight [C] matching the input's last dimension; swiglu: gate and up of one shape.
+TEST(Shapes, RmsNormAndSwiglu) {
+  expectShape(rmsNorm(Shape{2, 3, 8}, Shape{8}), {2, 3, 8});
+  expectShape(rmsNorm(Shape{8}, Shape{8}), {8});
+  expectError(rmsNorm(Shape{2, 8}, Shape{7}), {"weight", "[C] = 8", "2x8", "7"});
+  expectError(rmsNorm(Shape{2, 8}, Shape{1, 8}), {"weight", "1x8"});
+  expectError(rmsNorm(Shape{}, Shape{1}), {"rank >= 1", "scalar"});
+  expectShape(swiglu(Shape{4, 32, 96}, Shape{4, 32, 96}), {4, 32, 96});
+  expectError(swiglu(Shape{4, 32, 96}, Shape{4, 32, 64}), {"gate 4x32x96", "up 4x32x64"});
+}
+
 // The vocab-parallel ops: a table shard of 1..vocab rows, row statistics without the shard's
 // last dimension, and statistics of one non-empty shape for the loss.
 TEST(Shapes, VocabParallel) {

@@ -10,6 +10,7 @@
 
 #include "examples/gpt/model.h"
 #include "test/support/SmallGpt.h"
+#include "test/support/TinyLlamaMlp.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Loop.h"
 
@@ -56,6 +57,24 @@ std::string simtProgramSource(const rt::Program& p) {
   return src + "\n// ---- the harness (test/simt/Simt.cpp) ----\n" +
          readFile(std::string(TESSEL_SOURCE_DIR) + "/test/simt/Simt.cpp");
 }
+
+/// A program's kernels built twice, on the SIMT harness and as C++ (without FMA contraction,
+/// as the SIMT build: both round every operation), and an executor on each.
+struct SimtAndCpu {
+  KernelLibrary simt, native;
+  rt::Executor onSimt, onCpu;
+  explicit SimtAndCpu(const rt::Program& program)
+      : simt(buildSimtLibrary(simtProgramSource(program))),
+        native(buildKernelLibrary(program.kernelSource, cppOptions())),
+        onSimt(program, [this](const std::string& s) { return simt.symbol(s + "_simt"); }),
+        onCpu(program, [this](const std::string& s) { return native.symbol(s); }) {}
+  static HostCompileOptions cppOptions() {
+    HostCompileOptions o;
+    o.flags.push_back("-ffp-contract=off");
+    o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
+    return o;
+  }
+};
 
 std::vector<trainer::StepStats> trainSteps(rt::Executor& ex, int64_t steps) { return test::trainSmallGpt(ex, steps); }
 
@@ -160,13 +179,8 @@ TEST(SimtExecutor, KernelSymbolsSayWhatTheyComputeAndAreShortCIdentifiers) {
 
 TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
   rt::Program program = lowerGpt(true);
-  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
-  HostCompileOptions o;
-  o.flags.push_back("-ffp-contract=off");  // as the SIMT build: both round every operation
-  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
-  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
-  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
-  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
   const int64_t steps = 3;
   auto start = std::chrono::steady_clock::now();
   std::vector<trainer::StepStats> got = trainSteps(onSimt, steps);
@@ -193,6 +207,37 @@ TEST(SimtExecutor, GptTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
               seconds);
 }
 
+// The Llama block's ops in a whole program: RMSNorm, the fused SwiGLU gate and its backward,
+// rms_norm_grad's two-level dweight sums and the untied head, lowered with CUDA kernels and
+// trained on the SIMT harness against the C++ kernels. The model (L = 2 MLP blocks, C = 64,
+// H = 96, V = 256) takes the small GPT's batches (B = 4, T = 32, bytes), so the same training
+// schedule feeds it. Tolerance as in the GPT test: the loss passes through about 2L + 3 = 7
+// row reductions of length <= V = 256 (the RMS norms over C = 64, the cross-entropy over V,
+// its mean over B*T = 128) that differ in order only, so 7 * 256 u relative.
+TEST(SimtExecutor, LlamaMlpTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
+  test::TinyLlamaMlp model(2, 256, 64, 96);
+  model.build(kBatch, smallGpt().seq);
+  rt::Program program = model.compile().lower(true);
+  std::set<std::string> kinds;
+  for (const rt::Function& f : program.functions)
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s)) kinds.insert(k->symbol.substr(k->symbol.find('_') + 1));
+  EXPECT_TRUE(kinds.count("fused_silu_mul")) << "the SwiGLU gate is not one fused kernel";
+  EXPECT_TRUE(kinds.count("rms_norm_grad"));
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
+  const int64_t steps = 3;
+  std::vector<trainer::StepStats> got = trainSteps(onSimt, steps), want = trainSteps(onCpu, steps);
+  const double tol = 7 * 256 * kU;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::printf("[ simt     ] llama mlp step %lld: loss simt %.7f cpu %.7f (rel %.2e)\n",
+                static_cast<long long>(s + 1), got[s].loss, want[s].loss,
+                std::abs(got[s].loss - want[s].loss) / std::abs(want[s].loss));
+    EXPECT_NEAR(got[s].loss, want[s].loss, tol * std::abs(want[s].loss)) << "step " << s + 1;
+    EXPECT_NEAR(got[s].gradNorm, want[s].gradNorm, tol * std::abs(want[s].gradNorm)) << "step " << s + 1;
+  }
+}
+
 TEST(SimtExecutor, AWrongLaunchOnAStepIsCaught) {
   // The check above must be able to fail: the block of every kernel launched with 64 threads
   // or more is halved, as a lowering that stored the wrong launch would do. Elementwise
@@ -209,13 +254,8 @@ TEST(SimtExecutor, AWrongLaunchOnAStepIsCaught) {
         ++changed;
       }
   ASSERT_GT(changed, 0) << "no kernel with a block of 64 or more";
-  KernelLibrary simt = buildSimtLibrary(simtProgramSource(program));
-  HostCompileOptions o;
-  o.flags.push_back("-ffp-contract=off");
-  o.cacheDir = ::testing::TempDir() + "tessel_simt_executor_cpp";
-  KernelLibrary native = buildKernelLibrary(program.kernelSource, o);
-  rt::Executor onSimt(program, [&](const std::string& s) { return simt.symbol(s + "_simt"); });
-  rt::Executor onCpu(program, [&](const std::string& s) { return native.symbol(s); });
+  SimtAndCpu both(program);
+  rt::Executor &onSimt = both.onSimt, &onCpu = both.onCpu;
   trainer::StepStats got = trainSteps(onSimt, 1).at(0), want = trainSteps(onCpu, 1).at(0);
   std::printf("[ simt     ] halved blocks (%d steps): loss %.7f vs %.7f, grad norm %.6f vs %.6f\n", changed,
               got.loss, want.loss, got.gradNorm, want.gradNorm);

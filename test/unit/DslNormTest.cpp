@@ -1,0 +1,98 @@
+// The DSL's silu, swiglu, rms_norm and RMSNorm: they build the ops the dialect documents, and a
+// bad shape or type is a ModelError at the user's line with the module's path.
+#include "dsl/tessel.h"
+
+#include <gtest/gtest.h>
+
+#include <source_location>
+
+namespace {
+
+using tessel::Tensor;
+
+template <typename F>
+tessel::Diagnostic diagnosticOf(F&& body) {
+  try {
+    body();
+  } catch (const tessel::ModelError& e) {
+    return e.diagnostic();
+  }
+  ADD_FAILURE() << "expected a tessel::ModelError";
+  return {};
+}
+
+int nextLine(std::source_location here = std::source_location::current()) {
+  return static_cast<int>(here.line()) + 1;
+}
+
+struct Norms : tessel::Model {
+  tessel::RMSNorm norm{this, "blocks.0.ffn_norm", 16, /*eps=*/1e-6};
+};
+
+TEST(DslNorm, RmsNormWithTheWrongWidthPointsAtTheCallerAndPath) {
+  Norms m;
+  Tensor x = m.input("x", {4, 8, 12});
+  int line = 0;
+  tessel::Diagnostic d = diagnosticOf([&] {
+    line = nextLine();
+    m.norm(x);
+  });
+  EXPECT_EQ(d.file, std::source_location::current().file_name());
+  EXPECT_EQ(d.line, line);
+  EXPECT_EQ(d.path, "blocks.0.ffn_norm");
+  EXPECT_NE(d.message.find("'tessel.rms_norm' op weight must be [C] = 12 for input 4x8x12, got 16"),
+            std::string::npos)
+      << d.message;
+}
+
+TEST(DslNorm, SwigluOperandsOfTwoShapesPointAtTheCaller) {
+  tessel::Model m;
+  Tensor gate = m.input("gate", {4, 96}), up = m.input("up", {4, 64});
+  int line = 0;
+  tessel::Diagnostic d = diagnosticOf([&] {
+    line = nextLine();
+    tessel::swiglu(gate, up);
+  });
+  EXPECT_EQ(d.line, line);
+  EXPECT_NE(d.message.find("gate 4x96 and up 4x64 must have one shape"), std::string::npos)
+      << d.message;
+}
+
+TEST(DslNorm, TypeAndEpsilonErrors) {
+  tessel::Model m;
+  Tensor x = m.input("x", {4, 8}), w = m.input("w", {8});
+  Tensor ids = m.input("ids", {4, 8}, tessel::DType::I32);
+  EXPECT_NE(diagnosticOf([&] { tessel::silu(ids); }).message.find("must be a float tensor"),
+            std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { tessel::swiglu(x, ids); }).message.find("must be a float tensor"),
+            std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { tessel::rms_norm(ids, w); }).message.find("must be a float tensor"),
+            std::string::npos);
+  EXPECT_NE(diagnosticOf([&] { tessel::rms_norm(x, w, 0.0); }).message.find("epsilon must be > 0"),
+            std::string::npos);
+}
+
+// swiglu is two ops, silu then mul (so that fusion joins them and autodiff needs no rule of its
+// own); RMSNorm declares "<path>.weight" [C] with ones and passes its epsilon on.
+TEST(DslNorm, BuildsTheDocumentedOps) {
+  Norms m;
+  Tensor gate = m.input("gate", {2, 16}), up = m.input("up", {2, 16});
+  m.add_output("y", m.norm(tessel::swiglu(gate, up)));
+  tessel::Program p = m.compile({.train = false});
+  std::string ir = p.ir();
+  size_t silu = ir.find("tessel.silu ");
+  size_t mul = ir.find("tessel.mul ");
+  size_t norm = ir.find("tessel.rms_norm ");
+  ASSERT_NE(silu, std::string::npos) << ir;
+  ASSERT_NE(mul, std::string::npos) << ir;
+  ASSERT_NE(norm, std::string::npos) << ir;
+  EXPECT_LT(silu, mul);
+  EXPECT_LT(mul, norm);
+  EXPECT_NE(ir.find("epsilon = 9.9999999999999995E-7 : f64"), std::string::npos) << ir;
+  ASSERT_EQ(p.parameters().size(), 1u);
+  EXPECT_EQ(p.parameters()[0].name, "blocks.0.ffn_norm.weight");
+  EXPECT_EQ(p.parameters()[0].shape, (tessel::Shape{16}));
+  EXPECT_EQ(p.parameters()[0].init, tessel::Init::Ones);
+}
+
+}  // namespace
