@@ -18,7 +18,7 @@ void declareRope(Writer& w) {
   auto op = mlir::cast<RopeOp>(w.op());
   std::vector<int64_t> shape = cppgen::shapeOf(op.getInput());
   int64_t heads = static_cast<int64_t>(op.getNumHeads()), d = shape[2] / heads;
-  w.describe(fmt::format("out = inp with each pair (x[h*D + i], x[h*D + i + D/2]) of each head"));
+  w.describe("out = inp with each pair (x[h*D + i], x[h*D + i + D/2]) of each head");
   w.describe(fmt::format("turned by {}a, a = t * theta^(-2i/D), t the position (rotary embedding)",
                          op.getInverse() ? "-" : ""));
   w.output("out", op.getResult(), {"B", "T", "C"});

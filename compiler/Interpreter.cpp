@@ -65,10 +65,13 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
         return one(ref::causalAttention(*in[0], static_cast<int64_t>(o.getNumHeads())));
       })
       .Case([&](RopeOp o) {
-        return one(ref::rope(*in[0], o.getNumHeads(), o.getTheta().convertToDouble(), o.getInverse()));
+        return one(ref::rope(*in[0], static_cast<int64_t>(o.getNumHeads()),
+                             o.getTheta().convertToDouble(), o.getInverse()));
       })
       .Case([&](GroupedAttentionOp o) {
-        return one(ref::groupedAttention(*in[0], *in[1], *in[2], o.getNumHeads(), o.getNumKvHeads()));
+        return one(ref::groupedAttention(*in[0], *in[1], *in[2],
+                                         static_cast<int64_t>(o.getNumHeads()),
+                                         static_cast<int64_t>(o.getNumKvHeads())));
       })
       .Case([&](ReshapeOp o) { return one(ref::reshape(*in[0], shapeOf(o.getType()))); })
       .Case([&](TransposeOp o) {

@@ -169,8 +169,9 @@ Result rope(ShapeRef input, int64_t numHeads, double theta) {
   if (!(theta > 0.0) || !std::isfinite(theta))
     return Result::fail(fmt::format("theta must be finite and > 0, got {}", theta));
   if (numHeads <= 0 || input[2] <= 0 || input[2] % numHeads != 0)
-    return Result::fail(fmt::format("last dimension {} of input {} is not {} heads of D > 0 channels",
-                                    input[2], str(input), numHeads));
+    return Result::fail(fmt::format(
+        "last dimension {} of input {} is not {} heads of D > 0 channels", input[2], str(input),
+        numHeads));
   int64_t d = input[2] / numHeads;
   if (d % 2 != 0)
     return Result::fail(fmt::format(

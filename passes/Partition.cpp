@@ -2,7 +2,8 @@
 //
 // Algorithm (see passes/Passes.td):
 //   1. Local types: each result's split dimensions are divided by the size of their axes;
-//      attention (causal and grouped) and rope keep their share of the heads. A dimension G that its axes (P ranks) do not
+//      attention keeps its share of the heads (causal_attention, grouped_attention and rope:
+//      heads / P, each rank whole heads). A dimension G that its axes (P ranks) do not
 //      divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
 //      padding is recorded in a parameter's #tessel.sharding, and the runtime starts it at
 //      zero). Padding is accepted only where it provably stays zero and out of the math:
@@ -158,9 +159,11 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       rope.setNumHeads(*heads);
     }
     if (auto attn = mlir::dyn_cast<GroupedAttentionOp>(op)) {
-      auto heads = share(attn.getQ(), static_cast<int64_t>(attn.getNumHeads()), "the query heads");
+      auto heads =
+          share(attn.getQ(), static_cast<int64_t>(attn.getNumHeads()), "the query heads");
       if (mlir::failed(heads)) return mlir::failure();
-      auto kvHeads = share(attn.getK(), static_cast<int64_t>(attn.getNumKvHeads()), "the key/value heads");
+      auto kvHeads =
+          share(attn.getK(), static_cast<int64_t>(attn.getNumKvHeads()), "the key/value heads");
       if (mlir::failed(kvHeads)) return mlir::failure();
       attn.setNumHeads(*heads);
       attn.setNumKvHeads(*kvHeads);

@@ -244,9 +244,10 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
     int64_t kvHeads = static_cast<int64_t>(attn.getNumKvHeads());
     if (heads % size_ == 0 && kvHeads % size_ == 0) return true;
     if (heads % size_ == 0 && size_ % kvHeads == 0) return false;
-    auto d = attn.emitError() << "tensor_parallel(\"" << axisName << "\") over " << axisName << "="
-                              << size_ << " cannot split this grouped-query attention with "
-                              << heads << " query heads and " << kvHeads << " key/value heads: ";
+    auto d = attn.emitError() << "tensor_parallel(\"" << axisName << "\") over " << axisName
+                              << "=" << size_
+                              << " cannot split this grouped-query attention with " << heads
+                              << " query heads and " << kvHeads << " key/value heads: ";
     if (heads % size_ != 0)
       d << axisName << "=" << size_ << " must divide the " << heads << " query heads";
     else
@@ -268,7 +269,8 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
     auto typed = [&](llvm::ArrayRef<int64_t> shape) { return type.clone(shape); };
     Value rank;
     if (kvHeads > 1)
-      rank = MeshCoordinateOp::create(b, loc, grid_.ref.getValue(), llvm::ArrayRef<int16_t>{axis_}, 1);
+      rank = MeshCoordinateOp::create(b, loc, grid_.ref.getValue(),
+                                      llvm::ArrayRef<int16_t>{axis_}, 1);
     auto select = [&](Value x) -> Value {
       Value all = ReplicateOp::create(b, loc, x, grid_.ref, b.getDenseI16ArrayAttr({axis_}));
       if (kvHeads == 1) return all;  // multi-query: every rank reads the one head

@@ -181,6 +181,16 @@ std::vector<cpptest::Case> cases() {
   return c;
 }
 
+/// rope on bf16 activations (mixed precision), both directions: read as float, turned in f32,
+/// stored rounded to bf16.
+const char* kRopeBf16 = R"mlir(
+func.func @rope_bf16(%x: tensor<2x7x24xbf16>) -> (tensor<2x7x24xbf16>, tensor<2x7x24xbf16>) {
+  %0 = tessel.rope %x heads 3 theta 1.000000e+04 : tensor<2x7x24xbf16>
+  %1 = tessel.rope %x heads 3 theta 1.000000e+04 inverse : tensor<2x7x24xbf16>
+  return %0, %1 : tensor<2x7x24xbf16>, tensor<2x7x24xbf16>
+}
+)mlir";
+
 struct Suite {
   Modules modules;
   std::vector<Kernel> kernels;
@@ -189,7 +199,7 @@ struct Suite {
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
-    std::string ir = std::string(kFused) + kVocabBf16;
+    std::string ir = std::string(kFused) + kVocabBf16 + kRopeBf16;
     for (const cpptest::Case& c : cases()) ir += c.mlir;
     s->kernels = collectKernels(s->modules.parse(ir), "op_");
     return s;

@@ -13,6 +13,7 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "runtime/reference/Reference.h"
+#include "test/unit/RepeatedKv.h"
 
 #include <fmt/format.h>
 
@@ -118,15 +119,7 @@ TEST(DecomposeAttention, GroupedEqualsMultiHeadOnRepeatedKeysAndValues) {
     std::vector<tessel::ref::Tensor> y = tessel::interpret(
         *module->getOps<mlir::func::FuncOp>().begin(), {}, {q, k, v});
     // The independent path: [q | k repeated | v repeated], query head h meeting kv head h / G.
-    int64_t c = heads * d, g = heads / kvHeads;
-    tessel::ref::Tensor qkv({b, t, 3 * c});
-    for (int64_t n = 0; n < b * t; ++n)
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t e = 0; e < d; ++e) {
-          qkv.data[n * 3 * c + h * d + e] = q.data[n * c + h * d + e];
-          qkv.data[n * 3 * c + c + h * d + e] = k.data[n * kvHeads * d + h / g * d + e];
-          qkv.data[n * 3 * c + 2 * c + h * d + e] = v.data[n * kvHeads * d + h / g * d + e];
-        }
+    tessel::ref::Tensor qkv = tessel::ref::testutil::repeatedQkv(q, k, v, heads, kvHeads);
     tessel::ref::Tensor want = tessel::ref::causalAttention(qkv, heads);
     ASSERT_EQ(y.at(0).shape, want.shape);
     // Both are f64 evaluations of the same math in different summation orders (matmul +

@@ -1,7 +1,9 @@
 // The DSL's rope() and grouped-query causal_attention(q, k, v, heads, kv_heads): every shape
 // rule they check (compiler/Shapes.h) is a ModelError at the user's line that names the
 // shapes or numbers, and a well-formed call builds the documented op.
+#include "dsl/Plan.h"
 #include "dsl/tessel.h"
+#include "test/unit/TinyLlamaAttention.h"
 
 #include <gtest/gtest.h>
 
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <source_location>
 #include <string>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -103,6 +106,37 @@ TEST(DslAttention, BuildsTheDocumentedOps) {
                     "tensor<2x8x32xf32>) -> tensor<2x8x64xf32>"),
             std::string::npos)
       << ir;
+}
+
+// Tensor parallelism that cannot split the heads of a grouped-query attention is a ModelError
+// at the attention's line in the model source, naming NH, NKV and tp.
+TEST(DslAttention, TensorParallelRefusalIsAtTheAttentionsLine) {
+  int attentionLine = 0;  // the causal_attention call in the model source
+  std::ifstream source(std::string(TESSEL_SOURCE_DIR) + "/test/unit/TinyLlamaAttention.h");
+  std::string text;
+  for (int n = 1; std::getline(source, text); ++n)
+    if (text.find("causal_attention(rope(") != std::string::npos) attentionLine = n;
+  ASSERT_GT(attentionLine, 0);
+  for (auto [heads, kvHeads, tp, why] :
+       {std::tuple{int64_t{6}, int64_t{2}, int64_t{4}, "tp=4 must divide the 6 query heads"},
+        {6, 3, 2, "tp=2 must divide the 3 key/value heads or be a multiple of them"}}) {
+    SCOPED_TRACE(why);
+    tessel::test::TinyLlamaAttention m(heads, kvHeads, 4);
+    m.build(2, 4);
+    try {
+      m.compile({.plan = tessel::Plan(tessel::Mesh{{"tp", tp}}).tensor_parallel("tp")});
+      ADD_FAILURE() << "expected a tessel::ModelError";
+    } catch (const ModelError& e) {
+      EXPECT_NE(e.diagnostic().file.find("TinyLlamaAttention.h"), std::string::npos) << e.what();
+      EXPECT_EQ(e.diagnostic().line, attentionLine) << e.what();
+      EXPECT_EQ(e.diagnostic().path, "blocks.0") << e.what();
+      EXPECT_NE(e.diagnostic().message.find(std::to_string(heads) + " query heads and " +
+                                            std::to_string(kvHeads) + " key/value heads"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(e.diagnostic().message.find(why), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -3,8 +3,7 @@
 // small Llama-style attention model: rope on q and k, grouped-query causal attention with
 // kv_heads < heads, an output projection and a tied LM head; the loss and every gradient,
 // then a few AdamW steps that lower the loss, in f32 and in bf16 mixed precision.
-#include "dsl/tessel.h"
-#include "runtime/io/SafeTensors.h"
+#include "test/unit/TinyLlamaAttention.h"
 
 #include <gtest/gtest.h>
 
@@ -14,26 +13,9 @@
 
 namespace {
 
-/// Byte-level LM: x = wte(tokens); x + wo(attn(rope(wq x), rope(wk x), wv x)); logits tied.
-struct TinyLlamaAttention : tessel::Model {
-  static constexpr int64_t kC = 24, kHeads = 6, kKvHeads = 2, kD = kC / kHeads;
-  tessel::Embedding wte{this, "wte", 256, kC};
-  tessel::Linear wq{this, "attention.wq", kC, kHeads * kD, {.bias = false}};
-  tessel::Linear wk{this, "attention.wk", kC, kKvHeads * kD, {.bias = false}};
-  tessel::Linear wv{this, "attention.wv", kC, kKvHeads * kD, {.bias = false}};
-  tessel::Linear wo{this, "attention.wo", kHeads * kD, kC, {.bias = false}};
-
-  void build(int64_t batch, int64_t seq) {
-    auto tokens = input("tokens", {batch, seq}, tessel::DType::I32);
-    auto targets = input("targets", {batch, seq}, tessel::DType::I32);
-    tessel::Tensor x = wte(tokens);
-    tessel::Tensor a = tessel::causal_attention(tessel::rope(wq(x), kHeads),
-                                                tessel::rope(wk(x), kKvHeads), wv(x), kHeads,
-                                                kKvHeads);
-    x = x + wo(a);
-    set_loss(tessel::cross_entropy(tessel::matmul(x, wte.weight(), {.transpose_rhs = true}),
-                                   targets));
-  }
+/// 6 query heads and 2 kv heads (G = 3) of D = 4.
+struct Gqa6x2 : tessel::test::TinyLlamaAttention {
+  Gqa6x2() : TinyLlamaAttention(6, 2, 4) {}
 };
 
 constexpr int64_t kBatch = 3, kSeq = 9;
@@ -69,7 +51,7 @@ constexpr double kTolerance = 1e-4;
 
 TEST(NativeAttention, LossAndGradientsMatchTheReference) {
   Data data;
-  TinyLlamaAttention model;
+  Gqa6x2 model;
   model.build(kBatch, kSeq);
   tessel::Program program = model.compile({.optimizer = "none"});
   tessel::NativeProgram native = program.native(options());
@@ -106,7 +88,7 @@ TEST(NativeAttention, TrainingLowersTheLossInF32AndBf16) {
   Data data;
   for (tessel::DType precision : {tessel::DType::F32, tessel::DType::BF16}) {
     SCOPED_TRACE(precision == tessel::DType::F32 ? "f32" : "bf16");
-    TinyLlamaAttention model;
+    Gqa6x2 model;
     model.build(kBatch, kSeq);
     tessel::Program program = model.compile({.precision = precision});
     tessel::NativeProgram native = program.native(options());
@@ -126,6 +108,35 @@ TEST(NativeAttention, TrainingLowersTheLossInF32AndBf16) {
     }
     EXPECT_GT(first, 4.5);
     EXPECT_LT(last, first - 1.0);
+  }
+}
+
+// Activation checkpointing recomputes rope and the decomposed grouped attention (full: the
+// whole block; selective: the core attention between the two matmuls, through the G*T
+// reshapes) with the same kernels, so the loss and every gradient are bitwise those of the
+// run without it.
+TEST(NativeAttention, CheckpointingRecomputesTheSameBits) {
+  Data data;
+  auto run = [&](const tessel::Plan& plan) {
+    Gqa6x2 model;
+    model.build(kBatch, kSeq);
+    tessel::Program program = model.compile({.optimizer = "none", .plan = plan});
+    tessel::NativeProgram native = program.native(options());
+    data.feed(native.executor(), "train_step");
+    native.executor().run("train_step");
+    std::vector<std::vector<float>> out;
+    for (const auto& o : native.executor().outputs("train_step")) {
+      const auto* d = static_cast<const float*>(o.data);
+      out.emplace_back(d, d + o.numel);
+    }
+    return std::make_pair(out, program.ir());
+  };
+  auto [plain, plainIr] = run(tessel::Plan());
+  for (tessel::CheckpointMode mode : {tessel::CheckpointMode::Full, tessel::CheckpointMode::Selective}) {
+    SCOPED_TRACE(tessel::checkpointModeName(mode));
+    auto [again, ir] = run(tessel::Plan().checkpoint("blocks.*", mode));
+    EXPECT_NE(ir, plainIr) << "nothing was recomputed";
+    EXPECT_EQ(again, plain);
   }
 }
 

@@ -14,6 +14,7 @@
 #include "runtime/reference/ReferenceAttention.h"
 
 #include "test/unit/ReferenceTestUtil.h"
+#include "test/unit/RepeatedKv.h"
 
 #include <gtest/gtest.h>
 
@@ -25,6 +26,7 @@ namespace tessel::ref {
 namespace {
 
 using testutil::expectShapeError;
+using testutil::repeatedQkv;
 using testutil::Rng;
 
 constexpr double kRelTol = 1e-12;  // see the file comment
@@ -79,22 +81,6 @@ TEST(ReferenceRope, PositionZeroIsTheIdentityAndInverseUndoesIt) {
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t c = 0; c < 32; ++c) EXPECT_EQ(y.at({b, 0, c}), x.at({b, 0, c}));
   expectClose(rope(y, 4, 10000.0, true), x);
-}
-
-/// The fused [B, T, 3 NH D] input of causalAttention that repeats each of k's and v's NKV
-/// heads G = NH / NKV times, so query head h meets kv head h / G.
-Tensor repeatedQkv(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
-                   int64_t kvHeads) {
-  int64_t b = q.shape[0], t = q.shape[1], c = q.shape[2], d = c / heads, g = heads / kvHeads;
-  Tensor qkv({b, t, 3 * c});
-  for (int64_t n = 0; n < b * t; ++n)
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t e = 0; e < d; ++e) {
-        qkv.data[n * 3 * c + h * d + e] = q.data[n * c + h * d + e];
-        qkv.data[n * 3 * c + c + h * d + e] = k.data[n * kvHeads * d + h / g * d + e];
-        qkv.data[n * 3 * c + 2 * c + h * d + e] = v.data[n * kvHeads * d + h / g * d + e];
-      }
-  return qkv;
 }
 
 TEST(ReferenceGroupedAttention, EqualsMultiHeadAttentionWithRepeatedKeysAndValues) {
