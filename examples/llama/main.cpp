@@ -58,7 +58,8 @@ int main(int argc, char** argv) {
   tessel::trainer::TrainOptions train;
   tessel::trainer::TrainerApp trainer(
       app, flags, train,
-      {.defaultPath = "/usr/share/games/fortunes", .help = "text: a file, or a folder whose text files are concatenated"});
+      {.defaultPath = "/usr/share/games/fortunes",
+       .help = "text: a file, or a folder whose text files are concatenated"});
   tessel::trainer::addTransformerFlags(app, flags);
   llama::Config base;
   base.kv_heads = kDefault;

@@ -81,12 +81,12 @@ struct BundleData : tessel::trainer::RankData {
   tessel::ImageDataset images, test;
 };
 
-/// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
+/// Loads the data a `model` bundle trains on ("gpt", "llama": byte text, "mlp": Fashion-MNIST) and
 /// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
 void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
               int64_t firstStep) {
   const int64_t batch = info.batch, microsteps = info.plan.microsteps;
-  if (info.model == "gpt") {
+  if (info.model == "gpt" || info.model == "llama") {
     d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? defaultData(info.model) : f.data);
     d.text->requireSequenceLength(info.seq);
     const tessel::trainer::TextBatchOptions o{d.text.get(), batch,  info.seq, rank,
@@ -99,8 +99,8 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed, firstStep};
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::imageRankData(o, dir);
   } else {
-    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt) nor an "
-                                         "image classifier (mlp); tessel-run trains only those",
+    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level language model (gpt, "
+                                         "llama) nor an image classifier (mlp); tessel-run trains only those",
                                          f.dir, info.model));
   }
 }
@@ -207,6 +207,10 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
       bundle.info.model == "gpt"
           ? fmt::format("gpt L={} C={} NH={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
                         c.value("heads", 0), bundle.info.seq, bundle.info.batch)
+      : bundle.info.model == "llama"
+          ? fmt::format("llama L={} C={} NH={} NKV={} H={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
+                        c.value("heads", 0), c.value("kv_heads", 0), c.value("hidden", 0), bundle.info.seq,
+                        bundle.info.batch)
           : fmt::format("mlp {} -> {} -> {} -> {} B={}", c.value("pixels", 0), c.value("hidden", 0),
                         c.value("hidden", 0), c.value("classes", 0), bundle.info.batch);
   if (rank == 0)
@@ -265,13 +269,13 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt or tessel-mlp); no "
-               "compiler needed", "tessel-run"};
+  CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt, tessel-llama or "
+               "tessel-mlp); no compiler needed", "tessel-run"};
   RunFlags f;
   app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")
       ->required()->check(tessel::trainer::nonEmpty("bundle folder"));
-  app.add_option("--data", f.data, "the data: for a gpt bundle a text file or a folder of text files (default "
-                 "/usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
+  app.add_option("--data", f.data, "the data: for a gpt or llama bundle a text file or a folder of text files "
+                 "(default /usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
                  "/usr/share/datasets/fashion-mnist)")->check(tessel::trainer::nonEmpty("file or folder"));
   // The same range as the trainers' --seed (dsl/trainer/Flags.cpp): out of range is an error,
   // never a saturated or wrapped seed.
