@@ -1,8 +1,8 @@
-// tessel-run: trains a compiled bundle (written by `tessel-gpt --emit-bundle DIR` or
+// tessel-run: trains a compiled bundle (written by `tessel-gpt`, `tessel-llama` or
 // `tessel-mlp --emit-bundle DIR`) with no compiler in the process: no MLIR, no LLVM, no host
 // compiler. It reads and verifies the bundle, dlopens its kernels.so, initialises the
 // parameters from --seed exactly as the JIT path does (Executor::initParameters), and runs
-// the shared training loop (runtime/train/Loop.h) on byte text (gpt) or images (mlp),
+// the shared training loop (runtime/train/Loop.h) on byte text (gpt, llama) or images (mlp),
 // printing the same progress lines and JSON log.
 //
 // Ranks: the bundle records its plan. Under a launcher of N ranks (`mpirun -np N
