@@ -296,6 +296,8 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitCrossEntropyFromStats;
     case KernelKind::CrossEntropyFromStatsGrad:
       return &emitCrossEntropyFromStatsGrad;
+    case KernelKind::Rope:
+      return &emitRope;
     case KernelKind::Fused:
       return nullptr;  // fused regions are lowered by FusedEmitter, not here
   }

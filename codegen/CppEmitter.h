@@ -35,8 +35,8 @@ class Operation;
 namespace tessel {
 
 /// True if emitCppKernel supports `op`: a tessel op other than param, assign, matmul (a
-/// library GEMM), causal_attention (decomposed before codegen) and reshape (a buffer alias),
-/// with no bf16 operand or result.
+/// library GEMM), causal_attention and grouped_attention (decomposed before codegen) and
+/// reshape (a buffer alias), with no bf16 operand or result.
 bool hasCppKernel(mlir::Operation* op);
 
 /// The C++ source of one kernel computing `op` (see the promise above). Throws

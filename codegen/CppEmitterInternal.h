@@ -152,5 +152,7 @@ void emitAdamW(KernelWriter& w);
 void emitSGD(KernelWriter& w);
 void emitGlobalNorm(KernelWriter& w);
 void emitClipCoefficient(KernelWriter& w);
+// CppEmitterAttention.cpp
+void emitRope(KernelWriter& w);
 
 }  // namespace tessel::cppgen

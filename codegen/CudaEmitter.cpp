@@ -376,6 +376,8 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitCrossEntropyFromStats;
     case KernelKind::CrossEntropyFromStatsGrad:
       return &emitCrossEntropyFromStatsGrad;
+    case KernelKind::Rope:
+      return &emitRope;
     case KernelKind::Fused:
       return &emitFused;
   }

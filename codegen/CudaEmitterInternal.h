@@ -202,6 +202,8 @@ void emitMaskVocabPadding(CudaWriter& w);
 void emitTargetLogitGrad(CudaWriter& w);
 void emitCrossEntropyFromStats(CudaWriter& w);
 void emitCrossEntropyFromStatsGrad(CudaWriter& w);
+// CudaEmitterAttention.cpp
+void emitRope(CudaWriter& w);
 // CudaEmitterFused.cpp
 void emitFused(CudaWriter& w);
 bool fusedSupported(mlir::Operation* op);

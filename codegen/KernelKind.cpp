@@ -46,6 +46,7 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](TargetLogitGradOp) { return KernelKind::TargetLogitGrad; })
       .Case([](CrossEntropyFromStatsOp) { return KernelKind::CrossEntropyFromStats; })
       .Case([](CrossEntropyFromStatsGradOp) { return KernelKind::CrossEntropyFromStatsGrad; })
+      .Case([](RopeOp) { return KernelKind::Rope; })
       .Case([](FusedOp) { return KernelKind::Fused; })
       .Default([](mlir::Operation*) -> K { return std::nullopt; });
 }

@@ -47,6 +47,7 @@ enum class KernelKind {
   MaskVocabPadding,
   CrossEntropyFromStats,
   CrossEntropyFromStatsGrad,
+  Rope,              // rope: rotary position embedding (its own kernel)
   Fused,             // tessel.fused (CUDA emitter only)
 };
 

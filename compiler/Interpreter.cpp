@@ -10,6 +10,7 @@
 #include "compiler/TesselDialect.h"
 #include "runtime/numeric/BFloat16.h"
 #include "runtime/reference/ReferenceNorm.h"
+#include "runtime/reference/ReferenceAttention.h"
 #include "runtime/reference/ReferenceVocab.h"
 
 #include "llvm/ADT/DenseMap.h"
@@ -62,6 +63,15 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](CrossEntropyOp) { return one(ref::crossEntropy(*in[0], *in[1])); })
       .Case([&](CausalAttentionOp o) {
         return one(ref::causalAttention(*in[0], static_cast<int64_t>(o.getNumHeads())));
+      })
+      .Case([&](RopeOp o) {
+        return one(ref::rope(*in[0], static_cast<int64_t>(o.getNumHeads()),
+                             o.getTheta().convertToDouble(), o.getInverse()));
+      })
+      .Case([&](GroupedAttentionOp o) {
+        return one(ref::groupedAttention(*in[0], *in[1], *in[2],
+                                         static_cast<int64_t>(o.getNumHeads()),
+                                         static_cast<int64_t>(o.getNumKvHeads())));
       })
       .Case([&](ReshapeOp o) { return one(ref::reshape(*in[0], shapeOf(o.getType()))); })
       .Case([&](TransposeOp o) {

@@ -2,6 +2,7 @@
 #include "compiler/Shapes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -160,6 +161,46 @@ Result causalAttention(ShapeRef qkv, int64_t numHeads) {
     return Result::fail(fmt::format("channels C={} (from qkv {}) are not divisible by {} heads",
                                     c, str(qkv), numHeads));
   return {{qkv[0], qkv[1], c}, ""};
+}
+
+Result rope(ShapeRef input, int64_t numHeads, double theta) {
+  if (input.size() != 3)
+    return Result::fail(fmt::format("input must be [B, T, heads * D], got {}", str(input)));
+  if (!(theta > 0.0) || !std::isfinite(theta))
+    return Result::fail(fmt::format("theta must be finite and > 0, got {}", theta));
+  if (numHeads <= 0 || input[2] <= 0 || input[2] % numHeads != 0)
+    return Result::fail(fmt::format(
+        "last dimension {} of input {} is not {} heads of D > 0 channels", input[2], str(input),
+        numHeads));
+  int64_t d = input[2] / numHeads;
+  if (d % 2 != 0)
+    return Result::fail(fmt::format(
+        "head size D={} (input {}, {} heads) is odd; rotary pairs need an even D", d, str(input),
+        numHeads));
+  return {Shape(input.begin(), input.end()), ""};
+}
+
+Result groupedAttention(ShapeRef q, ShapeRef k, ShapeRef v, int64_t numHeads, int64_t numKvHeads) {
+  if (q.size() != 3 || k.size() != 3 || v.size() != 3)
+    return Result::fail(fmt::format("q, k and v must be [B, T, heads * D], got q {}, k {}, v {}",
+                                    str(q), str(k), str(v)));
+  if (numHeads <= 0 || numKvHeads <= 0 || numHeads % numKvHeads != 0)
+    return Result::fail(fmt::format("kv_heads={} must be positive and divide heads={}",
+                                    numKvHeads, numHeads));
+  if (!equal(k, v))
+    return Result::fail(fmt::format("k {} and v {} must have one shape", str(k), str(v)));
+  if (q[0] != k[0] || q[1] != k[1])
+    return Result::fail(fmt::format("q {} and k {} must agree in batch and sequence [B, T]",
+                                    str(q), str(k)));
+  if (q[2] <= 0 || q[2] % numHeads != 0)
+    return Result::fail(fmt::format("last dimension {} of q {} is not {} heads of D > 0 channels",
+                                    q[2], str(q), numHeads));
+  int64_t d = q[2] / numHeads;
+  if (k[2] != numKvHeads * d)
+    return Result::fail(fmt::format(
+        "k {} must have {} kv heads of D={} channels (q {} has {} heads), i.e. last dimension {}",
+        str(k), numKvHeads, d, str(q), numHeads, numKvHeads * d));
+  return {Shape(q.begin(), q.end()), ""};
 }
 
 Result reshape(ShapeRef input, ShapeRef target) {

@@ -74,6 +74,15 @@ Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target);
 /// causal_attention: qkv [B, T, 3C], C divisible by numHeads > 0. Result [B, T, C].
 Result causalAttention(ShapeRef qkv, int64_t numHeads);
 
+/// rope: input [B, T, N * D] (rank 3) with N = numHeads > 0 heads of D > 0 channels, D even,
+/// and a finite base theta > 0. Result: the input's shape.
+Result rope(ShapeRef input, int64_t numHeads, double theta);
+
+/// grouped_attention: q [B, T, NH * D], k and v [B, T, NKV * D] with NH = numHeads and
+/// NKV = numKvHeads positive, NKV dividing NH and D > 0 (one D for q, k and v). Result: q's
+/// shape.
+Result groupedAttention(ShapeRef q, ShapeRef k, ShapeRef v, int64_t numHeads, int64_t numKvHeads);
+
 /// reshape: same element count; every target dimension positive.
 Result reshape(ShapeRef input, ShapeRef target);
 

@@ -191,6 +191,51 @@ OpSharding attention(CausalAttentionOp op, llvm::ArrayRef<TensorSharding> in) {
   return r;
 }
 
+/// rope [B, T, N * D]: T replicated (the angle depends on the global position), the channel
+/// dimension split only in whole heads (blocks 1: a contiguous run of heads per rank; that
+/// the axes divide N is tessel-partition's check). It is linear but keeps no pending sum:
+/// the projections feeding it are column-parallel, never partial.
+OpSharding rope(RopeOp op, llvm::ArrayRef<TensorSharding> in) {
+  TensorSharding x = in[0].withoutPartial();
+  x.dims[1] = {};
+  if (x.dims[2].split() && x.dims[2].blocks != 1) x.dims[2] = {};
+  OpSharding r;
+  r.operands = {x};
+  r.results = {x};
+  return r;
+}
+
+/// grouped_attention q [B, T, NH * D], k, v [B, T, NKV * D]: T replicated; the channel
+/// dimensions split by heads over the same axes on all three (q's split first, else k's,
+/// else v's; blocks 1), so each rank holds a contiguous run of query heads and the kv heads
+/// they use (tessel-partition checks that the axes divide NH and NKV). A single kv head
+/// (multi-query attention, or the head tessel-tensor-parallel selected per rank when tp > NKV)
+/// cannot be split: k and v stay replicated and every rank's query heads read it. The batch
+/// split of q is asked of k and v.
+OpSharding groupedAttention(GroupedAttentionOp op, llvm::ArrayRef<TensorSharding> in) {
+  llvm::SmallVector<TensorSharding> x;
+  for (const TensorSharding& s : in) x.push_back(s.withoutPartial());
+  const bool oneKvHead = op.getNumKvHeads() == 1;
+  DimSharding heads;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i].dims[2].split() && x[i].dims[2].blocks == 1 && (i == 0 || !oneKvHead)) {
+      heads = x[i].dims[2];
+      break;
+    }
+  DimSharding batch = x[0].dims[0];
+  if (llvm::any_of(batch.axes, [&](int16_t a) { return llvm::is_contained(heads.axes, a); }))
+    batch = {};
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i].dims[0] = batch;
+    x[i].dims[1] = {};
+    x[i].dims[2] = i > 0 && oneKvHead ? DimSharding{} : heads;
+  }
+  OpSharding r;
+  r.operands.assign(x.begin(), x.end());
+  r.results = {x[0]};
+  return r;
+}
+
 OpSharding embedding(EmbeddingOp op, llvm::ArrayRef<TensorSharding> in) {
   TensorSharding table = in[0].withoutPartial(), idx = in[1].withoutPartial();
   // A table split on its rows (the vocabulary, blocks 1) gives each rank the rows it holds
@@ -239,6 +284,8 @@ OpSharding shardOp(Operation* op, llvm::ArrayRef<TensorSharding> in, const Tenso
   if (mlir::isa<LayerNormOp>(op)) return rowNorm(in, 2);
   if (mlir::isa<RmsNormOp>(op)) return rowNorm(in, 1);
   if (auto a = mlir::dyn_cast<CausalAttentionOp>(op)) return attention(a, in);
+  if (auto ro = mlir::dyn_cast<RopeOp>(op)) return rope(ro, in);
+  if (auto ga = mlir::dyn_cast<GroupedAttentionOp>(op)) return groupedAttention(ga, in);
   if (auto e = mlir::dyn_cast<EmbeddingOp>(op)) return embedding(e, in);
   if (auto ce = mlir::dyn_cast<CrossEntropyOp>(op)) return crossEntropy(ce, in);
   return allReplicated(op);

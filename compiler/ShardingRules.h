@@ -25,6 +25,12 @@
 //   causal_attention  [B, T, 3C] -> [B, T, C]: T replicated; the channel dimension split by
 //            heads (blocks = 3: each rank holds its heads' q, k and v) gives a result split
 //            over the same axes.
+//   rope     [B, T, N * D]: T replicated; the channel dimension split only in whole heads
+//            (blocks 1), the result alike.
+//   grouped_attention  q [B, T, NH * D], k, v [B, T, NKV * D]: T replicated; the channel
+//            dimensions split by heads over the same axes on all three (q's split first),
+//            except a single kv head, which stays replicated; the batch as q's; the result
+//            split like q.
 //   embedding  table [V, C], indices [B, T] -> [B, T, C]: C from the table, B and T from
 //            the indices; V split (blocks 1) makes the result a pending sum over its axes
 //            (each rank looks up the rows it holds: a vocab-parallel embedding).

@@ -434,5 +434,6 @@ include "compiler/TesselReshardOps.td"
 include "compiler/TesselVocabParallelOps.td"
 include "compiler/TesselSliceOps.td"
 include "compiler/TesselPipelineOps.td"
+include "compiler/TesselAttentionOps.td"
 
 #endif // TESSEL_OPS_TD

@@ -127,6 +127,26 @@ Tensor causal_attention(const Tensor& qkv, int64_t heads, Loc loc) {
                                    c.g.builder().getI64IntegerAttr(heads));
 }
 
+Tensor rope(const Tensor& x, int64_t heads, double theta, Loc loc) {
+  Call c(x, loc);
+  c.requireFloat(x, RopeOp::getOperationName(), "input");
+  return c.make<RopeOp>(shapes::rope(x.shape(), heads, theta), x, c(x),
+                        c.g.builder().getI64IntegerAttr(heads),
+                        c.g.builder().getF64FloatAttr(theta), mlir::UnitAttr());
+}
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t heads,
+                        int64_t kv_heads, Loc loc) {
+  Call c(q, loc);
+  llvm::StringRef name = GroupedAttentionOp::getOperationName();
+  c.requireFloat(q, name, "q");
+  c.requireFloat(k, name, "k");
+  c.requireFloat(v, name, "v");
+  return c.make<GroupedAttentionOp>(
+      shapes::groupedAttention(q.shape(), k.shape(), v.shape(), heads, kv_heads), q, c(q), c(k),
+      c(v), c.g.builder().getI64IntegerAttr(heads), c.g.builder().getI64IntegerAttr(kv_heads));
+}
+
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, Loc loc) {
   Call c(logits, loc);
   c.requireFloat(logits, CrossEntropyOp::getOperationName(), "logits");

@@ -2,7 +2,8 @@
 //
 // Algorithm (see passes/Passes.td):
 //   1. Local types: each result's split dimensions are divided by the size of their axes;
-//      attention keeps its share of the heads. A dimension G that its axes (P ranks) do not
+//      attention keeps its share of the heads (causal_attention, grouped_attention and rope:
+//      heads / P, each rank whole heads). A dimension G that its axes (P ranks) do not
 //      divide is padded to P x ceil(G / P) (Megatron pads its vocabulary the same way; the
 //      padding is recorded in a parameter's #tessel.sharding, and the runtime starts it at
 //      zero). Padding is accepted only where it provably stays zero and out of the math:
@@ -134,6 +135,38 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
         int64_t n = grid_.groupSize(of(attn.getQkv()).dims[2].axes);
         attn.setNumHeads(attn.getNumHeads() / n);
       }
+      if (mlir::failed(localHeads(op, of))) return mlir::failure();
+    }
+    return mlir::success();
+  }
+
+  /// rope and grouped_attention keep their share of the heads: the channel dimension of
+  /// their operands is split in whole heads (compiler/ShardingRules.h), so each rank holds
+  /// heads / P consecutive heads of each. P must divide every head count it splits.
+  template <typename Of>
+  mlir::LogicalResult localHeads(mlir::Operation& op, Of of) {
+    auto share = [&](Value v, int64_t heads, const char* what) -> mlir::FailureOr<int64_t> {
+      int64_t n = grid_.groupSize(of(v).dims[2].axes);
+      if (heads % n == 0) return heads / n;
+      op.emitError() << DEBUG_TYPE << ": " << what << " " << heads << " are split over " << n
+                     << " ranks " << describeSharding(of(v), grid_.names)
+                     << ", which do not divide them (each rank must hold whole heads)";
+      return mlir::failure();
+    };
+    if (auto rope = mlir::dyn_cast<RopeOp>(op)) {
+      auto heads = share(rope.getInput(), static_cast<int64_t>(rope.getNumHeads()), "the heads");
+      if (mlir::failed(heads)) return mlir::failure();
+      rope.setNumHeads(*heads);
+    }
+    if (auto attn = mlir::dyn_cast<GroupedAttentionOp>(op)) {
+      auto heads =
+          share(attn.getQ(), static_cast<int64_t>(attn.getNumHeads()), "the query heads");
+      if (mlir::failed(heads)) return mlir::failure();
+      auto kvHeads =
+          share(attn.getK(), static_cast<int64_t>(attn.getNumKvHeads()), "the key/value heads");
+      if (mlir::failed(kvHeads)) return mlir::failure();
+      attn.setNumHeads(*heads);
+      attn.setNumKvHeads(*kvHeads);
     }
     return mlir::success();
   }
@@ -237,6 +270,7 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
         auto type = mlir::dyn_cast<mlir::RankedTensorType>(v.getType());
         if (!type || !mlir::isa<mlir::FloatType>(type.getElementType())) continue;
         TensorSharding s = of(v);
+        if (mlir::isa<GroupedAttentionOp>(op) && i > 0 && selectedAfterReplicate(v)) continue;
         // A tensor gathered from splits already sums its users' per-rank gradients (the
         // all-gather's transpose is a reduce-scatter), so it needs no f over those axes.
         llvm::SmallVector<int16_t> gathered = gatheredAxes(v);
@@ -292,6 +326,18 @@ struct PartitionPass : impl::PartitionBase<PartitionPass> {
       }
       op.erase();
     }
+  }
+
+  /// Whether `v` is a key/value head that tessel-tensor-parallel selected per rank (tp > NKV):
+  /// a chain of reshape, transpose, broadcast and the selecting embedding from a
+  /// tessel.replicate, which already sums the per-rank gradients; a second f would add them
+  /// up twice.
+  static bool selectedAfterReplicate(Value v) {
+    for (mlir::Operation* def = v.getDefiningOp(); def; def = def->getOperand(0).getDefiningOp()) {
+      if (mlir::isa<ReplicateOp>(def)) return true;
+      if (!mlir::isa<ReshapeOp, TransposeOp, BroadcastOp, EmbeddingOp>(def)) return false;
+    }
+    return false;
   }
 
   /// The axes `v` was gathered over: a reshard whose input is split on a dimension over

@@ -9,7 +9,7 @@
 #define TESSEL_PASSES_CORE_TD
 
 def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"> {
-  let summary = "Rewrite causal_attention into split, matmul and a causal softmax";
+  let summary = "Rewrite causal_attention and grouped_attention into matmuls and a causal softmax";
   let description = [{
     Replaces each `tessel.causal_attention` with the primitive ops it is defined by, so
     later passes (autodiff, fusion) need rules only for primitives:
@@ -20,11 +20,21 @@ def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"
     4. `softmax causal`, then `matmul` with v (`[B, NH, T, HS]`).
     5. `transpose` back to `[B, T, NH, HS]` and `reshape` to `[B, T, C]`.
 
+    Each `tessel.grouped_attention` (q `[B, T, NH*D]`, k and v `[B, T, NKV*D]`, G = NH/NKV)
+    takes the same steps without the split and without repeating k and v: q goes to
+    `[B, NH, T, D]` then `reshape` to `[B, NKV, G*T, D]` (query head h = g*G + j lands in
+    kv group g), so one batched `matmul` per kv head scores all G query heads of its group
+    (`[B, NKV, G*T, T]`); the scores `reshape` to `[B, NKV, G, T, T]` for the causal
+    softmax and back, `matmul` with v gives `[B, NKV, G*T, D]`, which `reshape`s to
+    `[B, NH, T, D]` and goes back to `[B, T, NH*D]` as in step 5. With G = 1 the three
+    G*T reshapes are left out.
+
     Every new op keeps the location of the attention op it came from, so errors still
     point at the user's line.
 
     Stage: the function is not fused (tessel-fuse must see the scale and softmax this pass
-    produces); autodiff has no rule for `causal_attention`, so it runs before autodiff too.
+    produces); autodiff has no rule for `causal_attention` or `grouped_attention`, so it runs before
+    autodiff too.
   }];
   let dependentDialects = ["::tessel::TesselDialect"];
 }

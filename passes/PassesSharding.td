@@ -19,6 +19,16 @@ def TensorParallel : Pass<"tessel-tensor-parallel", "mlir::ModuleOp"> {
        weight `[3C, C]` is split on its output dimension in 3 blocks (each rank holds its
        heads' queries, keys and values); the projection reading the attention's output is
        row-parallel: its weight `[C, C]` is split on its input dimension;
+       the projections producing q, k and v of a `tessel.grouped_attention` (NH query, NKV
+       key/value heads; looking through a `tessel.rope`) are column-parallel (blocks 1: rank
+       r holds query heads [r NH/tp, ...) and the kv heads they use) and the one reading its
+       output row-parallel; when tp > NKV (tp a multiple of NKV), wk and wv stay replicated
+       and the attention reads, on rank r, only kv head r / (tp / NKV): k and v go through
+       a `tessel.replicate` (its backward all-reduces their gradients over the axis), their
+       heads are repeated tp / NKV times and the rank's row is picked by an embedding at
+       `tessel.mesh_coordinate`; the attention's kv_heads becomes 1. NH not divisible by
+       tp, or NKV neither divisible by tp nor dividing it, is an error at the attention
+       naming the three numbers (with a note at the plan's call);
     2. a linear layer followed by one activation (gelu, relu) and another linear layer: the
        first column-parallel, the second row-parallel;
        a SwiGLU MLP (Llama) `down(silu(gate(x)) * up(x))`, in either operand order of the

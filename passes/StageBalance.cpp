@@ -35,10 +35,10 @@ double opFlops(mlir::Operation* op) {
     double k = static_cast<double>(lhs.getDimSize(mm.getTransposeLhs() ? rank - 2 : rank - 1));
     return 2.0 * out * k;
   }
-  if (auto attn = mlir::dyn_cast<CausalAttentionOp>(op)) {
+  if (mlir::isa<CausalAttentionOp, GroupedAttentionOp>(op)) {
     // q k^T and its product with v: 2 x (2 T C) per output element [B, T, C], halved by
-    // the causal mask.
-    auto r = mlir::cast<mlir::RankedTensorType>(attn->getResult(0).getType());
+    // the causal mask (grouped: the same per query head).
+    auto r = mlir::cast<mlir::RankedTensorType>(op->getResult(0).getType());
     double t = r.getRank() >= 2 ? static_cast<double>(r.getDimSize(r.getRank() - 2)) : 1.0;
     return 2.0 * out * t;
   }

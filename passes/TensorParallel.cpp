@@ -7,6 +7,19 @@
 //      heads (its weight split on the output dimension over the axis, blocks = 3: each
 //      rank's heads' q, k and v); the projection consuming the attention's output is
 //      row-parallel (weight split on the input dimension).
+//   1b. Grouped-query attention (tessel.grouped_attention, NH query and NKV key/value heads):
+//      the projections producing q, k and v (looking through a tessel.rope) are column-
+//      parallel (rank r holds query heads [r NH/tp, (r+1) NH/tp) and kv heads
+//      [r NKV/tp, (r+1) NKV/tp): the same groups, since G = NH / NKV is unchanged), the one
+//      consuming its output row-parallel. When tp > NKV (tp a multiple of NKV, NH divisible
+//      by tp), wk and wv stay replicated and each rank's attention uses only kv head
+//      r / (tp / NKV), the one its query heads belong to: k (all NKV heads, computed on every
+//      rank) is read through a tessel.replicate (identity forward; its backward all-reduces
+//      dk over tp, so the gradients of wk, wv and of the input are the sums of every rank's
+//      part), then its heads are repeated tp / NKV times into tp rows and row r is picked by
+//      an embedding at tessel.mesh_coordinate (differentiable, as vocab parallelism reads its
+//      shard); the attention then has kv_heads 1. Other head counts are an error at the
+//      attention naming them.
 //   2. MLP: a linear layer whose output (plus its bias) goes through one activation (gelu,
 //      relu) into another linear layer: the first is column-parallel, the second
 //      row-parallel.
@@ -77,6 +90,12 @@ std::optional<Linear> linearProducing(Value v) {
   return l;
 }
 
+/// The value a tessel.rope turns (or `v` itself): the linear layer of a rotated q or k.
+Value throughRope(Value v) {
+  if (auto rope = v.getDefiningOp<RopeOp>()) return rope.getInput();
+  return v;
+}
+
 /// The one linear layer reading `v` as its input.
 std::optional<Linear> linearConsuming(Value v) {
   if (!v.hasOneUse()) return std::nullopt;
@@ -144,6 +163,25 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
         return mlir::failure();
       ++pairs;
     }
+    // 1b. Grouped-query attention.
+    for (auto attn : llvm::make_early_inc_range(f.getBody().getOps<GroupedAttentionOp>())) {
+      auto q = linearProducing(throughRope(attn.getQ()));
+      auto k = linearProducing(throughRope(attn.getK()));
+      auto v = linearProducing(attn.getV());
+      auto row = linearConsuming(attn.getResult());
+      if (!q || !k || !v || !row) continue;
+      auto kvSplit = groupedAttentionPlan(attn);
+      if (mlir::failed(kvSplit)) return mlir::failure();
+      if (mlir::failed(split(*q, q->outDim(), 1)) || mlir::failed(split(*row, row->inDim(), 1)))
+        return mlir::failure();
+      if (*kvSplit) {
+        if (mlir::failed(split(*k, k->outDim(), 1)) || mlir::failed(split(*v, v->outDim(), 1)))
+          return mlir::failure();
+      } else {
+        selectKvHeadPerRank(attn);
+      }
+      ++pairs;
+    }
     // 2. MLPs: linear -> activation -> linear.
     for (auto m : f.getBody().getOps<MatmulOp>()) {
       auto col = linearOf(m);
@@ -196,6 +234,61 @@ struct TensorParallelPass : impl::TensorParallelBase<TensorParallelPass> {
   /// Whether `l`'s weight already has a sharding (the plan's, or from an earlier pair).
   bool seeded(const Linear& l) {
     return TesselDialect::ShardingsAttrHelper(&getContext()).isAttrPresent(l.weight);
+  }
+
+  /// Whether `attn`'s kv heads are split over the axis (NKV divisible by tp) or replicated and
+  /// selected per rank (tp a multiple of NKV); an error at the attention naming the numbers
+  /// when NH is not divisible by tp or neither holds.
+  mlir::FailureOr<bool> groupedAttentionPlan(GroupedAttentionOp attn) {
+    int64_t heads = static_cast<int64_t>(attn.getNumHeads());
+    int64_t kvHeads = static_cast<int64_t>(attn.getNumKvHeads());
+    if (heads % size_ == 0 && kvHeads % size_ == 0) return true;
+    if (heads % size_ == 0 && size_ % kvHeads == 0) return false;
+    auto d = attn.emitError() << "tensor_parallel(\"" << axisName << "\") over " << axisName
+                              << "=" << size_
+                              << " cannot split this grouped-query attention with " << heads
+                              << " query heads and " << kvHeads << " key/value heads: ";
+    if (heads % size_ != 0)
+      d << axisName << "=" << size_ << " must divide the " << heads << " query heads";
+    else
+      d << axisName << "=" << size_ << " must divide the " << kvHeads
+        << " key/value heads or be a multiple of them (then each rank uses one kv head)";
+    d.attachNote(mlir::Location(site_)) << "the plan's tensor_parallel";
+    return mlir::failure();
+  }
+
+  /// tp > NKV: `attn` reads, on rank r, only kv head r / (tp / NKV) of its k and v (see the
+  /// top of the file), so its kv_heads becomes 1 and its query heads split over tp.
+  void selectKvHeadPerRank(GroupedAttentionOp attn) {
+    mlir::OpBuilder b(attn);
+    mlir::Location loc = attn.getLoc();
+    int64_t kvHeads = static_cast<int64_t>(attn.getNumKvHeads());
+    auto type = mlir::cast<mlir::RankedTensorType>(attn.getK().getType());
+    int64_t batch = type.getDimSize(0), seq = type.getDimSize(1);
+    int64_t headSize = type.getDimSize(2) / kvHeads, row = batch * seq * headSize;
+    auto typed = [&](llvm::ArrayRef<int64_t> shape) { return type.clone(shape); };
+    Value rank;
+    if (kvHeads > 1)
+      rank = MeshCoordinateOp::create(b, loc, grid_.ref.getValue(),
+                                      llvm::ArrayRef<int16_t>{axis_}, 1);
+    auto select = [&](Value x) -> Value {
+      Value all = ReplicateOp::create(b, loc, x, grid_.ref, b.getDenseI16ArrayAttr({axis_}));
+      if (kvHeads == 1) return all;  // multi-query: every rank reads the one head
+      int64_t repeat = size_ / kvHeads;
+      Value heads = ReshapeOp::create(b, loc, typed({batch, seq, kvHeads, headSize}), all);
+      heads = TransposeOp::create(b, loc, typed({kvHeads, batch, seq, headSize}), heads,
+                                  b.getDenseI64ArrayAttr({2, 0, 1, 3}));
+      heads = ReshapeOp::create(b, loc, typed({kvHeads, row}), heads);
+      heads = BroadcastOp::create(b, loc, typed({kvHeads, repeat, row}), heads,
+                                  b.getDenseI64ArrayAttr({1}));
+      heads = ReshapeOp::create(b, loc, typed({size_, row}), heads);  // row j: kv head j / repeat
+      Value mine = EmbeddingOp::create(b, loc, typed({row}), heads, rank);
+      return ReshapeOp::create(b, loc, typed({batch, seq, headSize}), mine);
+    };
+    Value k = select(attn.getK()), v = select(attn.getV());
+    attn.getKMutable().assign(k);
+    attn.getVMutable().assign(v);
+    attn.setNumKvHeads(1);
   }
 
   /// Splits `l`'s weight on `dim` over the axis, in `blocks` blocks, unless the plan

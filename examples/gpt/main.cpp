@@ -7,13 +7,10 @@
 // CPU and takes the trained parameters by name (from the GPU too).
 #include "examples/gpt/model.h"
 
-#include "dsl/trainer/App.h"
-#include "dsl/trainer/Sampling.h"
-#include "runtime/data/TextDataset.h"
+#include "dsl/trainer/TextModel.h"
 
 #include <fmt/format.h>
 #include <memory>
-#include <random>
 
 int main(int argc, char** argv) {
   CLI::App app{"tessel-gpt: train a byte-level GPT on text, then sample from it", "tessel-gpt"};
@@ -50,13 +47,7 @@ int main(int argc, char** argv) {
       gpt::build(model, flags.batch);
       return model.compile(o);
     };
-    r.data = [&](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions&) {
-      data = std::make_shared<tessel::TextDataset>(flags.data);
-      data->requireSequenceLength(flags.seq);
-      const tessel::trainer::TextBatchOptions o{data.get(), s.batch, flags.seq, s.rank, s.world, s.microsteps,
-                                                s.seed,     s.firstStep};
-      return tessel::trainer::textRankData(o);
-    };
+    r.data = tessel::trainer::textData(flags, data);
     // Tensor parallelism alone (no dp, sequence parallelism or accumulation): per training
     // step, f32 all-reduces of [B, T, C] four per block (forward after the attention and MLP
     // projections, backward the qkv and fc input gradients), two more for the vocab-parallel
@@ -74,20 +65,12 @@ int main(int argc, char** argv) {
           .allGatherBytes = plan.tp() * 4};
     };
     r.report = [&, cfg](const tessel::trainer::Trained& trained) {
-      if (sample.bytes == 0) return;
-      gpt::GPT samplerModel(cfg);
-      gpt::buildSampler(samplerModel);
-      tessel::Program samplerProgram = samplerModel.compile({.train = false});
-      tessel::NativeProgram sampler = samplerProgram.native(trained.native);
-      if (trained.parameters)  // a sharded program: its gathered parameters
-        sampler.copy_parameters_from(*trained.parameters);
-      else
-        sampler.copy_parameters_from(trained.executor);
-      std::mt19937_64 rng(flags.seed), valRng(flags.seed + 1);
-      tessel::TokenBatch prompt = data->sample(tessel::Split::Val, 1, flags.seq, valRng);
-      std::string text = tessel::trainer::sampleBytes(sampler, prompt.tokens, sample, rng);
-      fmt::print("---- {} sampled bytes (temperature {}, top-k {}) ----\n{}\n----\n", sample.bytes,
-                 sample.temperature, sample.topK, text);
+      auto buildSampler = [cfg] {
+        gpt::GPT model(cfg);
+        gpt::buildSampler(model);
+        return model.compile({.train = false});
+      };
+      tessel::trainer::reportSample(trained, buildSampler, *data, flags, sample);
     };
     return r;
   });

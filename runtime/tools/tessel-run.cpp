@@ -1,8 +1,9 @@
-// tessel-run: trains a compiled bundle (written by `tessel-gpt --emit-bundle DIR` or
-// `tessel-mlp --emit-bundle DIR`) with no compiler in the process: no MLIR, no LLVM, no host
+// tessel-run: trains a compiled bundle (written by `tessel-gpt`, `tessel-llama`, `tessel-mlp`
+// or a lab's `tessel-lab-* --emit-bundle DIR`) with no compiler in the process: no MLIR, no LLVM, no host
 // compiler. It reads and verifies the bundle, dlopens its kernels.so, initialises the
 // parameters from --seed exactly as the JIT path does (Executor::initParameters), and runs
-// the shared training loop (runtime/train/Loop.h) on byte text (gpt) or images (mlp),
+// the shared training loop (runtime/train/Loop.h) on byte text (gpt, llama), images (mlp) or
+// the labs' synthetic data (lab-*),
 // printing the same progress lines and JSON log.
 //
 // Ranks: the bundle records its plan. Under a launcher of N ranks (`mpirun -np N
@@ -83,12 +84,13 @@ struct BundleData : tessel::trainer::RankData {
   tessel::SyntheticSplits synthetic;
 };
 
-/// Loads the data a `model` bundle trains on ("gpt": byte text, "mlp": Fashion-MNIST) and
+/// Loads the data a `model` bundle trains on ("gpt", "llama": byte text, "mlp": Fashion-MNIST,
+/// "lab-*": synthetic data from the seed and the bundle's config) and
 /// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
 void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
               int64_t firstStep) {
   const int64_t batch = info.batch, microsteps = info.plan.microsteps;
-  if (info.model == "gpt") {
+  if (info.model == "gpt" || info.model == "llama") {
     d.text = std::make_unique<tessel::TextDataset>(f.data.empty() ? defaultData(info.model) : f.data);
     d.text->requireSequenceLength(info.seq);
     const tessel::trainer::TextBatchOptions o{d.text.get(), batch,  info.seq, rank,
@@ -115,8 +117,9 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
         options, d.synthetic, {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps,
                                .seed = f.seed, .firstStep = firstStep});
   } else {
-    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level GPT (gpt), an "
-                                         "image classifier (mlp) nor a lab (lab-*); tessel-run trains only those",
+    throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level language model (gpt, "
+                                         "llama), an image classifier (mlp) nor a lab (lab-*); tessel-run trains only "
+                                         "those",
                                          f.dir, info.model));
   }
 }
@@ -223,6 +226,10 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
       bundle.info.model == "gpt"
           ? fmt::format("gpt L={} C={} NH={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
                         c.value("heads", 0), bundle.info.seq, bundle.info.batch)
+      : bundle.info.model == "llama"
+          ? fmt::format("llama L={} C={} NH={} NKV={} H={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
+                        c.value("heads", 0), c.value("kv_heads", 0), c.value("hidden", 0), bundle.info.seq,
+                        bundle.info.batch)
           : fmt::format("mlp {} -> {} -> {} -> {} B={}", c.value("pixels", 0), c.value("hidden", 0),
                         c.value("hidden", 0), c.value("classes", 0), bundle.info.batch);
   if (rank == 0)
@@ -281,13 +288,13 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt or tessel-mlp); no "
-               "compiler needed", "tessel-run"};
+  CLI::App app{"tessel-run: train a compiled bundle (--emit-bundle DIR of tessel-gpt, tessel-llama, "
+               "tessel-mlp or a tessel-lab-*); no compiler needed", "tessel-run"};
   RunFlags f;
   app.add_option("BUNDLE", f.dir, "bundle folder written by --emit-bundle")
       ->required()->check(tessel::trainer::nonEmpty("bundle folder"));
-  app.add_option("--data", f.data, "the data: for a gpt bundle a text file or a folder of text files (default "
-                 "/usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
+  app.add_option("--data", f.data, "the data: for a gpt or llama bundle a text file or a folder of text files "
+                 "(default /usr/share/games/fortunes); for an mlp bundle a Fashion-MNIST folder (default "
                  "/usr/share/datasets/fashion-mnist)")->check(tessel::trainer::nonEmpty("file or folder"));
   // The same range as the trainers' --seed (dsl/trainer/Flags.cpp): out of range is an error,
   // never a saturated or wrapped seed.

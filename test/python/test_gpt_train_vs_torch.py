@@ -41,9 +41,10 @@ V = 256
 HYPER = ("lr", "beta1", "beta2", "eps", "weight_decay", "max_grad_norm")
 
 
-def replay(init, tokens, targets, hp, L, NH, dtype):
+def replay(init, tokens, targets, hp, forward, dtype):
     """Trains from `init` (name -> np.float32 array) on tokens/targets [steps, B, T] with
-    torch.optim.AdamW in `dtype`. Returns (losses, grad norms before clipping, final params as
+    torch.optim.AdamW in `dtype`; forward(params, tokens, targets) -> (logits, loss) is the
+    model. Returns (losses, grad norms before clipping, final params as
     np.float64, per-element min over steps of |g| / max |g| of its row)."""
     params = {n: torch.tensor(v, dtype=dtype, requires_grad=True) for n, v in init.items()}
     decay = [p for p in params.values() if p.dim() >= 2]  # matrices and embeddings
@@ -57,7 +58,7 @@ def replay(init, tokens, targets, hp, L, NH, dtype):
         opt.zero_grad(set_to_none=True)
         tok = torch.from_numpy(tokens[step].astype(np.int64))
         tgt = torch.from_numpy(targets[step].astype(np.int64))
-        _, loss = gpt_forward(params, tok, tgt, L, NH)
+        _, loss = forward(params, tok, tgt)
         loss.backward()
         # An infinite max_norm gives coefficient min(1, inf) = 1: the norm without clipping.
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), hp["max_grad_norm"])
@@ -85,9 +86,10 @@ def adam_ratio_bound(beta1, beta2, steps):
     return worst
 
 
-def compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check):
+def compare_params(final, final32, final64, rel_grad64, hp, N, tau, check):
     """The final-parameter checks; see the comments. `final` is Tessel's (np.float32),
-    final32/final64 the PyTorch replays', rel_grad64 the f64 replay's min |g| / max |g|."""
+    final32/final64 the PyTorch replays', rel_grad64 the f64 replay's min |g| / max |g|, tau
+    the f32 round-off bound of a gradient entry relative to its row's largest (see TAU)."""
     lr = hp["lr"]
     names = list(final64)
     # (a) Every element. AdamW moves an element by lr * m_hat / (sqrt(v_hat) + eps) per step
@@ -119,8 +121,9 @@ def compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check):
     # gradient they are dot products with), is bounded like the forward test's logits,
     # (2L+1) * 4C * u32 (dot products of length <= 4C through 2L+1 LayerNorm-separated
     # stages), doubled for the backward pass: TAU = 1.5e-4 for L=2, C=64. That leaves out
-    # ~0.5% of the elements here, mostly the key biases (exactly-zero true gradient).
-    TAU = 2 * (2 * L + 1) * 4 * C * U32  # the gradient-norm check's tolerance too
+    # ~0.5% of the elements here, mostly the key biases (exactly-zero true gradient). The
+    # caller passes it as tau (for the GPT it is the gradient-norm check's tolerance too).
+    TAU = tau
     resolved = {n: rel_grad64[n] > TAU for n in names}
     # K. Measured e_T / (e_32 + floor) on the three ctest cases (clip 1.0, also run on 1
     # thread instead of 2; clip 0.1; no clip, no decay): per-tensor median <= 1.0,
@@ -255,8 +258,10 @@ def main():
     check(len(set(windows)) > 1, "the steps train on different batches")
 
     # ---- replays ----------------------------------------------------------------------------
-    loss32, norm32, final32, _ = replay(init, tokens, targets, hp, L, NH, torch.float32)
-    loss64, norm64, final64, rel_grad64 = replay(init, tokens, targets, hp, L, NH, torch.float64)
+    def forward(params, tok, tgt):
+        return gpt_forward(params, tok, tgt, L, NH)
+    loss32, norm32, final32, _ = replay(init, tokens, targets, hp, forward, torch.float32)
+    loss64, norm64, final64, rel_grad64 = replay(init, tokens, targets, hp, forward, torch.float64)
     print(f"loss: tessel {loss_t[0]:.6f} -> {loss_t[-1]:.6f}, torch f32 {loss32[0]:.6f} -> "
           f"{loss32[-1]:.6f}")
     print(f"grad norm: tessel {np.array2string(norm_t, precision=4)}, max_grad_norm "
@@ -294,7 +299,7 @@ def main():
               f"the gradient norm exceeds max_grad_norm {hp['max_grad_norm']} at every step")
 
     # ---- final parameters ---------------------------------------------------------------------
-    compare_params(final, final32, final64, rel_grad64, hp, N, L, C, check)
+    compare_params(final, final32, final64, rel_grad64, hp, N, 2 * (2 * L + 1) * 4 * C * U32, check)
 
     return check.exit_code()
 

@@ -6,6 +6,7 @@
 #include "test/unit/CppEmitterCases.h"
 #include "test/unit/CppEmitterNormCases.h"
 #include "test/unit/CppEmitterVocabCases.h"
+#include "test/unit/CppEmitterAttentionCases.h"
 
 #include <dlfcn.h>
 
@@ -134,6 +135,7 @@ std::vector<Case> allCases() {
   c.push_back(clip(3.0, INFINITY, "disabled"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
   for (Case& k : normCases()) c.push_back(std::move(k));
+  for (Case& k : ropeCases()) c.push_back(std::move(k));
   return c;
 }
 
@@ -179,6 +181,7 @@ TEST(CppEmitter, Reductions) { checkOps({"reduce_sum", "reduce_mean"}); }
 TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
 TEST(CppEmitter, GlobalNormAndClip) { checkOps({"global_norm", "clip_coefficient"}); }
+TEST(CppEmitter, Rope) { checkOps({"rope"}); }
 TEST(CppEmitter, VocabParallel) {
   checkOps({"embedding_shard", "embedding_shard_grad", "row_max", "sum_exp", "sum_exp_grad",
             "target_logit", "target_logit_grad", "cross_entropy_from_stats",
@@ -227,7 +230,7 @@ TEST(CppEmitter, EveryOpHasCases) {
         "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
         "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
         "cross_entropy_from_stats_grad", "dynamic_slice", "silu", "silu_grad", "rms_norm",
-        "rms_norm_grad"})
+        "rms_norm_grad", "rope"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 

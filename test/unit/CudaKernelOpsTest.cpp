@@ -9,6 +9,7 @@
 // their IR is used here: inputs and tolerances are this test's (CudaKernelsTestUtil.h).
 #include "test/unit/CppEmitterCases.h"
 #include "test/unit/CppEmitterVocabCases.h"
+#include "test/unit/CppEmitterAttentionCases.h"
 #include "test/unit/CudaKernelsTestUtil.h"
 
 #include <set>
@@ -173,11 +174,22 @@ std::vector<cpptest::Case> cases() {
   c.push_back(clip(0.5, 1.0, "below"));
   c.push_back(clip(3.0, 1.0, "above"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
+  for (Case& k : cpptest::ropeCases()) c.push_back(std::move(k));
   // Rows of a GPT-2 vocabulary split over 2 ranks: longer than one block's threads.
   c.push_back(rowMax({2, 25129}));
   c.push_back(sumExp({2, 25129}));
   return c;
 }
+
+/// rope on bf16 activations (mixed precision), both directions: read as float, turned in f32,
+/// stored rounded to bf16.
+const char* kRopeBf16 = R"mlir(
+func.func @rope_bf16(%x: tensor<2x7x24xbf16>) -> (tensor<2x7x24xbf16>, tensor<2x7x24xbf16>) {
+  %0 = tessel.rope %x heads 3 theta 1.000000e+04 : tensor<2x7x24xbf16>
+  %1 = tessel.rope %x heads 3 theta 1.000000e+04 inverse : tensor<2x7x24xbf16>
+  return %0, %1 : tensor<2x7x24xbf16>, tensor<2x7x24xbf16>
+}
+)mlir";
 
 struct Suite {
   Modules modules;
@@ -187,7 +199,7 @@ struct Suite {
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
-    std::string ir = std::string(kFused) + kVocabBf16;
+    std::string ir = std::string(kFused) + kVocabBf16 + kRopeBf16;
     for (const cpptest::Case& c : cases()) ir += c.mlir;
     s->kernels = collectKernels(s->modules.parse(ir), "op_");
     return s;
@@ -238,6 +250,7 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.cross_entropy_grad",
                          "tessel.fused_classifier",
                          "tessel.transpose",
+                         "tessel.rope",
                          "tessel.split",
                          "tessel.concat",
                          "tessel.dynamic_slice",

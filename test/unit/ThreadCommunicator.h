@@ -2,12 +2,14 @@
 // ThreadGroup. Collectives are synchronous rendezvous (issue returns a completed Work), so
 // the executor's start/wait protocol runs unchanged; the reduction adds the ranks' values
 // in rank order (x0 + x1 + ... in f32, then / N for Avg), so every rank gets bitwise the same
-// result, as the MPI backend promises. Only allReduce (f32) and allGather are implemented, and
-// of the groups only the world itself (a device mesh whose one axis spans every rank).
+// result, as the MPI backend promises. Only allReduce (f32: sum, avg, max) and allGather are
+// implemented, and of the groups only the world itself (a device mesh whose one axis spans
+// every rank).
 #pragma once
 
 #include "runtime/comm/Communicator.h"
 
+#include <algorithm>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -78,15 +80,18 @@ class ThreadCommunicator final : public rt::Communicator {
   std::unique_ptr<rt::Work> allReduce(void* data, int64_t count, rt::DType dtype, rt::ReduceOp op,
                                       const std::string& name) override {
     if (dtype != rt::DType::F32) throw std::logic_error("ThreadCommunicator: f32 only");
-    if (op == rt::ReduceOp::Max) throw std::logic_error("ThreadCommunicator: Sum and Avg only");
     stats_.collectives++;
     stats_.payloadBytes += count * 4;
     // Phase 1: the last arriving rank reduces every rank's buffer into `result_`.
     group_.rendezvous(rank_, data, [&](const std::vector<const void*>& all) {
-      result_.assign(static_cast<size_t>(count), 0.0f);
-      for (const void* p : all) {
-        const float* x = static_cast<const float*>(p);
-        for (int64_t i = 0; i < count; ++i) result_[static_cast<size_t>(i)] += x[i];
+      const float* first = static_cast<const float*>(all.front());
+      result_.assign(first, first + count);
+      for (size_t r = 1; r < all.size(); ++r) {
+        const float* x = static_cast<const float*>(all[r]);
+        for (int64_t i = 0; i < count; ++i) {
+          float& y = result_[static_cast<size_t>(i)];
+          y = op == rt::ReduceOp::Max ? std::max(y, x[i]) : y + x[i];
+        }
       }
       if (op == rt::ReduceOp::Avg)
         for (float& v : result_) v /= static_cast<float>(all.size());

@@ -157,6 +157,64 @@ func.func @two_attentions(%qkv0: tensor<2x8x192xf32>, %w: tensor<192x64xf32>) ->
 
 // -----
 
+// grouped_attention with B = 2, T = 8, NH = 4, NKV = 2 (G = 2), D = 16: q goes to
+// [B, NKV, G*T, D] = [2, 2, 16, 16]; k and v only to [B, NKV, T, D] (never repeated); one
+// matmul per kv head scores both of its query heads [2, 2, 16, 8]; the causal softmax sees
+// square [T, T] blocks [2, 2, 2, 8, 8]; the output goes back through [B, NH, T, D].
+// CHECK-LABEL: func.func @grouped
+// CHECK-SAME: (%[[Q:.*]]: tensor<2x8x64xf32>, %[[K:.*]]: tensor<2x8x32xf32>, %[[V:.*]]: tensor<2x8x32xf32>)
+// CHECK-NOT: tessel.grouped_attention
+// CHECK-NEXT: %[[QR:.*]] = tessel.reshape %[[Q]] : tensor<2x8x64xf32> -> tensor<2x8x4x16xf32>
+// CHECK-NEXT: %[[QT:.*]] = tessel.transpose %[[QR]] [0, 2, 1, 3] : tensor<2x8x4x16xf32> -> tensor<2x4x8x16xf32>
+// CHECK-NEXT: %[[QG:.*]] = tessel.reshape %[[QT]] : tensor<2x4x8x16xf32> -> tensor<2x2x16x16xf32>
+// CHECK-NEXT: %[[KR:.*]] = tessel.reshape %[[K]] : tensor<2x8x32xf32> -> tensor<2x8x2x16xf32>
+// CHECK-NEXT: %[[KT:.*]] = tessel.transpose %[[KR]] [0, 2, 1, 3] : tensor<2x8x2x16xf32> -> tensor<2x2x8x16xf32>
+// CHECK-NEXT: %[[VR:.*]] = tessel.reshape %[[V]] : tensor<2x8x32xf32> -> tensor<2x8x2x16xf32>
+// CHECK-NEXT: %[[VT:.*]] = tessel.transpose %[[VR]] [0, 2, 1, 3] : tensor<2x8x2x16xf32> -> tensor<2x2x8x16xf32>
+// CHECK-NEXT: %[[S:.*]] = tessel.matmul %[[QG]], %[[KT]] transpose_rhs : (tensor<2x2x16x16xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x16x8xf32>
+// CHECK-NEXT: %[[SS:.*]] = tessel.scale %[[S]], 2.500000e-01 : tensor<2x2x16x8xf32>
+// CHECK-NEXT: %[[S5:.*]] = tessel.reshape %[[SS]] : tensor<2x2x16x8xf32> -> tensor<2x2x2x8x8xf32>
+// CHECK-NEXT: %[[P5:.*]] = tessel.softmax %[[S5]] causal : tensor<2x2x2x8x8xf32>
+// CHECK-NEXT: %[[P:.*]] = tessel.reshape %[[P5]] : tensor<2x2x2x8x8xf32> -> tensor<2x2x16x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = tessel.matmul %[[P]], %[[VT]] : (tensor<2x2x16x8xf32>, tensor<2x2x8x16xf32>) -> tensor<2x2x16x16xf32>
+// CHECK-NEXT: %[[YH:.*]] = tessel.reshape %[[Y]] : tensor<2x2x16x16xf32> -> tensor<2x4x8x16xf32>
+// CHECK-NEXT: %[[YT:.*]] = tessel.transpose %[[YH]] [0, 2, 1, 3] : tensor<2x4x8x16xf32> -> tensor<2x8x4x16xf32>
+// CHECK-NEXT: %[[OUT:.*]] = tessel.reshape %[[YT]] : tensor<2x8x4x16xf32> -> tensor<2x8x64xf32>
+// CHECK-NEXT: return %[[OUT]] : tensor<2x8x64xf32>
+func.func @grouped(%q: tensor<2x8x64xf32>, %k: tensor<2x8x32xf32>, %v: tensor<2x8x32xf32>) -> tensor<2x8x64xf32> {
+  %y = tessel.grouped_attention %q, %k, %v heads 4 kv_heads 2 : (tensor<2x8x64xf32>, tensor<2x8x32xf32>, tensor<2x8x32xf32>) -> tensor<2x8x64xf32>
+  return %y : tensor<2x8x64xf32>
+}
+
+// -----
+
+// G = 1 (kv_heads = heads) is multi-head attention: no G*T reshapes, the ops of a
+// causal_attention after its split. In bf16 the type carries through; locations are kept.
+// CHECK-LABEL: func.func @grouped_g1_bf16
+// CHECK-NEXT: tessel.reshape %{{.*}} : tensor<1x4x16xbf16> -> tensor<1x4x2x8xbf16>
+// CHECK-NEXT: tessel.transpose %{{.*}} [0, 2, 1, 3] : tensor<1x4x2x8xbf16> -> tensor<1x2x4x8xbf16>
+// CHECK-NEXT: tessel.reshape %{{.*}} : tensor<1x4x16xbf16> -> tensor<1x4x2x8xbf16>
+// CHECK-NEXT: tessel.transpose
+// CHECK-NEXT: tessel.reshape
+// CHECK-NEXT: tessel.transpose
+// CHECK-NEXT: tessel.matmul %{{.*}}, %{{.*}} transpose_rhs : (tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x4xbf16>
+// CHECK-NEXT: tessel.scale %{{.*}}, 0.35355339059327373 : tensor<1x2x4x4xbf16>
+// CHECK-NEXT: tessel.softmax %{{.*}} causal : tensor<1x2x4x4xbf16>
+// CHECK-NEXT: tessel.matmul %{{.*}}, %{{.*}} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x8xbf16>) -> tensor<1x2x4x8xbf16>
+// CHECK-NEXT: tessel.transpose %{{.*}} [0, 2, 1, 3] : tensor<1x2x4x8xbf16> -> tensor<1x4x2x8xbf16>
+// CHECK-NEXT: tessel.reshape %{{.*}} : tensor<1x4x2x8xbf16> -> tensor<1x4x16xbf16>
+// CHECK-NEXT: return
+// LOC-LABEL: func.func @grouped_g1_bf16
+// LOC: tessel.reshape {{.*}} loc(#[[ATTN:loc[0-9]+]])
+// LOC-COUNT-11: loc(#[[ATTN]])
+// LOC-DAG: #[[ATTN]] = loc("blocks.0.attention"(#{{loc[0-9]+}}))
+func.func @grouped_g1_bf16(%q: tensor<1x4x16xbf16>, %k: tensor<1x4x16xbf16>, %v: tensor<1x4x16xbf16>) -> tensor<1x4x16xbf16> {
+  %y = tessel.grouped_attention %q, %k, %v heads 2 kv_heads 2 : (tensor<1x4x16xbf16>, tensor<1x4x16xbf16>, tensor<1x4x16xbf16>) -> tensor<1x4x16xbf16> loc("blocks.0.attention"("llama.cpp":12:7))
+  return %y : tensor<1x4x16xbf16>
+}
+
+// -----
+
 // Wrong stage: the function is already fused.
 // expected-error @+1 {{tessel-decompose-attention: @after_fuse is already fused (tessel.fused present); it runs before tessel-autodiff and tessel-fuse}}
 func.func @after_fuse(%x: tensor<4x8xf32>, %b: tensor<8xf32>) -> tensor<4x8xf32> {

@@ -1,0 +1,75 @@
+//===- TesselAttentionOps.td - rotary embeddings and grouped attention --*- tablegen -*-===//
+//
+// The attention ops of Llama-style models: rotary position embeddings (RoPE, Su et al. 2021)
+// and grouped-query causal attention (GQA, Ainslie et al. 2023). `tessel.rope` is a primitive
+// with its own kernel; its VJP is itself with `inverse` toggled (a rotation's transpose is its
+// inverse). `tessel.grouped_attention` is a composite like `tessel.causal_attention`:
+// tessel-decompose-attention rewrites it into reshapes, transposes, matmuls and a causal
+// softmax before autodiff, so it has no VJP of its own.
+//
+//===------------------------------------------------------------------------------===//
+#ifndef TESSEL_ATTENTION_OPS_TD
+#define TESSEL_ATTENTION_OPS_TD
+
+def Tessel_RopeOp : Tessel_Op<"rope", [Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
+  let summary = "rotary position embedding over heads (rotate-half pairing)";
+  let description = [{
+    `input`: `[B, T, N * D]` with `N = num_heads` heads of `D` channels, D even; the result
+    has the same type. For head `h`, `i < D/2` and position `t` (the index along dimension
+    1, from 0), with `a = t * theta^(-2i/D)` (computed in double, then its cosine and sine),
+    `x1 = x[h*D + i]` and `x2 = x[h*D + i + D/2]`:
+
+    `y1 = x1 cos a - x2 sin a`, `y2 = x2 cos a + x1 sin a`
+
+    (the "rotate half" pairing of GPT-NeoX and Hugging Face Llama). With `inverse` every
+    pair turns by `-a` instead: that is the transpose of the rotation, so the VJP of `rope`
+    is `rope` with `inverse` toggled.
+
+    Example:
+
+    ```mlir
+    %y = tessel.rope %x heads 4 theta 1.000000e+04 : tensor<4x32x64xf32>
+    %dx = tessel.rope %dy heads 4 theta 1.000000e+04 inverse : tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$input,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       F64Attr:$theta, UnitAttr:$inverse);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `heads` $num_heads `theta` $theta (`inverse` $inverse^)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tessel_GroupedAttentionOp : Tessel_Op<"grouped_attention",
+    [Pure, SameOperandsAndResultElementType]> {
+  let summary = "grouped-query causal self-attention";
+  let description = [{
+    A composite op (tessel-decompose-attention rewrites it before autodiff). `q`:
+    `[B, T, NH * D]`, `k` and `v`: `[B, T, NKV * D]` with `NH = num_heads`,
+    `NKV = num_kv_heads` dividing NH; result: `[B, T, NH * D]`. With `G = NH / NKV`, query
+    head `h` (channels `[h*D, (h+1)*D)` of `q` and of the result) attends with key/value head
+    `h / G`: `y_h = softmax_causal(q_h k_{h/G}^T / sqrt(D)) v_{h/G}`. `G = 1` is multi-head
+    attention, `NKV = 1` multi-query attention.
+
+    Example:
+
+    ```mlir
+    %y = tessel.grouped_attention %q, %k, %v heads 4 kv_heads 2
+        : (tensor<4x32x64xf32>, tensor<4x32x32xf32>, tensor<4x32x32xf32>) -> tensor<4x32x64xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$q, Tessel_FloatTensor:$k, Tessel_FloatTensor:$v,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `heads` $num_heads `kv_heads` $num_kv_heads attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // TESSEL_ATTENTION_OPS_TD
