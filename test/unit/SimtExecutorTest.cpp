@@ -11,6 +11,7 @@
 #include "examples/gpt/model.h"
 #include "test/support/SmallGpt.h"
 #include "test/support/TinyLlamaMlp.h"
+#include "test/unit/TinyLlamaAttention.h"
 #include "runtime/exec/Executor.h"
 #include "runtime/train/Loop.h"
 
@@ -231,6 +232,36 @@ TEST(SimtExecutor, LlamaMlpTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
   const double tol = 7 * 256 * kU;
   for (int64_t s = 0; s < steps; ++s) {
     std::printf("[ simt     ] llama mlp step %lld: loss simt %.7f cpu %.7f (rel %.2e)\n",
+                static_cast<long long>(s + 1), got[s].loss, want[s].loss,
+                std::abs(got[s].loss - want[s].loss) / std::abs(want[s].loss));
+    EXPECT_NEAR(got[s].loss, want[s].loss, tol * std::abs(want[s].loss)) << "step " << s + 1;
+    EXPECT_NEAR(got[s].gradNorm, want[s].gradNorm, tol * std::abs(want[s].gradNorm)) << "step " << s + 1;
+  }
+}
+
+// The Llama attention in a whole program: rope (forward and its inverse in the backward pass)
+// and the decomposed grouped-query attention (NH = 4, NKV = 2, D = 16: the G*T reshapes
+// around the causal softmax), with a tied head, lowered with CUDA kernels and trained on the
+// SIMT harness against the C++ kernels on the small GPT's batches (B = 4, T = 32). Tolerance
+// as in the GPT test: the loss passes through about 3 row reductions of length <= V = 256
+// (the causal softmax over T = 32, the cross-entropy over V, its mean over B*T = 128) that
+// differ in order only; rope's kernels compute the same float operations on both sides. So
+// 3 * 256 u relative.
+TEST(SimtExecutor, LlamaAttentionTrainingStepsOnTheSimtHarnessMatchTheCppKernels) {
+  test::TinyLlamaAttention model(4, 2, 16);
+  model.build(kBatch, smallGpt().seq);
+  rt::Program program = model.compile().lower(true);
+  int ropes = 0;
+  for (const rt::Function& f : program.functions)
+    for (const rt::Step& s : f.steps)
+      if (auto* k = std::get_if<rt::KernelStep>(&s)) ropes += k->symbol.ends_with("_rope");
+  EXPECT_GE(ropes, 4) << "rope of q and k, and their inverses in the backward pass";
+  SimtAndCpu both(program);
+  const int64_t steps = 3;
+  std::vector<trainer::StepStats> got = trainSteps(both.onSimt, steps), want = trainSteps(both.onCpu, steps);
+  const double tol = 3 * 256 * kU;
+  for (int64_t s = 0; s < steps; ++s) {
+    std::printf("[ simt     ] llama attention step %lld: loss simt %.7f cpu %.7f (rel %.2e)\n",
                 static_cast<long long>(s + 1), got[s].loss, want[s].loss,
                 std::abs(got[s].loss - want[s].loss) / std::abs(want[s].loss));
     EXPECT_NEAR(got[s].loss, want[s].loss, tol * std::abs(want[s].loss)) << "step " << s + 1;
