@@ -6,6 +6,7 @@
 #include "dsl/trainer/ExplainPipeline.h"
 #include "dsl/trainer/Trainer.h"
 #include "runtime/bundle/Bundle.h"
+#include "runtime/bundle/BundleConfig.h"
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -71,11 +72,17 @@ void emitBundle(const Program& program, const ModelRecipe& recipe, const Flags& 
   info.plan = bundlePlan(plan);
   rt::writeBundle(lowered, lib.path(), info, run.emitBundle, binary ? &*binary : nullptr);
   const int64_t ranks = plan.mesh().size();
-  fmt::print("{}: wrote bundle '{}' ({}, {} parameters{}{}); train it with: {}tessel-run {}\n", name,
-             run.emitBundle, recipe.describe, parameterCount(program),
-             cuda ? fmt::format(", CUDA kernels for {}", run.cudaArch) : std::string(),
-             ranks * plan.microsteps() == 1 ? std::string() : ", plan " + plan.describe(),
-             ranks == 1 ? std::string() : fmt::format("mpirun -np {} ", ranks), run.emitBundle);
+  // tessel-run feeds only the data of the models Tessel ships; say so rather than suggest a
+  // command that would refuse this bundle.
+  const std::string next =
+      rt::tesselRunFeeds(recipe.model)
+          ? fmt::format("train it with: {}tessel-run {}", ranks == 1 ? std::string() : fmt::format("mpirun -np {} ", ranks),
+                        run.emitBundle)
+          : fmt::format("tessel-run feeds only the data of gpt, llama, mlp and lab bundles, not of model '{}'",
+                        recipe.model);
+  fmt::print("{}: wrote bundle '{}' ({}, {} parameters{}{}); {}\n", name, run.emitBundle, recipe.describe,
+             parameterCount(program), cuda ? fmt::format(", CUDA kernels for {}", run.cudaArch) : std::string(),
+             ranks * plan.microsteps() == 1 ? std::string() : ", plan " + plan.describe(), next);
 }
 
 /// --memory-json's object: the compiled program's memory per rank (rt::memoryJson; every rank

@@ -27,7 +27,8 @@ struct Config {
 /// A learned gain per channel: x [..., C] -> x * gain, with "<path>.gain" [C] starting at ones.
 class ResidualGain : public tessel::Module {
  public:
-  /// `loc` defaults to the line that declares the gain, which errors about it name.
+  /// `loc` defaults to the line that constructs the gain, which errors about it name. (GCC
+  /// gives a default member initializer, as in Block below, its constructor's line instead.)
   ResidualGain(tessel::Module* parent, std::string name, int64_t channels,
                tessel::Loc loc = tessel::Loc::current())
       : tessel::Module(parent, std::move(name)) {

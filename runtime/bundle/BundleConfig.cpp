@@ -173,6 +173,10 @@ std::span<const ConfigDim> tableOf(const std::string& model) {
 
 }  // namespace
 
+bool tesselRunFeeds(const std::string& model) {
+  return model == "gpt" || model == "llama" || model == "mlp" || model.starts_with("lab-");
+}
+
 void checkConfigIntegers(const BundleInfo& info, const std::string& file) {
   auto present = [&](const char* field) { return info.config.is_object() && info.config.contains(field); };
   for (const ConfigDim& d : tableOf(info.model))

@@ -43,6 +43,11 @@ inline bool jsonIntegerIn(const nlohmann::json& j, int64_t lo, int64_t hi) {
   return j.get<int64_t>() >= lo && j.get<int64_t>() <= hi;
 }
 
+/// Whether tessel-run knows where `model`'s batches come from: byte text for "gpt" and
+/// "llama", Fashion-MNIST for "mlp", the labs' synthetic data for "lab-*". It refuses the
+/// bundle of any other model (a model of the user's own); that model's trainer runs it.
+bool tesselRunFeeds(const std::string& model);
+
 /// Throws std::runtime_error naming the field unless every config field the model needs that
 /// is present is a JSON integer from 1 to 2^40 (only the type and range: readBundle calls it before it
 /// verifies the checksum, so that 1.5 or 2**70 is named as such rather than as damage).
