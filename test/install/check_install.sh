@@ -5,7 +5,8 @@
 # as the main build), builds it, and trains it for 3 steps with --plan dp=2 under
 # `mpirun -np 2`. Also: the trainer lists the standard flags, every installed binary starts,
 # every installed header's project includes resolve inside the prefix, nothing installed or
-# built names the source or build tree, a project pointed at a prefix without Tessel fails at
+# built names the source or build tree, --emit-bundle of the user's model does not suggest
+# tessel-run (which feeds only Tessel's own models' data), a project pointed at a prefix without Tessel fails at
 # configure time naming the package and CMAKE_PREFIX_PATH, and tessel_add_trainer without
 # sources fails naming the call.
 #
@@ -86,6 +87,12 @@ steps=$(grep -cE '^step +[1-3]/3 \| loss [0-9]' "$out" || true)
 [ "$steps" -eq 3 ] || fail "expected 3 step lines with a loss, found $steps"
 ! grep -qiwE 'error|nan' "$out" || fail "the training output reports an error or a NaN"
 grep -q '^communication: 1.0 all-reduces/step' "$out" || fail "dp=2 did not all-reduce once per step"
+
+# 5b. --emit-bundle of a model tessel-run does not feed says so instead of suggesting tessel-run.
+"$trainer" --data "$data" --emit-bundle "$work/bundle" --device cpu > "$work/bundle.log" 2>&1 ||
+  { cat "$work/bundle.log" >&2; fail "tiny-transformer --emit-bundle exited non-zero"; }
+grep -q "tessel-run feeds only the data of gpt, llama, mlp and lab bundles, not of model 'tiny-transformer'" \
+  "$work/bundle.log" || { cat "$work/bundle.log" >&2; fail "--emit-bundle of a user model suggested tessel-run"; }
 
 # 6. A prefix without Tessel fails at configure time, naming the package and CMAKE_PREFIX_PATH.
 # The system paths are off, so that a Tessel installed system-wide cannot hide the failure.
