@@ -3,6 +3,7 @@
 // small Llama-style attention model: rope on q and k, grouped-query causal attention with
 // kv_heads < heads, an output projection and a tied LM head; the loss and every gradient,
 // then a few AdamW steps that lower the loss, in f32 and in bf16 mixed precision.
+#include "test/unit/NativeTokens.h"
 #include "test/unit/TinyLlamaAttention.h"
 
 #include <gtest/gtest.h>
@@ -20,23 +21,8 @@ struct Gqa6x2 : tessel::test::TinyLlamaAttention {
 
 constexpr int64_t kBatch = 3, kSeq = 9;
 
-struct Data {
-  std::vector<int32_t> tokens, targets;
-  Data() {
-    std::mt19937_64 rng(std::random_device{}());
-    for (int64_t i = 0; i < kBatch * kSeq; ++i) {
-      tokens.push_back(static_cast<int32_t>(rng() % 256));
-      targets.push_back(static_cast<int32_t>(rng() % 256));
-    }
-  }
-  std::vector<tessel::ref::Tensor> ref() const {
-    return {tessel::ref::Tensor({kBatch, kSeq}, std::vector<double>(tokens.begin(), tokens.end())),
-            tessel::ref::Tensor({kBatch, kSeq}, std::vector<double>(targets.begin(), targets.end()))};
-  }
-  void feed(tessel::rt::ProgramExecutor& ex, const std::string& fn) const {
-    ex.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
-    ex.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
-  }
+struct Data : tessel::test::RandomTokens {
+  Data() : RandomTokens(kBatch, kSeq, 256) {}
 };
 
 tessel::NativeOptions options() {
@@ -56,14 +42,8 @@ TEST(NativeAttention, LossAndGradientsMatchTheReference) {
   tessel::Program program = model.compile({.optimizer = "none"});
   tessel::NativeProgram native = program.native(options());
   tessel::rt::Executor& ex = native.executor();
-  std::map<std::string, tessel::ref::Tensor> state;
-  for (const tessel::ParameterSpec& p : program.state()) {
-    const float* d = ex.data(ex.bufferId(p.name));
-    int64_t n = 1;
-    for (int64_t s : p.shape) n *= s;
-    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
-  }
-  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.ref());
+  std::map<std::string, tessel::ref::Tensor> state = tessel::test::stateOf(program, ex);
+  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.refInputs());
   data.feed(ex, "train_step");
   ex.run("train_step");
   auto got = ex.outputs("train_step");

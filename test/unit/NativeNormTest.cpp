@@ -4,6 +4,7 @@
 // activation checkpointing of the blocks leaves them bit for bit unchanged, and AdamW lowers
 // the loss, in f32 and in bf16 mixed precision.
 #include "test/support/TinyLlamaMlp.h"
+#include "test/unit/NativeTokens.h"
 
 #include <gtest/gtest.h>
 
@@ -23,23 +24,8 @@ struct TinyLlamaMlp : tessel::test::TinyLlamaMlp {
 
 constexpr int64_t kBatch = 3, kSeq = 5;
 
-struct Data {
-  std::vector<int32_t> tokens, targets;
-  Data() {
-    std::mt19937_64 rng(std::random_device{}());
-    for (int64_t i = 0; i < kBatch * kSeq; ++i) {
-      tokens.push_back(static_cast<int32_t>(rng() % TinyLlamaMlp::V));
-      targets.push_back(static_cast<int32_t>(rng() % TinyLlamaMlp::V));
-    }
-  }
-  std::vector<tessel::ref::Tensor> ref() const {
-    return {tessel::ref::Tensor({kBatch, kSeq}, std::vector<double>(tokens.begin(), tokens.end())),
-            tessel::ref::Tensor({kBatch, kSeq}, std::vector<double>(targets.begin(), targets.end()))};
-  }
-  void feed(tessel::rt::Executor& ex) const {
-    ex.setInput("train_step", 0, tokens.data(), tokens.size() * sizeof(int32_t));
-    ex.setInput("train_step", 1, targets.data(), targets.size() * sizeof(int32_t));
-  }
+struct Data : tessel::test::RandomTokens {
+  Data() : RandomTokens(kBatch, kSeq, TinyLlamaMlp::V) {}
 };
 
 tessel::NativeOptions options() {
@@ -78,8 +64,8 @@ TEST(NativeNorm, GradientsMatchTheReference) {
       kernels.insert(k->symbol.substr(k->symbol.find('_') + 1));
   EXPECT_TRUE(kernels.count("fused_silu_mul")) << "no fused SwiGLU gate";
   EXPECT_TRUE(kernels.count("fused_add_rms_norm")) << "no fused residual add + rms_norm";
-  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.ref());
-  data.feed(ex);
+  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.refInputs());
+  data.feed(ex, "train_step");
   ex.run("train_step");
   auto got = ex.outputs("train_step");
   ASSERT_EQ(got.size(), want.size());
@@ -106,7 +92,7 @@ std::vector<std::vector<float>> nativeGradients(const Data& data, const tessel::
   tessel::NativeProgram native = program.native(options());
   tessel::rt::Executor& ex = native.executor();
   *steps = ex.program().function("train_step")->steps.size();
-  data.feed(ex);
+  data.feed(ex, "train_step");
   ex.run("train_step");
   std::vector<std::vector<float>> grads;
   for (const auto& out : ex.outputs("train_step")) {
@@ -143,7 +129,7 @@ double lossAfterTraining(tessel::DType precision, double* first) {
   std::vector<float> hyper{1e-2f, 0.9f, 0.95f, 1e-8f, 0.0f, 1.0f, INFINITY};
   double loss = 0;
   for (int step = 1; step <= 30; ++step) {
-    data.feed(ex);
+    data.feed(ex, "train_step");
     hyper[5] = static_cast<float>(step);
     for (size_t i = 2; i < ex.program().function("train_step")->inputs.size(); ++i)
       ex.setInput("train_step", i, &hyper[i - 2], sizeof(float));

@@ -4,6 +4,7 @@
 #include "dsl/trainer/Flags.h"
 #include "examples/gpt/model.h"
 #include "runtime/io/SafeTensors.h"
+#include "test/unit/NativeTokens.h"
 
 #include <gtest/gtest.h>
 
@@ -14,26 +15,9 @@
 
 namespace {
 
-struct Fixture {
+struct Fixture : tessel::test::RandomTokens {
   gpt::Config cfg{.layers = 2, .channels = 24, .heads = 3, .seq = 9};
-  int64_t batch = 3;
-  std::vector<int32_t> tokens, targets;
-
-  Fixture() {
-    std::mt19937_64 rng(std::random_device{}());
-    for (int64_t i = 0; i < batch * cfg.seq; ++i) {
-      tokens.push_back(static_cast<int32_t>(rng() % 256));
-      targets.push_back(static_cast<int32_t>(rng() % 256));
-    }
-  }
-  std::vector<tessel::ref::Tensor> refInputs() const {
-    return {tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(tokens.begin(), tokens.end())),
-            tessel::ref::Tensor({batch, cfg.seq}, std::vector<double>(targets.begin(), targets.end()))};
-  }
-  void feed(tessel::rt::ProgramExecutor& ex, const std::string& fn) const {
-    ex.setInput(fn, 0, tokens.data(), tokens.size() * sizeof(int32_t));
-    ex.setInput(fn, 1, targets.data(), targets.size() * sizeof(int32_t));
-  }
+  Fixture() : RandomTokens(3, 9) {}
 };
 
 tessel::NativeOptions options() {
@@ -41,18 +25,7 @@ tessel::NativeOptions options() {
           .seed = 5};
 }
 
-/// The executor's parameters and optimizer state as f64 reference tensors, by name.
-std::map<std::string, tessel::ref::Tensor> stateOf(const tessel::Program& program,
-                                                   tessel::rt::Executor& ex) {
-  std::map<std::string, tessel::ref::Tensor> state;
-  for (const tessel::ParameterSpec& p : program.state()) {
-    const float* d = ex.data(ex.bufferId(p.name));
-    int64_t n = 1;
-    for (int64_t s : p.shape) n *= s;
-    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
-  }
-  return state;
-}
+using tessel::test::stateOf;
 
 /// Max |a - b| / (max |b| over the tensor): a scale-aware error for f32 kernels against f64.
 double relError(const float* a, const tessel::ref::Tensor& b) {
