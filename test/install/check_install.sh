@@ -109,7 +109,7 @@ grep -q 'tessel_add_trainer(empty) names no source file' "$work/nosources.log" |
 # 8. A project that enables no language (project(p LANGUAGES NONE)) still configures: the
 # package enables CXX and C itself (OpenMP::OpenMP_CXX and the link language need CXX).
 mkdir "$work/nolanguages"
-cp "$work/project/"*.cpp "$work/project/"*.h "$work/nolanguages/" 2>/dev/null || true
+cp "$work/project/"*.cpp "$work/project/"*.h "$work/nolanguages/"
 printf 'cmake_minimum_required(VERSION 3.20)\nproject(nolanguages LANGUAGES NONE)\nfind_package(Tessel CONFIG REQUIRED)\ntessel_add_trainer(t %s)\n' \
   "$(cd "$work/nolanguages" && ls *.cpp | tr '\n' ' ')" > "$work/nolanguages/CMakeLists.txt"
 "$cmake" "${args[@]}" -S "$work/nolanguages" -B "$work/nolanguages/build" -DCMAKE_PREFIX_PATH="$prefix" \
