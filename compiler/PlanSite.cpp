@@ -1,6 +1,7 @@
 // The plan's source lines inside the compiler; see PlanSite.h.
 #include "compiler/PlanSite.h"
 
+#include "compiler/Shapes.h"
 #include "compiler/TesselDialect.h"
 
 #include "mlir/IR/Diagnostics.h"
@@ -39,6 +40,36 @@ mlir::LogicalResult checkTensorParallelHeads(mlir::ModuleOp module, llvm::String
     return mlir::WalkResult::interrupt();
   });
   return result;
+}
+
+mlir::LogicalResult checkSequenceParallelNorms(mlir::ModuleOp module, llvm::StringRef axis, mlir::Location site) {
+  bool splittable = false;
+  mlir::Operation* withoutT = nullptr;
+  module.walk([&](mlir::Operation* op) {
+    if (!mlir::isa<LayerNormOp, RmsNormOp>(op)) return mlir::WalkResult::advance();
+    if (mlir::cast<mlir::RankedTensorType>(op->getOperand(0).getType()).getRank() >= 3) {
+      splittable = true;
+      return mlir::WalkResult::advance();
+    }
+    withoutT = op;
+    return mlir::WalkResult::interrupt();
+  });
+  if (withoutT) {
+    auto type = mlir::cast<mlir::RankedTensorType>(withoutT->getOperand(0).getType());
+    mlir::InFlightDiagnostic error =
+        mlir::emitError(site) << "sequence_parallel splits the sequence dimension T of every layer and RMS "
+                                 "norm's input [B, T, C] over "
+                              << axis << ", but this model has a norm whose input has no T dimension";
+    error.attachNote(withoutT->getLoc()) << "this norm's input " << shapes::str(type.getShape()) << " has no T";
+    return mlir::failure();
+  }
+  if (!splittable) {
+    mlir::emitError(site) << "sequence_parallel splits the sequence dimension T of the layer and RMS norms' "
+                             "inputs [B, T, C] over "
+                          << axis << ", but this model has no norm: there is nothing to split";
+    return mlir::failure();
+  }
+  return mlir::success();
 }
 
 }  // namespace tessel

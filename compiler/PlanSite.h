@@ -28,4 +28,11 @@ mlir::Location planSiteLocation(mlir::MLIRContext* ctx, llvm::StringRef site, ml
 mlir::LogicalResult checkTensorParallelHeads(mlir::ModuleOp module, llvm::StringRef axis, int64_t tp,
                                              mlir::Location site);
 
+/// Sequence parallelism splits the rows (dimension 1, T) of every layer_norm and rms_norm
+/// input [B, T, C] over the tensor-parallel axis `axis`. Checks that `module` has such a norm
+/// and no norm whose input lacks a T dimension (rank < 3, e.g. a classifier's [B, C]), for
+/// which sequence parallelism would be silently ignored. Otherwise emits the reason at `site`
+/// (with a note at the norm without T) and fails.
+mlir::LogicalResult checkSequenceParallelNorms(mlir::ModuleOp module, llvm::StringRef axis, mlir::Location site);
+
 }  // namespace tessel

@@ -82,6 +82,13 @@ Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta) {
   return {Shape(input.begin(), input.end()), ""};
 }
 
+std::string normEpsilonError(double epsilon) {
+  if (epsilon >= kMinNormEpsilon && epsilon <= kMaxNormEpsilon) return "";
+  return fmt::format("epsilon must be in [{}, {}] (from f32's smallest normal number, so that the "
+                     "f32 kernels keep it, to 1), got {}",
+                     kMinNormEpsilon, kMaxNormEpsilon, epsilon);
+}
+
 Result rmsNorm(ShapeRef input, ShapeRef weight) {
   if (input.empty()) return Result::fail("input must have rank >= 1, got a scalar");
   int64_t c = input.back();
@@ -166,8 +173,6 @@ Result causalAttention(ShapeRef qkv, int64_t numHeads) {
 Result rope(ShapeRef input, int64_t numHeads, double theta) {
   if (input.size() != 3)
     return Result::fail(fmt::format("input must be [B, T, heads * D], got {}", str(input)));
-  if (!(theta > 0.0) || !std::isfinite(theta))
-    return Result::fail(fmt::format("theta must be finite and > 0, got {}", theta));
   if (numHeads <= 0 || input[2] <= 0 || input[2] % numHeads != 0)
     return Result::fail(fmt::format(
         "last dimension {} of input {} is not {} heads of D > 0 channels", input[2], str(input),
@@ -177,7 +182,28 @@ Result rope(ShapeRef input, int64_t numHeads, double theta) {
     return Result::fail(fmt::format(
         "head size D={} (input {}, {} heads) is odd; rotary pairs need an even D", d, str(input),
         numHeads));
+  if (std::string error = ropeThetaError(theta, d, input[1]); !error.empty())
+    return Result::fail(std::move(error));
   return {Shape(input.begin(), input.end()), ""};
+}
+
+std::string ropeThetaError(double theta, int64_t headSize, int64_t positions) {
+  if (!(theta > 0.0) || !std::isfinite(theta))
+    return fmt::format("theta must be finite and > 0, got {}", theta);
+  // The kernels' expression (codegen/KernelCommonAttention.h) at i = D/2 - 1.
+  const int64_t i = headSize / 2 - 1;
+  const double frequency =
+      std::pow(theta, -2.0 * static_cast<double>(i) / static_cast<double>(headSize));
+  if (!(frequency > 0.0) || !std::isfinite(frequency))
+    return fmt::format("theta {} makes the inverse frequency theta^(-{}/{}) of head size D={} {}; "
+                       "every theta^(-2i/D) must be finite and > 0 (take a larger theta)",
+                       theta, 2 * i, headSize, headSize, frequency);
+  const double angle = static_cast<double>(std::max<int64_t>(positions - 1, 0)) * frequency;
+  if (!std::isfinite(angle))
+    return fmt::format("theta {} makes the angle (T-1) * theta^(-{}/{}) at T={} positions {}; every "
+                       "angle t * theta^(-2i/D) must be finite (take a larger theta)",
+                       theta, 2 * i, headSize, positions, angle);
+  return "";
 }
 
 Result groupedAttention(ShapeRef q, ShapeRef k, ShapeRef v, int64_t numHeads, int64_t numKvHeads) {

@@ -46,6 +46,21 @@ Result layerNorm(ShapeRef input, ShapeRef gamma, ShapeRef beta);
 /// rms_norm: input [..., C] (rank >= 1), weight [C]. Result: input's shape.
 Result rmsNorm(ShapeRef input, ShapeRef weight);
 
+/// The range of the epsilon of layer_norm, rms_norm, layer_norm_grad and rms_norm_grad:
+/// [2^-126, 1]. The kernels add epsilon in f32 to a row's variance (mean square), the f64
+/// reference in double. From 2^-126 (FLT_MIN, f32's smallest normal number) epsilon keeps its
+/// value in f32 (a smaller one rounds to a subnormal or to 0, and an all-zero row becomes
+/// 0 * inf = NaN where the reference gives 0), and the inverse deviation of an all-zero row,
+/// at most 2^63, and its square, at most 2^126, stay finite in f32. Above 1 epsilon outweighs
+/// the unit-scale variance the norm is meant to divide by (at 1e30 the output is ~0 and the
+/// model never trains; past FLT_MAX it is inf in f32).
+inline constexpr double kMinNormEpsilon = 0x1p-126;
+inline constexpr double kMaxNormEpsilon = 1.0;
+
+/// Empty if `epsilon` lies in [kMinNormEpsilon, kMaxNormEpsilon] (NaN does not), else the
+/// message "epsilon must be in [1.1754943508222875e-38, 1] ..., got <epsilon>".
+std::string normEpsilonError(double epsilon);
+
 /// swiglu: gate and up of one shape (the gating is elementwise). Result: that shape.
 Result swiglu(ShapeRef gate, ShapeRef up);
 
@@ -75,8 +90,18 @@ Result crossEntropyFromStats(ShapeRef max, ShapeRef sum, ShapeRef target);
 Result causalAttention(ShapeRef qkv, int64_t numHeads);
 
 /// rope: input [B, T, N * D] (rank 3) with N = numHeads > 0 heads of D > 0 channels, D even,
-/// and a finite base theta > 0. Result: the input's shape.
+/// and a base theta that ropeThetaError accepts for D and T. Result: the input's shape.
 Result rope(ShapeRef input, int64_t numHeads, double theta);
+
+/// Empty if rope's base `theta` suits head size D = `headSize` (even, >= 2) and T =
+/// `positions` (>= 1), else why not. The rule: theta is finite and > 0, and every inverse
+/// frequency theta^(-2i/D) (0 <= i < D/2) and every angle t * theta^(-2i/D) (0 <= t < T), as
+/// the kernels and the reference compute them in double, is finite and the frequencies > 0.
+/// The extreme frequency is theta^(-(D-2)/D) (i = D/2 - 1; i = 0 gives 1), so that one and
+/// (T-1) times it are checked. A theta below about 1e-300 breaks it (theta = 5e-324 with
+/// D = 64 makes theta^(-62/64) inf, and the angle at t = 0 is 0 * inf = NaN); a large finite
+/// theta never does (theta^(-(D-2)/D) >= 1 / DBL_MAX > 0).
+std::string ropeThetaError(double theta, int64_t headSize, int64_t positions);
 
 /// grouped_attention: q [B, T, NH * D], k and v [B, T, NKV * D] with NH = numHeads and
 /// NKV = numKvHeads positive, NKV dividing NH and D > 0 (one D for q, k and v). Result: q's

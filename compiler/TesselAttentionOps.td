@@ -26,6 +26,12 @@ def Tessel_RopeOp : Tessel_Op<"rope", [Pure, SameOperandsAndResultType,
     pair turns by `-a` instead: that is the transpose of the rotation, so the VJP of `rope`
     is `rope` with `inverse` toggled.
 
+    `theta` must be finite and > 0, and make every inverse frequency `theta^(-2i/D)` finite
+    and > 0 and every angle `t * theta^(-2i/D)` (t < T) finite, in double as the kernels and
+    the reference compute them (verifier; compiler/Shapes.h, ropeThetaError). Only a theta
+    below about 1e-300 breaks this: at 5e-324 with D = 64, `theta^(-62/64)` is inf and the
+    angle at t = 0 is `0 * inf = NaN`.
+
     Example:
 
     ```mlir

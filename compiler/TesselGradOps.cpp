@@ -38,8 +38,8 @@ LogicalResult LayerNormGradOp::verify() {
   if (!sameShape(getDinput(), getInput()) || !sameShape(getDgamma(), getGamma()) ||
       !sameShape(getDbeta(), getGamma()))
     return emitOpError() << "results must be shaped like the input, gamma and gamma";
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  if (std::string error = shapes::normEpsilonError(getEpsilon().convertToDouble()); !error.empty())
+    return emitOpError() << error;
   return success();
 }
 
@@ -51,8 +51,8 @@ LogicalResult RmsNormGradOp::verify() {
                          << " must have the input's shape " << shapes::str(shapeOf(getInput()));
   if (!sameShape(getDinput(), getInput()) || !sameShape(getDweight(), getWeight()))
     return emitOpError() << "results must be shaped like the input and the weight";
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  if (std::string error = shapes::normEpsilonError(getEpsilon().convertToDouble()); !error.empty())
+    return emitOpError() << error;
   return success();
 }
 

@@ -93,6 +93,7 @@ def Tessel_LayerNormGradOp : Tessel_Op<"layer_norm_grad", [Pure,
     With `xhat = (x - mean) * rstd` recomputed from `input`, and `dxhat = dy * gamma`:
     `dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))` per row,
     `dgamma = sum over rows of dy * xhat`, `dbeta = sum over rows of dy`.
+    `epsilon`: as layer_norm's, in [2^-126, 1].
 
     Example:
 
@@ -117,6 +118,7 @@ def Tessel_RmsNormGradOp : Tessel_Op<"rms_norm_grad", [Pure,
     With `r = rsqrt(mean(x^2) + epsilon)` and `xhat = x * r` recomputed per row from
     `input`: `dx = r * (dy * weight - xhat * mean(dy * weight * xhat))` per row, and
     `dweight = sum over rows of dy * xhat`.
+    `epsilon`: as rms_norm's, in [2^-126, 1].
 
     Example:
 

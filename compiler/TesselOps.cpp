@@ -65,8 +65,8 @@ LogicalResult SubOp::verify() { return verifyBinary(*this); }
 LogicalResult MulOp::verify() { return verifyBinary(*this); }
 
 LogicalResult LayerNormOp::verify() {
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  if (std::string error = shapes::normEpsilonError(getEpsilon().convertToDouble()); !error.empty())
+    return emitOpError() << error;
   return checkResult(*this,
                      shapes::layerNorm(span(shapeOf(getInput())), span(shapeOf(getGamma())),
                                        span(shapeOf(getBeta()))),
@@ -74,8 +74,8 @@ LogicalResult LayerNormOp::verify() {
 }
 
 LogicalResult RmsNormOp::verify() {
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be > 0, got " << getEpsilon().convertToDouble();
+  if (std::string error = shapes::normEpsilonError(getEpsilon().convertToDouble()); !error.empty())
+    return emitOpError() << error;
   return checkResult(*this,
                      shapes::rmsNorm(span(shapeOf(getInput())), span(shapeOf(getWeight()))),
                      getResult());

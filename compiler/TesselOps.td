@@ -185,6 +185,13 @@ def Tessel_LayerNormOp : Tessel_Op<"layer_norm", [Pure, SameOperandsAndResultEle
     variance taken over the last dimension C (Ba et al. 2016; PyTorch `LayerNorm`).
     `input`: `[..., C]`; `gamma`, `beta`: `[C]`; result: the shape of `input`.
 
+    `epsilon` must lie in [2^-126, 1] (verifier; compiler/Shapes.h, normEpsilonError). The
+    kernels add it in f32, the reference in f64: from 2^-126, f32's smallest normal number,
+    f32 keeps its value (a smaller one rounds to a subnormal or 0, and an all-zero row gives
+    0 * inf = NaN where the reference gives 0), and the inverse deviation of an all-zero row
+    (at most 2^63) and its square stay finite in f32; above 1 it outweighs the unit-scale
+    variance the norm divides by (at 1e300 it is inf in f32 and every output 0).
+
     Example:
 
     ```mlir
@@ -209,6 +216,7 @@ def Tessel_RmsNormOp : Tessel_Op<"rms_norm", [Pure, SameOperandsAndResultElement
     subtracted and there is no bias. The statistics are computed in f32 (f64 in the
     reference), whatever the element type. `input`: `[..., C]`; `weight`: `[C]`; result:
     the shape of `input`.
+    `epsilon`: as layer_norm's, in [2^-126, 1].
 
     Example:
 

@@ -176,8 +176,12 @@ Tensor Graph::wrap(mlir::Value v) {
 }
 
 Shape Graph::check(const shapes::Result& rule, llvm::StringRef opName, mlir::Location loc) {
-  if (!rule.ok()) fail(loc, fmt::format("'{}' op {}", opName.str(), rule.error));
+  check(rule.error, opName, loc);
   return rule.shape;
+}
+
+void Graph::check(const std::string& error, llvm::StringRef opName, mlir::Location loc) {
+  if (!error.empty()) fail(loc, fmt::format("'{}' op {}", opName.str(), error));
 }
 
 void Graph::checkOpen(mlir::Location loc) {

@@ -60,6 +60,9 @@ class Graph {
 
   /// Checks a shape rule; on failure reports "'<opName>' op <error>" at loc and throws.
   Shape check(const shapes::Result& rule, llvm::StringRef opName, mlir::Location loc);
+  /// Checks an attribute rule (e.g. shapes::normEpsilonError): a non-empty `error` is
+  /// reported as "'<opName>' op <error>" at loc and thrown.
+  void check(const std::string& error, llvm::StringRef opName, mlir::Location loc);
 
   /// Verifies a freshly created op; on failure erases it and throws the diagnostic.
   void verify(mlir::Operation* op);

@@ -88,6 +88,13 @@ void applyPlan(Graph& graph, const Plan& plan, PipelineOptions& pipeline) {
   if (mlir::failed(checkTensorParallelHeads(module, plan.tensor_parallel_axis(), plan.tp(),
                                             planSiteLocation(module.getContext(), site, module.getLoc()))))
     graph.throwCaptured(module.getLoc(), "tp does not divide the attention heads");
+  if (plan.sequence_parallel()) {
+    const PlanSite& spSite = plan.sequence_parallel_site();
+    mlir::Location spLoc = planSiteLocation(module.getContext(),
+                                            planSiteString(spSite.file, spSite.line, spSite.column), module.getLoc());
+    if (mlir::failed(checkSequenceParallelNorms(module, plan.tensor_parallel_axis(), spLoc)))
+      graph.throwCaptured(module.getLoc(), "sequence_parallel has no [B, T, C] norm to split");
+  }
   writePlanToModule(graph, plan, shardings);
   pipeline.mesh = plan.mesh().axes();
   if (!plan.tensor_parallel_axis().empty()) {

@@ -28,6 +28,11 @@ void Module::declare_parameter(const std::string& local, Shape shape, Init init,
                      g.location(loc, path_));
 }
 
+void Module::check_argument(const std::string& error, const std::string& opName, Loc loc) const {
+  Graph& g = root_->graph();
+  g.check(error, opName, g.location(loc, path_));
+}
+
 Tensor Module::parameter(const std::string& local, Loc loc) const {
   Graph& g = root_->graph();
   return g.parameter(qualify(local), g.location(loc, path_));
@@ -50,6 +55,8 @@ Tensor Linear::operator()(const Tensor& x, Loc loc) const {
 
 LayerNorm::LayerNorm(Module* parent, std::string name, int64_t channels, double eps, Loc loc)
     : Module(parent, std::move(name)), eps_(eps) {
+  // At the declaration's line, not at each call's.
+  check_argument(shapes::normEpsilonError(eps), LayerNormOp::getOperationName().str(), loc);
   declare_parameter("weight", {channels}, Init::Ones, 0.0, loc);
   declare_parameter("bias", {channels}, Init::Zeros, 0.0, loc);
 }
@@ -62,6 +69,7 @@ Tensor LayerNorm::operator()(const Tensor& x, Loc loc) const {
 
 RMSNorm::RMSNorm(Module* parent, std::string name, int64_t channels, double eps, Loc loc)
     : Module(parent, std::move(name)), eps_(eps) {
+  check_argument(shapes::normEpsilonError(eps), RmsNormOp::getOperationName().str(), loc);
   declare_parameter("weight", {channels}, Init::Ones, 0.0, loc);
 }
 

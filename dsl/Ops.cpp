@@ -102,6 +102,7 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs, MatmulOptions o, Loc loc) {
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, Loc loc) {
   Call c(x, loc);
   c.requireFloat(x, LayerNormOp::getOperationName(), "input");
+  c.g.check(shapes::normEpsilonError(eps), LayerNormOp::getOperationName(), c.loc);
   return c.make<LayerNormOp>(shapes::layerNorm(x.shape(), gamma.shape(), beta.shape()), x, c(x),
                              c(gamma), c(beta), c.g.builder().getF64FloatAttr(eps));
 }
@@ -110,8 +111,15 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps, Loc loc) {
   Call c(x, loc);
   c.requireFloat(x, RmsNormOp::getOperationName(), "input");
   c.requireFloat(weight, RmsNormOp::getOperationName(), "weight");
+  c.g.check(shapes::normEpsilonError(eps), RmsNormOp::getOperationName(), c.loc);
   return c.make<RmsNormOp>(shapes::rmsNorm(x.shape(), weight.shape()), x, c(x), c(weight),
                            c.g.builder().getF64FloatAttr(eps));
+}
+
+std::string norm_epsilon_error(double eps) { return shapes::normEpsilonError(eps); }
+
+std::string rope_theta_error(double theta, int64_t head_size, int64_t positions) {
+  return shapes::ropeThetaError(theta, head_size, positions);
 }
 
 Tensor softmax(const Tensor& x, bool causal, Loc loc) {

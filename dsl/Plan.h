@@ -362,6 +362,8 @@ class Plan {
   const PlanSite& tensor_parallel_site() const { return tensorParallelSite_; }
   int64_t tp() const;
   bool sequence_parallel() const { return sequenceParallel_; }
+  /// Where sequence_parallel was called (for a --sequence-parallel flag, that flag).
+  const PlanSite& sequence_parallel_site() const { return sequenceParallelSite_; }
   /// The shard() entries in call order.
   const std::vector<ShardEntry>& shards() const { return shards_; }
   /// The checkpoint() entries in call order (all of one mode).

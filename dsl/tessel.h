@@ -129,17 +129,26 @@ Tensor matmul(const Tensor& lhs, const Tensor& rhs, MatmulOptions options = {},
               Loc loc = Loc::current());
 
 // ---- normalisation, softmax, attention, loss --------------------------------------------
-/// Layer norm over the last dimension; gamma, beta [C].
+/// Layer norm over the last dimension; gamma, beta [C]. eps must lie in [2^-126, 1] (f32's
+/// smallest normal number to 1; see shapes::normEpsilonError), else a ModelError at this line.
 Tensor layer_norm(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps = 1e-5,
                   Loc loc = Loc::current());
 /// RMS norm over the last dimension (Zhang & Sennrich 2019; PyTorch nn.RMSNorm):
-/// x / sqrt(mean(x^2) + eps) * weight, with weight [C] and x [..., C].
+/// x / sqrt(mean(x^2) + eps) * weight, with weight [C] and x [..., C]; eps as layer_norm's.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, double eps = 1e-5, Loc loc = Loc::current());
 /// Rotary position embedding (Su et al. 2021, RoFormer) of x [B, T, heads * D], D even, in the
 /// "rotate half" pairing of GPT-NeoX and Hugging Face Llama: for each head and i < D/2, the pair
 /// (x[i], x[i + D/2]) at position t (the index along T, from 0) turns by the angle
-/// t * theta^(-2i/D).
+/// t * theta^(-2i/D). theta must keep every theta^(-2i/D) and t * theta^(-2i/D) finite and
+/// theta^(-2i/D) > 0 (shapes::ropeThetaError: theta > 0 finite, not below about 1e-300), else a
+/// ModelError at this line.
 Tensor rope(const Tensor& x, int64_t heads, double theta = 10000.0, Loc loc = Loc::current());
+/// Why `eps` cannot be the epsilon of layer_norm, rms_norm, LayerNorm or RMSNorm, or "" if it
+/// can: the check those make, for a trainer's flags ("epsilon must be in [...], got 1e+300").
+std::string norm_epsilon_error(double eps);
+/// Why `theta` cannot be rope's base for head size `head_size` (D, even) at `positions` (T)
+/// positions, or "" if it can: the check rope makes, for a trainer's flags.
+std::string rope_theta_error(double theta, int64_t head_size, int64_t positions);
 /// Softmax over the last dimension; with causal, x is [..., T, T] and j > i is masked.
 Tensor softmax(const Tensor& x, bool causal = false, Loc loc = Loc::current());
 /// Multi-head causal self-attention on qkv [B, T, 3C] -> [B, T, C] (GPT-2 layout).
@@ -204,6 +213,9 @@ class Module {
   /// Declares a parameter `local` of this module; `loc` is where it is declared.
   void declare_parameter(const std::string& local, Shape shape, Init init, double stddev,
                          Loc loc);
+  /// For a constructor argument that the module's op `opName` refuses: a non-empty `error`
+  /// is a ModelError "'<opName>' op <error>" at `loc` (where the module is declared).
+  void check_argument(const std::string& error, const std::string& opName, Loc loc) const;
   /// The parameter's value in the graph (created on first use).
   Tensor parameter(const std::string& local, Loc loc) const;
   Model& root() const { return *root_; }
@@ -237,6 +249,7 @@ class Linear : public Module {
 };
 
 /// Layer norm over the last dimension with "<path>.weight" (ones) and "<path>.bias" (zeros).
+/// An eps outside layer_norm's range is a ModelError at the constructor's line.
 class LayerNorm : public Module {
  public:
   LayerNorm(Module* parent, std::string name, int64_t channels, double eps = 1e-5,
@@ -247,7 +260,8 @@ class LayerNorm : public Module {
   double eps_;
 };
 
-/// RMS norm over the last dimension with "<path>.weight" [C] (ones), no bias (Llama).
+/// RMS norm over the last dimension with "<path>.weight" [C] (ones), no bias (Llama). An eps
+/// outside rms_norm's range is a ModelError at the constructor's line.
 class RMSNorm : public Module {
  public:
   RMSNorm(Module* parent, std::string name, int64_t channels, double eps = 1e-5,

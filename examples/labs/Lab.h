@@ -102,7 +102,10 @@ class Lab {
       r.config = config();
       r.config.update(data.config());
       r.describe = fmt::format("{}, B={}", describe(), flags.batch);
-      r.compile = compile;
+      r.compile = [compile](const tessel::CompileOptions& o) {
+        refusePipeline(o.plan);
+        return compile(o);
+      };
       r.communication = communication;
       r.data = [this](const tessel::trainer::DataShard& s, tessel::trainer::TrainOptions& t) {
         return data.rankData(flags.data, s, t);
@@ -157,6 +160,19 @@ class Lab {
     train_.schedule = "constant";
     train_.evalBatches = 0;
     return flags;
+  }
+
+  /// A pipeline splits a model's layers into stages, and its @forward must return the loss
+  /// alone; the labs' models are two or three layers and return their logits too, so a pp
+  /// plan is refused at its pp item, naming the plans the labs do take.
+  static void refusePipeline(const tessel::Plan& plan) {
+    if (plan.pp() <= 1) return;
+    const tessel::PlanSite& site = plan.pipeline_site();
+    throw tessel::ModelError(tessel::Diagnostic{
+        site.file, site.line, site.column, "",
+        fmt::format("the labs do not take a pipeline plan (pp={}): their models are too few layers to "
+                    "split into stages and return their logits besides the loss; use dp, fsdp or tp axes",
+                    plan.pp())});
   }
 
   tessel::trainer::TrainOptions train_;

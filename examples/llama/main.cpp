@@ -18,8 +18,9 @@ namespace {
 constexpr int64_t kDefault = 0;
 
 /// The flags' Config, with the defaults of --kv-heads and --hidden resolved. Throws a
-/// ModelError at the flag ("--kv-heads:1:1: error: ...") for a value the model cannot take,
-/// before anything is built.
+/// ModelError at the flag ("--kv-heads:1:1: error: ...") for a value the model cannot take
+/// (heads, --rope-theta and --norm-eps as rope and rms_norm check them), before anything is
+/// built.
 llama::Config configFromFlags(const tessel::trainer::Flags& flags, llama::Config cfg) {
   cfg.layers = flags.layers;
   cfg.channels = flags.channels;
@@ -40,6 +41,12 @@ llama::Config configFromFlags(const tessel::trainer::Flags& flags, llama::Config
     fail("--kv-heads", fmt::format("--kv-heads {} does not divide --heads {} (each key/value head serves "
                                    "heads / kv_heads query heads)",
                                    cfg.kv_heads, cfg.heads));
+  // The bounds rope and RMSNorm check (a NaN loss or a dead model otherwise), here at the flag.
+  if (std::string error = tessel::rope_theta_error(cfg.rope_theta, cfg.channels / cfg.heads, cfg.seq);
+      !error.empty())
+    fail("--rope-theta", error);
+  if (std::string error = tessel::norm_epsilon_error(cfg.norm_eps); !error.empty())
+    fail("--norm-eps", error);
   return cfg;
 }
 

@@ -6,9 +6,10 @@
 # `mpirun -np 2`. Also: the trainer lists the standard flags, every installed binary starts,
 # every installed header's project includes resolve inside the prefix, nothing installed or
 # built names the source or build tree, --emit-bundle of the user's model does not suggest
-# tessel-run (which feeds only Tessel's own models' data), a project pointed at a prefix without Tessel fails at
-# configure time naming the package and CMAKE_PREFIX_PATH, and tessel_add_trainer without
-# sources fails naming the call.
+# tessel-run (which feeds only Tessel's own models' data), a project pointed at a prefix
+# without Tessel fails at configure time naming the package and CMAKE_PREFIX_PATH,
+# tessel_add_trainer without sources fails naming the call, and a project that enables no
+# language configures.
 #
 # Usage: check_install.sh CMAKE SOURCE_DIR BUILD_DIR GENERATOR MAKE_PROGRAM C_COMPILER CXX_COMPILER LAUNCHER MPIEXEC DATA
 # (LAUNCHER may be "": no compiler launcher).
@@ -113,4 +114,13 @@ if "$cmake" "${args[@]}" -S "$work/nosources" -B "$work/nosources/build" -DCMAKE
 fi
 grep -q 'tessel_add_trainer(empty) names no source file' "$work/nosources.log" ||
   { cat "$work/nosources.log" >&2; fail "tessel_add_trainer without sources did not say so"; }
+# 8. A project that enables no language (project(p LANGUAGES NONE)) still configures: the
+# package enables CXX and C itself (OpenMP::OpenMP_CXX and the link language need CXX).
+mkdir "$work/nolanguages"
+cp "$work/project/"*.cpp "$work/project/"*.h "$work/nolanguages/"
+printf 'cmake_minimum_required(VERSION 3.20)\nproject(nolanguages LANGUAGES NONE)\nfind_package(Tessel CONFIG REQUIRED)\ntessel_add_trainer(t %s)\n' \
+  "$(cd "$work/nolanguages" && ls *.cpp | tr '\n' ' ')" > "$work/nolanguages/CMakeLists.txt"
+"$cmake" "${args[@]}" -S "$work/nolanguages" -B "$work/nolanguages/build" -DCMAKE_PREFIX_PATH="$prefix" \
+  > "$work/nolanguages.log" 2>&1 ||
+  { cat "$work/nolanguages.log" >&2; fail "a project(... LANGUAGES NONE) did not configure against $prefix"; }
 echo "PASS in $((SECONDS - start)) s"

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -56,6 +57,39 @@ TEST(DslAttention, RopeShapeErrorsAreAtTheCallersLine) {
   line = LINE + 1;
   EXPECT_NE(errorAt(line, [&] { tessel::rope(ids, 2); }).find("must be a float tensor"),
             std::string::npos);
+}
+
+// A theta whose inverse frequencies theta^(-2i/D) or angles t * theta^(-2i/D) are not finite
+// (compiler/Shapes.h, ropeThetaError) is a ModelError at the caller's line: 5e-324 with D = 64
+// makes theta^(-62/64) inf (the kernels' angle at t = 0 was then 0 * inf = NaN); 1e-318 keeps
+// it finite (~1.2e308) but not 7 times it at t = 7; inf and NaN are not finite. With D = 2
+// (the only frequency is 1) or T = 1 (the only angle is 0) a tiny theta is fine, and so is the
+// largest double at D = 64 (theta^(-62/64) >= 1 / DBL_MAX > 0).
+TEST(DslAttention, RopeThetaWithoutFiniteFrequenciesIsAnErrorAtTheCallersLine) {
+  tessel::Model m;
+  Tensor x = m.input("x", {2, 8, 64}), x2 = m.input("x2", {2, 8, 2}), x1 = m.input("x1", {2, 1, 64});
+  int line = LINE + 1;
+  EXPECT_NE(errorAt(line, [&] { tessel::rope(x, 1, 5e-324); })
+                .find("'tessel.rope' op theta 5e-324 makes the inverse frequency theta^(-62/64) of head size "
+                      "D=64 inf; every theta^(-2i/D) must be finite and > 0"),
+            std::string::npos);
+  line = LINE + 1;
+  EXPECT_NE(errorAt(line, [&] { tessel::rope(x, 1, 1e-318); })
+                .find("theta 1e-318 makes the angle (T-1) * theta^(-62/64) at T=8 positions inf"),
+            std::string::npos);
+  line = LINE + 1;
+  EXPECT_NE(errorAt(line, [&] { tessel::rope(x, 4, std::numeric_limits<double>::infinity()); })
+                .find("theta must be finite and > 0, got inf"),
+            std::string::npos);
+  line = LINE + 1;
+  EXPECT_NE(errorAt(line, [&] { tessel::rope(x, 4, std::numeric_limits<double>::quiet_NaN()); })
+                .find("theta must be finite and > 0, got nan"),
+            std::string::npos);
+  EXPECT_NO_THROW(tessel::rope(x2, 1, 5e-324));
+  EXPECT_NO_THROW(tessel::rope(x1, 1, 1e-318));
+  EXPECT_NO_THROW(tessel::rope(x, 1, std::numeric_limits<double>::max()));
+  EXPECT_EQ(tessel::rope_theta_error(10000.0, 64, 1 << 20), "");
+  EXPECT_NE(tessel::rope_theta_error(5e-324, 64, 8), "");
 }
 
 TEST(DslAttention, GroupedAttentionShapeErrorsAreAtTheCallersLine) {

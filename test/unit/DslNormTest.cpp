@@ -1,10 +1,13 @@
-// The DSL's silu, swiglu, rms_norm and RMSNorm: they build the ops the dialect documents, and a
-// bad shape or type is a ModelError at the user's line with the module's path.
+// The DSL's silu, swiglu, rms_norm and RMSNorm (and layer_norm's epsilon): they build the ops
+// the dialect documents, and a bad shape, type or epsilon is a ModelError at the user's line
+// with the module's path.
 #include "dsl/tessel.h"
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <source_location>
+#include <string>
 
 namespace {
 
@@ -68,8 +71,58 @@ TEST(DslNorm, TypeAndEpsilonErrors) {
             std::string::npos);
   EXPECT_NE(diagnosticOf([&] { tessel::rms_norm(ids, w); }).message.find("must be a float tensor"),
             std::string::npos);
-  EXPECT_NE(diagnosticOf([&] { tessel::rms_norm(x, w, 0.0); }).message.find("epsilon must be > 0"),
-            std::string::npos);
+}
+
+// Every epsilon outside [2^-126, 1] (compiler/Shapes.h, normEpsilonError) is refused by every
+// norm of the DSL at the caller's line: layer_norm and rms_norm where they are called,
+// LayerNorm and RMSNorm where they are declared. Both ends: 0, negative, below f32's smallest
+// normal number (it would round to a subnormal or 0 in the f32 kernels), above 1, inf, NaN.
+// The bounds themselves are accepted.
+TEST(DslNorm, EpsilonOutsideItsRangeIsAnErrorAtTheCallersLine) {
+  const double bad[] = {0.0, -1e-5, 1e-300, 0x1p-127, 1.0000001, 1e300,
+                        std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()};
+  const char* expected = "epsilon must be in [1.1754943508222875e-38, 1]";
+  for (double eps : bad) {
+    SCOPED_TRACE(eps);
+    tessel::Model m;
+    Tensor x = m.input("x", {4, 8}), w = m.input("w", {8});
+    int line = 0;
+    tessel::Diagnostic d = diagnosticOf([&] {
+      line = nextLine();
+      tessel::rms_norm(x, w, eps);
+    });
+    EXPECT_EQ(d.line, line);
+    EXPECT_NE(d.message.find(std::string("'tessel.rms_norm' op ") + expected), std::string::npos) << d.message;
+    d = diagnosticOf([&] {
+      line = nextLine();
+      tessel::layer_norm(x, w, w, eps);
+    });
+    EXPECT_EQ(d.line, line);
+    EXPECT_NE(d.message.find(std::string("'tessel.layer_norm' op ") + expected), std::string::npos) << d.message;
+    d = diagnosticOf([&] {
+      line = nextLine();
+      tessel::RMSNorm norm(&m, "rms", 8, eps);
+    });
+    EXPECT_EQ(d.file, std::source_location::current().file_name());
+    EXPECT_EQ(d.line, line);
+    EXPECT_EQ(d.path, "rms");
+    EXPECT_NE(d.message.find(std::string("'tessel.rms_norm' op ") + expected), std::string::npos) << d.message;
+    d = diagnosticOf([&] {
+      line = nextLine();
+      tessel::LayerNorm norm(&m, "ln", 8, eps);
+    });
+    EXPECT_EQ(d.line, line);
+    EXPECT_EQ(d.path, "ln");
+    EXPECT_NE(d.message.find(std::string("'tessel.layer_norm' op ") + expected), std::string::npos) << d.message;
+  }
+  tessel::Model m;
+  Tensor x = m.input("x", {4, 8}), w = m.input("w", {8});
+  for (double eps : {0x1p-126, 1.0}) {
+    EXPECT_NO_THROW(tessel::rms_norm(x, w, eps)) << eps;
+    EXPECT_NO_THROW(tessel::layer_norm(x, w, w, eps)) << eps;
+    EXPECT_EQ(tessel::norm_epsilon_error(eps), "") << eps;
+  }
+  EXPECT_NE(tessel::norm_epsilon_error(1e-60).find(expected), std::string::npos);
 }
 
 // swiglu is two ops, silu then mul (so that fusion joins them and autodiff needs no rule of its

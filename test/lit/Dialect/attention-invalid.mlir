@@ -43,6 +43,53 @@ func.func @rope_theta_negative(%x: tensor<2x8x64xf32>) {
 
 // -----
 
+// theta 5e-324 with D = 64: theta^(-62/64) overflows to inf and the angle at t = 0 is
+// 0 * inf = NaN (the kernels trained to a NaN loss).
+func.func @rope_theta_frequency_inf(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'tessel.rope' op theta 5e-324 makes the inverse frequency theta^(-62/64) of head size D=64 inf; every theta^(-2i/D) must be finite and > 0 (take a larger theta)}}
+  %y = tessel.rope %x heads 1 theta 4.9406564584124654e-324 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// theta 1e-318 with D = 64: theta^(-62/64) is about 1.2e308 (finite), but 7 times it at t = 7
+// is not.
+func.func @rope_theta_angle_inf(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'tessel.rope' op theta 1e-318 makes the angle (T-1) * theta^(-62/64) at T=8 positions inf; every angle t * theta^(-2i/D) must be finite (take a larger theta)}}
+  %y = tessel.rope %x heads 1 theta 1.0e-318 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+// The same theta is fine at T = 1 (only t = 0) and with D = 2 (the only frequency is 1), and
+// the largest finite theta is fine at any D (theta^(-(D-2)/D) >= 1 / DBL_MAX > 0).
+func.func @rope_theta_extremes_accepted(%x1: tensor<2x1x64xf32>, %x2: tensor<2x8x2xf32>, %x3: tensor<2x8x64xf32>) {
+  %a = tessel.rope %x1 heads 1 theta 1.0e-318 : tensor<2x1x64xf32>
+  %b = tessel.rope %x2 heads 1 theta 4.9406564584124654e-324 : tensor<2x8x2xf32>
+  %c = tessel.rope %x3 heads 1 theta 1.7976931348623157e308 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_theta_inf(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'tessel.rope' op theta must be finite and > 0, got inf}}
+  %y = tessel.rope %x heads 4 theta 0x7FF0000000000000 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
+func.func @rope_theta_nan(%x: tensor<2x8x64xf32>) {
+  // expected-error @+1 {{'tessel.rope' op theta must be finite and > 0, got nan}}
+  %y = tessel.rope %x heads 4 theta 0x7FF8000000000000 : tensor<2x8x64xf32>
+  return
+}
+
+// -----
+
 func.func @rope_zero_heads(%x: tensor<2x8x64xf32>) {
   // expected-error @+1 {{attribute 'num_heads' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
   %y = tessel.rope %x heads 0 theta 1.0e4 : tensor<2x8x64xf32>

@@ -311,7 +311,7 @@ func.func @embedding_dynamic_indices(%t: tensor<256x64xf32>, %i: tensor<?xi32>) 
 //===----------------------------------------------------------------------===//
 
 func.func @layer_norm_zero_epsilon(%x: tensor<4x64xf32>, %g: tensor<64xf32>) {
-  // expected-error @+1 {{epsilon must be > 0, got 0.000000e+00}}
+  // expected-error @+1 {{'tessel.layer_norm' op epsilon must be in [1.1754943508222875e-38, 1] (from f32's smallest normal number, so that the f32 kernels keep it, to 1), got 0}}
   %y = tessel.layer_norm %x, %g, %g {epsilon = 0.0 : f64} : (tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
   return
 }
@@ -319,7 +319,7 @@ func.func @layer_norm_zero_epsilon(%x: tensor<4x64xf32>, %g: tensor<64xf32>) {
 // -----
 
 func.func @layer_norm_negative_epsilon(%x: tensor<4x64xf32>, %g: tensor<64xf32>) {
-  // expected-error @+1 {{epsilon must be > 0, got -1.000000e-05}}
+  // expected-error @+1 {{'tessel.layer_norm' op epsilon must be in [1.1754943508222875e-38, 1] (from f32's smallest normal number, so that the f32 kernels keep it, to 1), got -1e-05}}
   %y = tessel.layer_norm %x, %g, %g {epsilon = -1.0e-05 : f64} : (tensor<4x64xf32>, tensor<64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
   return
 }

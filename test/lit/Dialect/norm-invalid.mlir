@@ -28,7 +28,7 @@ func.func @silu_grad_shape(%x: tensor<4x64xf32>, %dy: tensor<4x32xf32>) {
 // -----
 
 func.func @rms_norm_zero_epsilon(%x: tensor<4x64xf32>, %w: tensor<64xf32>) {
-  // expected-error @+1 {{'tessel.rms_norm' op epsilon must be > 0, got 0.000000e+00}}
+  // expected-error @+1 {{'tessel.rms_norm' op epsilon must be in [1.1754943508222875e-38, 1] (from f32's smallest normal number, so that the f32 kernels keep it, to 1), got 0}}
   %y = tessel.rms_norm %x, %w {epsilon = 0.0 : f64} : (tensor<4x64xf32>, tensor<64xf32>) -> tensor<4x64xf32>
   return
 }
@@ -100,7 +100,7 @@ func.func @rms_norm_grad_results(%x: tensor<4x64xf32>, %w: tensor<64xf32>, %dy: 
 // -----
 
 func.func @rms_norm_grad_epsilon(%x: tensor<4x64xf32>, %w: tensor<64xf32>, %dy: tensor<4x64xf32>) {
-  // expected-error @+1 {{'tessel.rms_norm_grad' op epsilon must be > 0, got -1.000000e+00}}
+  // expected-error @+1 {{'tessel.rms_norm_grad' op epsilon must be in [1.1754943508222875e-38, 1] (from f32's smallest normal number, so that the f32 kernels keep it, to 1), got -1}}
   %dx, %dw = tessel.rms_norm_grad %x, %w, %dy {epsilon = -1.0 : f64} : (tensor<4x64xf32>, tensor<64xf32>, tensor<4x64xf32>) -> (tensor<4x64xf32>, tensor<64xf32>)
   return
 }
