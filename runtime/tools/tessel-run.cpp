@@ -110,8 +110,9 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
       throw std::runtime_error(fmt::format("--data '{}': the lab bundle '{}' trains on its synthetic data only",
                                            f.data, f.dir));
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::syntheticRankData(
-        tessel::syntheticOptions(info.config), d.synthetic, {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps,
-                               .seed = f.seed, .firstStep = firstStep});
+        tessel::syntheticOptions(info.config), d.synthetic,
+        {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps, .seed = f.seed,
+         .firstStep = firstStep});
   } else {
     throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level language model (gpt, "
                                          "llama), an image classifier (mlp) nor a lab (lab-ddp, lab-unused, lab-fsdp, "
