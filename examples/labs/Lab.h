@@ -32,16 +32,17 @@ struct SyntheticData {
   /// Registers --samples, --held-out, --features, --classes and --noise on `app`.
   void addFlags(CLI::App& app) {
     using tessel::trainer::integerIn;
+    // The data's own ranges (SyntheticDataset.h), which a bundle's config is held to as well.
     app.add_option("--samples", options.samples, "synthetic training samples N")
-        ->capture_default_str()->check(integerIn(1, int64_t{1} << 24));
+        ->capture_default_str()->check(integerIn(1, tessel::kMaxSyntheticSamples));
     app.add_option("--held-out", options.heldOut, "synthetic held-out samples (the validation set)")
-        ->capture_default_str()->check(integerIn(1, int64_t{1} << 24));
+        ->capture_default_str()->check(integerIn(1, tessel::kMaxSyntheticSamples));
     app.add_option("--features", options.features, "features F per sample")
-        ->capture_default_str()->check(integerIn(1, int64_t{1} << 16));
+        ->capture_default_str()->check(integerIn(1, tessel::kMaxSyntheticFeatures));
     app.add_option("--classes", options.classes, "classes K")
-        ->capture_default_str()->check(integerIn(2, int64_t{1} << 16));
+        ->capture_default_str()->check(integerIn(2, tessel::kMaxSyntheticClasses));
     app.add_option("--noise", options.noise, "standard deviation of the features around their class centre")
-        ->capture_default_str()->check(tessel::trainer::numberIn(0, 1e6));
+        ->capture_default_str()->check(tessel::trainer::numberIn(0, tessel::kMaxSyntheticDeviation));
   }
 
   /// The recipe's data function: draws the splits from the shard's seed and feeds this rank's

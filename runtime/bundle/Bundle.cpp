@@ -284,7 +284,7 @@ Bundle readBundle(const std::string& dir) {
   } catch (const json::exception& e) {
     throw std::runtime_error(fmt::format("'{}': bad field: {}", file, e.what()));
   }
-  checkConfigIntegers(b.info, file);
+  checkConfigFields(b.info, file);
   {
     std::string want;
     try {

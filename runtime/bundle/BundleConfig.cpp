@@ -1,11 +1,15 @@
 // The model config against the program; see BundleConfig.h.
 #include "runtime/bundle/BundleConfig.h"
 
+#include "runtime/data/SyntheticDataset.h"  // syntheticOptions: the labs' data entries
+
 #include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -23,13 +27,54 @@ struct ConfigDim {
 };
 
 // What each shipped model's config fixes in its program (examples/gpt/model.h,
-// examples/mlp/model.h; a Linear's weight is [out, in], an Embedding's [rows, channels]).
+// examples/mlp/model.h, examples/llama/model.h, examples/labs/models.h; a Linear's weight is
+// [out, in], an Embedding's [rows, channels]).
 constexpr ConfigDim kGpt[] = {{"vocab", "wte.weight", 0},    {"channels", "wte.weight", 1},
                               {"seq", "wpe.weight", 0},      {"channels", "ln_f.weight", 0},
                               {"seq", "@0", 1}};
 constexpr ConfigDim kMlp[] = {{"pixels", "fc1.weight", 1},   {"hidden", "fc1.weight", 0},
                               {"hidden", "head.weight", 1},  {"classes", "head.weight", 0},
                               {"pixels", "@0", 1}};
+constexpr ConfigDim kLlama[] = {{"vocab", "tok_embeddings.weight", 0},
+                                {"channels", "tok_embeddings.weight", 1},
+                                {"vocab", "output.weight", 0},
+                                {"channels", "norm.weight", 0},
+                                {"channels", "blocks.0.attention.wq.weight", 0},
+                                {"hidden", "blocks.0.feed_forward.w1.weight", 0},
+                                {"seq", "@0", 1}};
+// The labs' MLP classifier (lab-ddp, lab-unused, lab-tp) and the FSDP lab's block stack;
+// "features" and "classes" are the synthetic data's entries.
+constexpr ConfigDim kLabClassifier[] = {{"features", "@0", 1},       {"features", "fc.weight", 1},
+                                        {"hidden", "fc.weight", 0},  {"hidden", "head.weight", 1},
+                                        {"classes", "head.weight", 0}};
+constexpr ConfigDim kLabBlocks[] = {{"features", "@0", 1},          {"features", "stem.weight", 1},
+                                    {"channels", "stem.weight", 0}, {"channels", "head.weight", 1},
+                                    {"classes", "head.weight", 0}};
+
+constexpr const char* kGptCounts[] = {"layers", "heads"};
+constexpr const char* kLlamaCounts[] = {"layers", "heads", "kv_heads"};
+constexpr const char* kLabBlockCounts[] = {"layers"};
+constexpr const char* kLlamaPositive[] = {"rope_theta", "norm_eps"};
+
+/// What bundle.json's config of a model tessel-run feeds holds, and what of it the program shows.
+struct ModelConfig {
+  std::span<const ConfigDim> dims;          // integer fields equal to a buffer dimension
+  std::span<const char* const> counts;      // other integer fields, 1 to 2^40
+  std::span<const char* const> positive;    // finite numbers > 0
+  bool layersAreBlocks = false;             // config.layers is the number of blocks.<i> groups
+  bool seqIsTrainSeq = false;               // config.seq is train_flags.seq
+  bool synthetic = false;                   // the synthetic data's entries (SyntheticDataset.h)
+};
+
+/// The config of a model tessel-run feeds; nullopt for other models (a user's own).
+std::optional<ModelConfig> configOf(const std::string& model) {
+  if (model == "gpt") return ModelConfig{kGpt, kGptCounts, {}, true, true};
+  if (model == "mlp") return ModelConfig{kMlp, {}, {}};
+  if (model == "llama") return ModelConfig{kLlama, kLlamaCounts, kLlamaPositive, true, true};
+  if (model == "lab-fsdp") return ModelConfig{kLabBlocks, kLabBlockCounts, {}, true, false, true};
+  if (isLabModel(model)) return ModelConfig{kLabClassifier, {}, {}, false, false, true};
+  return std::nullopt;
+}
 
 std::runtime_error mismatch(const std::string& file, const std::string& what) {
   return std::runtime_error(fmt::format("'{}': {} (edited, or written for another program)", file, what));
@@ -40,9 +85,46 @@ int64_t configValue(const BundleInfo& info, const std::string& field, const std:
   const auto& c = info.config;
   if (!c.is_object() || !c.contains(field) || !jsonIntegerIn(c.at(field), 1, int64_t{1} << 40))
     throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs an integer from 1 to 2^40", file,
-                                         field, c.is_object() && c.contains(field) ? c.at(field).dump() : "missing",
-                                         info.model));
+                                         field, jsonShown(c, field), info.model));
   return c.at(field).get<int64_t>();
+}
+
+/// The finite positive number config.<field>; throws naming the field otherwise.
+double positiveValue(const BundleInfo& info, const std::string& field, const std::string& file) {
+  const auto& c = info.config;
+  if (!c.is_object() || !c.contains(field) ||
+      !jsonNumberIn(c.at(field), 0, std::numeric_limits<double>::max(), /*openBelow=*/true))
+    throw std::runtime_error(fmt::format("'{}': config.{} is {}; the {} model needs a finite number > 0", file, field,
+                                         jsonShown(c, field), info.model));
+  return c.at(field).get<double>();
+}
+
+/// Throws unless the attention heads agree with the channels and, for grouped-query attention
+/// (`keyValueHeads`), with the key projection blocks.0.attention.wk.weight [kv_heads x D, C]:
+/// D = channels / heads, even for rotary embeddings. The head count itself is compiled into
+/// the attention kernels and shows in no shape: with the key/value heads in proportion, the
+/// checks pass for any heads that divide the channels so.
+void checkHeads(const BundleInfo& info, const Program& program, const std::string& file, bool keyValueHeads) {
+  const int64_t heads = configValue(info, "heads", file), channels = configValue(info, "channels", file);
+  if (channels % heads != 0)
+    throw mismatch(file, fmt::format("config.heads {} does not divide config.channels {}", heads, channels));
+  if (!keyValueHeads) return;
+  const int64_t headDim = channels / heads, kvHeads = configValue(info, "kv_heads", file);
+  if (headDim % 2 != 0)
+    throw mismatch(file, fmt::format("config.heads {} gives an odd head size {} / {} = {}; rotary embeddings need "
+                                     "an even one",
+                                     heads, channels, heads, headDim));
+  if (heads % kvHeads != 0)
+    throw mismatch(file, fmt::format("config.kv_heads {} does not divide config.heads {}", kvHeads, heads));
+  const int i = program.findBuffer("blocks.0.attention.wk.weight");
+  if (i < 0) throw mismatch(file, "the llama model needs the parameter 'blocks.0.attention.wk.weight', which "
+                                  "program.json lacks");
+  const Buffer& wk = program.buffers[static_cast<size_t>(i)];
+  const std::vector<int64_t>& shape = wk.globalShape.empty() ? wk.shape : wk.globalShape;
+  if (shape.empty() || shape[0] != kvHeads * headDim)
+    throw mismatch(file, fmt::format("config.kv_heads {} x head size {} (config.channels / config.heads) does not "
+                                     "match program.json: '{}' has shape [{}]",
+                                     kvHeads, headDim, wk.name, fmt::join(shape, ", ")));
 }
 
 /// The optimizer state suffixes ("<parameter>:<suffix>") each optimizer's update keeps
@@ -164,26 +246,36 @@ void checkPlanAndOptimizer(const BundleInfo& info, const Program& program, const
                                      fmt::join(known->second, ", ")));
 }
 
-/// The config table of a shipped model; empty for other models.
-std::span<const ConfigDim> tableOf(const std::string& model) {
-  if (model == "gpt") return kGpt;
-  if (model == "mlp") return kMlp;
-  return {};
-}
-
 }  // namespace
 
-bool tesselRunFeeds(const std::string& model) {
-  return model == "gpt" || model == "llama" || model == "mlp" || model.starts_with("lab-");
+bool isLabModel(const std::string& model) {
+  return model == "lab-ddp" || model == "lab-unused" || model == "lab-fsdp" || model == "lab-tp";
 }
 
-void checkConfigIntegers(const BundleInfo& info, const std::string& file) {
-  auto present = [&](const char* field) { return info.config.is_object() && info.config.contains(field); };
-  for (const ConfigDim& d : tableOf(info.model))
-    if (present(d.field)) configValue(info, d.field, file);
-  if (info.model == "gpt")
-    for (const char* field : {"layers", "heads"})
-      if (present(field)) configValue(info, field, file);
+bool tesselRunFeeds(const std::string& model) {
+  return model == "gpt" || model == "llama" || model == "mlp" || isLabModel(model);
+}
+
+void checkConfigFields(const BundleInfo& info, const std::string& file) {
+  const std::optional<ModelConfig> spec = configOf(info.model);
+  if (!spec) return;
+  const nlohmann::json& c = info.config;
+  if (!c.is_object())
+    throw std::runtime_error(fmt::format("'{}': config is {}; the {} model needs an object of its sizes", file,
+                                         abbreviated(c.dump()), info.model));
+  if (spec->synthetic) {
+    try {
+      tessel::syntheticOptions(c);
+    } catch (const std::runtime_error& e) {
+      throw std::runtime_error(fmt::format("'{}': {}", file, e.what()));
+    }
+  }
+  for (const ConfigDim& d : spec->dims)
+    if (c.contains(d.field)) configValue(info, d.field, file);
+  for (const char* field : spec->counts)
+    if (c.contains(field)) configValue(info, field, file);
+  for (const char* field : spec->positive)
+    if (c.contains(field)) positiveValue(info, field, file);
 }
 
 void checkBundleConfig(const BundleInfo& info, const Program& program, const std::string& file) {
@@ -199,7 +291,10 @@ void checkBundleConfig(const BundleInfo& info, const Program& program, const std
                                      "program.json: input '{}' has shape [{}], {} rows per rank and microstep",
                                      info.batch, info.plan.meshText(), info.plan.microsteps, input.name,
                                      fmt::join(input.shape, ", "), input.shape.empty() ? 0 : input.shape[0]));
-  for (const ConfigDim& d : tableOf(info.model)) {
+  const std::optional<ModelConfig> spec = configOf(info.model);
+  if (!spec) return;
+  checkConfigFields(info, file);  // the types and ranges of the fields present
+  for (const ConfigDim& d : spec->dims) {
     const int64_t want = configValue(info, d.field, file);
     const Buffer* b = &input;
     if (std::string(d.buffer) != "@0") {
@@ -215,21 +310,22 @@ void checkBundleConfig(const BundleInfo& info, const Program& program, const std
       throw mismatch(file, fmt::format("config.{} {} does not match program.json: '{}' has shape [{}]", d.field,
                                        want, b->name, fmt::join(shape, ", ")));
   }
-  if (info.model != "gpt") return;
-  if (int64_t seq = configValue(info, "seq", file); seq != info.seq)
-    throw mismatch(file, fmt::format("config.seq {} differs from train_flags.seq {}", seq, info.seq));
-  // Layers: the blocks.<i> groups of parameters. Heads divide the channels; how many there
-  // are is compiled into the attention kernels and not visible in a shape.
-  std::set<std::string> blocks;
-  for (const Buffer& b : program.buffers)
-    if (b.kind == BufferKind::Parameter && b.name.rfind("blocks.", 0) == 0)
-      blocks.insert(b.name.substr(0, b.name.find('.', 7)));
-  if (int64_t layers = configValue(info, "layers", file); layers != static_cast<int64_t>(blocks.size()))
-    throw mismatch(file, fmt::format("config.layers {} does not match program.json, which has {} blocks", layers,
-                                     blocks.size()));
-  if (int64_t heads = configValue(info, "heads", file); configValue(info, "channels", file) % heads != 0)
-    throw mismatch(file, fmt::format("config.heads {} does not divide config.channels {}", heads,
-                                     configValue(info, "channels", file)));
+  for (const char* field : spec->positive) positiveValue(info, field, file);
+  if (spec->seqIsTrainSeq)
+    if (int64_t seq = configValue(info, "seq", file); seq != info.seq)
+      throw mismatch(file, fmt::format("config.seq {} differs from train_flags.seq {}", seq, info.seq));
+  if (spec->layersAreBlocks) {
+    // Layers: the blocks.<i> groups of parameters.
+    std::set<std::string> blocks;
+    for (const Buffer& b : program.buffers)
+      if (b.kind == BufferKind::Parameter && b.name.rfind("blocks.", 0) == 0)
+        blocks.insert(b.name.substr(0, b.name.find('.', 7)));
+    if (int64_t layers = configValue(info, "layers", file); layers != static_cast<int64_t>(blocks.size()))
+      throw mismatch(file, fmt::format("config.layers {} does not match program.json, which has {} blocks", layers,
+                                       blocks.size()));
+  }
+  if (info.model == "gpt" || info.model == "llama")
+    checkHeads(info, program, file, /*keyValueHeads=*/info.model == "llama");
 }
 
 }  // namespace tessel::rt

@@ -2,12 +2,14 @@
 #include "runtime/data/SyntheticDataset.h"
 
 #include "runtime/data/DistributedSampler.h"  // splitmix64
+#include "runtime/io/JsonValues.h"
 
 #include <fmt/format.h>
 
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <stdexcept>
 
 namespace tessel {
 namespace {
@@ -37,23 +39,6 @@ class Draws {
   std::mt19937_64 rng_;
 };
 
-void check(const SyntheticOptions& o) {
-  auto bad = [](const char* what, auto value, const char* rule) {
-    throw DataError(fmt::format("synthetic data: {} must be {}, got {}", what, rule, value));
-  };
-  if (o.samples < 1) bad("the sample count", o.samples, ">= 1");
-  if (o.heldOut < 1) bad("the held-out sample count", o.heldOut, ">= 1");
-  if (o.features < 1) bad("the feature count", o.features, ">= 1");
-  if (o.classes < 2) bad("the class count", o.classes, ">= 2");
-  if (!(o.spread > 0) || !std::isfinite(o.spread)) bad("the centre spread", o.spread, "finite and > 0");
-  if (!(o.noise >= 0) || !std::isfinite(o.noise)) bad("the noise", o.noise, "finite and >= 0");
-  // Both splits' features together stay under 2^31 values (f32 vectors indexed by int64 rows x F).
-  const int64_t limit = int64_t{1} << 31;
-  if ((o.samples + o.heldOut) > limit / o.features)
-    throw DataError(fmt::format("synthetic data: {} x {} features exceed {} values", o.samples + o.heldOut,
-                                o.features, limit));
-}
-
 std::vector<double> drawCentres(Draws& draws, const SyntheticOptions& o) {
   std::vector<double> centres(static_cast<size_t>(o.classes * o.features));
   for (double& c : centres) c = o.spread * draws.normal();
@@ -80,8 +65,73 @@ ImageDataset drawSplit(Draws& draws, const SyntheticOptions& o, const std::vecto
 
 }  // namespace
 
+void checkSyntheticOptions(const SyntheticOptions& o) {
+  auto bad = [](const char* what, auto value, const std::string& rule) {
+    throw DataError(fmt::format("synthetic data: {} must be {}, got {}", what, rule, value));
+  };
+  auto range = [](int64_t lo, int64_t hi) { return fmt::format("from {} to {}", lo, hi); };
+  if (o.samples < 1 || o.samples > kMaxSyntheticSamples)
+    bad("the sample count", o.samples, range(1, kMaxSyntheticSamples));
+  if (o.heldOut < 1 || o.heldOut > kMaxSyntheticSamples)
+    bad("the held-out sample count", o.heldOut, range(1, kMaxSyntheticSamples));
+  if (o.features < 1 || o.features > kMaxSyntheticFeatures)
+    bad("the feature count", o.features, range(1, kMaxSyntheticFeatures));
+  if (o.classes < 2 || o.classes > kMaxSyntheticClasses)
+    bad("the class count", o.classes, range(2, kMaxSyntheticClasses));
+  if (!(o.spread > 0 && o.spread <= kMaxSyntheticDeviation))
+    bad("the centre spread", o.spread, fmt::format("finite, > 0 and <= {:g}", kMaxSyntheticDeviation));
+  if (!(o.noise >= 0 && o.noise <= kMaxSyntheticDeviation))
+    bad("the noise", o.noise, fmt::format("finite, >= 0 and <= {:g}", kMaxSyntheticDeviation));
+  // Both splits' features, and the centres, stay within 2^31 values each (f32 and f64 vectors
+  // indexed by rows x F). Compared by division, so that no product or sum of options overflows
+  // whatever the ranges above are.
+  const int64_t limit = int64_t{1} << 31, rows = limit / o.features;
+  if (o.samples > rows || o.heldOut > rows - o.samples)
+    throw DataError(fmt::format("synthetic data: ({} samples + {} held-out samples) x {} features exceed {} values",
+                                o.samples, o.heldOut, o.features, limit));
+  if (o.classes > rows)
+    throw DataError(fmt::format("synthetic data: {} class centres x {} features exceed {} values", o.classes,
+                                o.features, limit));
+}
+
+nlohmann::json syntheticConfig(const SyntheticOptions& o) {
+  return {{"samples", o.samples}, {"held_out", o.heldOut}, {"features", o.features},
+          {"classes", o.classes}, {"noise", o.noise},      {"spread", o.spread}};
+}
+
+SyntheticOptions syntheticOptions(const nlohmann::json& config) {
+  if (!config.is_object())
+    throw std::runtime_error(fmt::format("config is {}; the synthetic data needs an object of its options",
+                                         abbreviated(config.dump())));
+  auto integer = [&](const char* key, int64_t lo, int64_t hi) {
+    if (!config.contains(key) || !jsonIntegerIn(config.at(key), lo, hi))
+      throw std::runtime_error(fmt::format("config.{} is {}; the synthetic data needs an integer from {} to {}", key,
+                                           jsonShown(config, key), lo, hi));
+    return config.at(key).get<int64_t>();
+  };
+  auto deviation = [&](const char* key, bool positive) {
+    if (!config.contains(key) || !jsonNumberIn(config.at(key), 0, kMaxSyntheticDeviation, positive))
+      throw std::runtime_error(fmt::format("config.{} is {}; the synthetic data needs a number {} 0 and <= {:g}", key,
+                                           jsonShown(config, key), positive ? ">" : ">=", kMaxSyntheticDeviation));
+    return config.at(key).get<double>();
+  };
+  SyntheticOptions o;
+  o.samples = integer("samples", 1, kMaxSyntheticSamples);
+  o.heldOut = integer("held_out", 1, kMaxSyntheticSamples);
+  o.features = integer("features", 1, kMaxSyntheticFeatures);
+  o.classes = integer("classes", 2, kMaxSyntheticClasses);
+  o.noise = deviation("noise", false);
+  o.spread = deviation("spread", true);
+  try {
+    checkSyntheticOptions(o);
+  } catch (const DataError& e) {
+    throw std::runtime_error(fmt::format("config: {}", e.what()));
+  }
+  return o;
+}
+
 SyntheticSplits makeSyntheticClassification(const SyntheticOptions& options, uint64_t seed) {
-  check(options);
+  checkSyntheticOptions(options);
   Draws draws(seed);
   const std::vector<double> centres = drawCentres(draws, options);
   SyntheticSplits s;
@@ -91,7 +141,7 @@ SyntheticSplits makeSyntheticClassification(const SyntheticOptions& options, uin
 }
 
 std::vector<double> syntheticCentres(const SyntheticOptions& options, uint64_t seed) {
-  check(options);
+  checkSyntheticOptions(options);
   Draws draws(seed);
   return drawCentres(draws, options);
 }

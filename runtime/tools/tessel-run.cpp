@@ -3,7 +3,7 @@
 // compiler. It reads and verifies the bundle, dlopens its kernels.so, initialises the
 // parameters from --seed exactly as the JIT path does (Executor::initParameters), and runs
 // the shared training loop (runtime/train/Loop.h) on byte text (gpt, llama), images (mlp) or
-// the labs' synthetic data (lab-*),
+// the labs' synthetic data (lab-ddp, lab-unused, lab-fsdp, lab-tp),
 // printing the same progress lines and JSON log.
 //
 // Ranks: the bundle records its plan. Under a launcher of N ranks (`mpirun -np N
@@ -21,6 +21,7 @@
 // bundle still runs on the CPU with --device cpu. --device auto picks the GPU when the bundle
 // has CUDA kernels and a driver with a device is present.
 #include "runtime/bundle/Bundle.h"
+#include "runtime/bundle/BundleConfig.h"  // isLabModel
 #include "runtime/comm/NcclCommunicator.h"
 #include "runtime/comm/World.h"
 #include "runtime/cuda/CudaExecutor.h"
@@ -72,7 +73,7 @@ struct RunFlags {
 
 /// The data a `model` bundle reads by default.
 std::string defaultData(const std::string& model) {
-  if (model.starts_with("lab-")) return "synthetic";
+  if (tessel::rt::isLabModel(model)) return "synthetic";
   return model == "mlp" ? "/usr/share/datasets/fashion-mnist" : "/usr/share/games/fortunes";
 }
 
@@ -85,7 +86,7 @@ struct BundleData : tessel::trainer::RankData {
 };
 
 /// Loads the data a `model` bundle trains on ("gpt", "llama": byte text, "mlp": Fashion-MNIST,
-/// "lab-*": synthetic data from the seed and the bundle's config) and
+/// the labs: synthetic data from the seed and the bundle's config) and
 /// makes this rank's feeders. Throws naming the model when tessel-run cannot train it.
 void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags& f, int rank, int world,
               int64_t firstStep) {
@@ -102,26 +103,45 @@ void loadData(BundleData& d, const tessel::rt::BundleInfo& info, const RunFlags&
     d.test = tessel::readFashionMnist(dir, tessel::Split::Val);
     const tessel::trainer::ImageBatchOptions o{&d.images, &d.test, batch, rank, world, microsteps, f.seed, firstStep};
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::imageRankData(o, dir);
-  } else if (info.model.starts_with("lab-")) {
-    // The labs (examples/labs) draw their data from the seed, with the options in the config.
+  } else if (tessel::rt::isLabModel(info.model)) {
+    // The labs (examples/labs) draw their data from the seed, with the options in the config
+    // (checked with the bundle, rt::checkConfigFields).
     if (!f.data.empty() && f.data != "synthetic")
       throw std::runtime_error(fmt::format("--data '{}': the lab bundle '{}' trains on its synthetic data only",
                                            f.data, f.dir));
-    tessel::SyntheticOptions options;
-    try {
-      options = tessel::trainer::syntheticOptions(info.config);
-    } catch (const std::runtime_error& e) {
-      throw std::runtime_error(fmt::format("'{}/bundle.json': {}", f.dir, e.what()));
-    }
     static_cast<tessel::trainer::RankData&>(d) = tessel::trainer::syntheticRankData(
-        options, d.synthetic, {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps,
-                               .seed = f.seed, .firstStep = firstStep});
+        tessel::syntheticOptions(info.config), d.synthetic,
+        {.batch = batch, .rank = rank, .world = world, .microsteps = microsteps, .seed = f.seed,
+         .firstStep = firstStep});
   } else {
     throw std::runtime_error(fmt::format("'{}/bundle.json': model '{}' is neither a byte-level language model (gpt, "
-                                         "llama), an image classifier (mlp) nor a lab (lab-*); tessel-run trains only "
-                                         "those",
+                                         "llama), an image classifier (mlp) nor a lab (lab-ddp, lab-unused, lab-fsdp, "
+                                         "lab-tp); tessel-run trains only those",
                                          f.dir, info.model));
   }
+}
+
+/// The header line's and the run log's description of a bundle's model, e.g. "llama L=2 C=64
+/// NH=4 NKV=2 H=256 T=32 B=8" or "lab-ddp 64 -> 128 -> GELU -> 5 B=32". It echoes the config's
+/// values as JSON text (readBundle checked them; nothing here converts them).
+std::string describeBundle(const tessel::rt::BundleInfo& info) {
+  auto v = [&](const char* field) {
+    const nlohmann::json& c = info.config;
+    return c.is_object() && c.contains(field) && c.at(field).is_number() ? c.at(field).dump() : std::string("?");
+  };
+  const std::string& m = info.model;
+  if (m == "gpt")
+    return fmt::format("gpt L={} C={} NH={} T={} B={}", v("layers"), v("channels"), v("heads"), info.seq, info.batch);
+  if (m == "llama")
+    return fmt::format("llama L={} C={} NH={} NKV={} H={} T={} B={}", v("layers"), v("channels"), v("heads"),
+                       v("kv_heads"), v("hidden"), info.seq, info.batch);
+  if (m == "mlp")
+    return fmt::format("mlp {} -> {} -> {} -> {} B={}", v("pixels"), v("hidden"), v("hidden"), v("classes"),
+                       info.batch);
+  if (m == "lab-fsdp")
+    return fmt::format("{} {} -> {} blocks of C={} -> {} B={}", m, v("features"), v("layers"), v("channels"),
+                       v("classes"), info.batch);
+  return fmt::format("{} {} -> {} -> GELU -> {} B={}", m, v("features"), v("hidden"), v("classes"), info.batch);
 }
 
 /// "bf16" when the bundle's program computes in bf16 (mixed precision), else "f32": the
@@ -221,17 +241,7 @@ int runBundle(const RunFlags& f, tessel::trainer::TrainOptions train, tessel::tr
   }
   if (f.checkSchedule) tessel::rt::checkCollectiveSchedule(ex->program(), *comm);
   ex->initParameters(f.seed);
-  const nlohmann::json& c = bundle.info.config;
-  const std::string shape =
-      bundle.info.model == "gpt"
-          ? fmt::format("gpt L={} C={} NH={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
-                        c.value("heads", 0), bundle.info.seq, bundle.info.batch)
-      : bundle.info.model == "llama"
-          ? fmt::format("llama L={} C={} NH={} NKV={} H={} T={} B={}", c.value("layers", 0), c.value("channels", 0),
-                        c.value("heads", 0), c.value("kv_heads", 0), c.value("hidden", 0), bundle.info.seq,
-                        bundle.info.batch)
-          : fmt::format("mlp {} -> {} -> {} -> {} B={}", c.value("pixels", 0), c.value("hidden", 0),
-                        c.value("hidden", 0), c.value("classes", 0), bundle.info.batch);
+  const std::string shape = describeBundle(bundle.info);
   if (rank == 0)
     fmt::print("tessel-run: bundle '{}' ({}{}), {} parameters, arena {:.1f} MiB, {}, device {}{}\n", f.dir, shape,
                plan.ranks() * plan.microsteps == 1 ? std::string() : ", plan " + plan.meshText() +

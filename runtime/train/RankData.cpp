@@ -47,32 +47,6 @@ RankData syntheticRankData(const SyntheticOptions& options, SyntheticSplits& spl
   return r;
 }
 
-nlohmann::json syntheticConfig(const SyntheticOptions& o) {
-  return {{"samples", o.samples}, {"held_out", o.heldOut}, {"features", o.features},
-          {"classes", o.classes}, {"noise", o.noise},      {"spread", o.spread}};
-}
-
-SyntheticOptions syntheticOptions(const nlohmann::json& config) {
-  auto number = [&](const char* key) -> const nlohmann::json& {
-    if (!config.is_object() || !config.contains(key) || !config[key].is_number())
-      throw std::runtime_error(fmt::format("the synthetic data's config has no number \"{}\"", key));
-    return config[key];
-  };
-  auto integer = [&](const char* key) {
-    if (!number(key).is_number_integer())
-      throw std::runtime_error(fmt::format("the synthetic data's config entry \"{}\" is not an integer", key));
-    return config[key].get<int64_t>();
-  };
-  SyntheticOptions o;
-  o.samples = integer("samples");
-  o.heldOut = integer("held_out");
-  o.features = integer("features");
-  o.classes = integer("classes");
-  o.noise = number("noise").get<double>();
-  o.spread = number("spread").get<double>();
-  return o;  // their ranges are checked where the data is drawn (DataError)
-}
-
 std::pair<int, int> batchShard(const std::vector<std::pair<std::string, int64_t>>& mesh,
                                const std::string& batchAxis, int rank) {
   return batchShard(mesh, std::vector<std::string>{batchAxis}, rank);

@@ -54,13 +54,10 @@ RankData textRankData(const TextBatchOptions& o);
 /// --samples and --held-out when a split is smaller than the global batch.
 RankData syntheticRankData(const SyntheticOptions& options, SyntheticSplits& splits, ImageBatchOptions o);
 
-/// Synthetic data's entries of a bundle's "config" (bundle.json): "samples", "held_out",
-/// "features", "classes", "noise" and "spread", so that tessel-run draws the same data.
-nlohmann::json syntheticConfig(const SyntheticOptions& options);
-
-/// The options back from a bundle's "config"; throws std::runtime_error naming the first entry
-/// that is missing or not a number.
-SyntheticOptions syntheticOptions(const nlohmann::json& config);
+/// The synthetic data's entries of a bundle's "config" and the options back from them
+/// (runtime/data/SyntheticDataset.h, which says what each refuses).
+using tessel::syntheticConfig;
+using tessel::syntheticOptions;
 
 /// Images (ImageBatches.h): B images per step, "<n> training and <m> test images"; `where` is
 /// the folder as given. `o.train` and `o.test` must outlive the feeders.

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <random>
 #include <set>
@@ -164,30 +165,95 @@ TEST(SyntheticDataset, SamplerReshufflesEveryEpoch) {
   for (size_t e = 1; e < firsts.size(); ++e) EXPECT_NE(firsts[e], firsts[e - 1]) << "epoch " << e;
 }
 
+std::string refusal(const SyntheticOptions& o) {
+  try {
+    tessel::makeSyntheticClassification(o, 1);
+  } catch (const DataError& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 TEST(SyntheticDataset, BadOptionsAreNamed) {
-  auto message = [](SyntheticOptions o) {
-    try {
-      tessel::makeSyntheticClassification(o, 1);
-    } catch (const DataError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   SyntheticOptions o;
   o.classes = 1;
-  EXPECT_EQ(message(o), "synthetic data: the class count must be >= 2, got 1");
+  EXPECT_EQ(refusal(o), "synthetic data: the class count must be from 2 to 65536, got 1");
   o = {};
   o.samples = 0;
-  EXPECT_EQ(message(o), "synthetic data: the sample count must be >= 1, got 0");
+  EXPECT_EQ(refusal(o), "synthetic data: the sample count must be from 1 to 16777216, got 0");
   o = {};
   o.noise = -1;
-  EXPECT_EQ(message(o), "synthetic data: the noise must be finite and >= 0, got -1");
+  EXPECT_EQ(refusal(o), "synthetic data: the noise must be finite, >= 0 and <= 1e+06, got -1");
   o = {};
   o.features = 0;
-  EXPECT_EQ(message(o), "synthetic data: the feature count must be >= 1, got 0");
+  EXPECT_EQ(refusal(o), "synthetic data: the feature count must be from 1 to 65536, got 0");
   o = {};
   o.spread = NAN;
-  EXPECT_EQ(message(o), "synthetic data: the centre spread must be finite and > 0, got nan");
+  EXPECT_EQ(refusal(o), "synthetic data: the centre spread must be finite, > 0 and <= 1e+06, got nan");
+  o = {};
+  o.noise = INFINITY;
+  EXPECT_EQ(refusal(o), "synthetic data: the noise must be finite, >= 0 and <= 1e+06, got inf");
+}
+
+// Every count, at any int64 value, is refused naming it before anything is allocated: no
+// product or sum of options wraps (classes x features once wrapped to 0 and left the centres
+// empty; samples + held-out samples overflowed).
+TEST(SyntheticDataset, AnyIntegerIsRefusedWithoutOverflow) {
+  const int64_t max = std::numeric_limits<int64_t>::max(), min = std::numeric_limits<int64_t>::min();
+  const std::vector<int64_t> bad = {max, min, int64_t{1} << 62, -1, (int64_t{1} << 24) + 1, int64_t{1} << 32};
+  struct Field {
+    int64_t SyntheticOptions::*member;
+    const char* name;
+    int64_t hi;
+  };
+  for (const Field& f : {Field{&SyntheticOptions::samples, "the sample count", int64_t{1} << 24},
+                         Field{&SyntheticOptions::heldOut, "the held-out sample count", int64_t{1} << 24},
+                         Field{&SyntheticOptions::features, "the feature count", int64_t{1} << 16},
+                         Field{&SyntheticOptions::classes, "the class count", int64_t{1} << 16}})
+    for (int64_t v : bad) {
+      if (v > 0 && v <= f.hi) continue;  // in range: see the limits below
+      SyntheticOptions o;
+      o.*f.member = v;
+      EXPECT_EQ(refusal(o).rfind(std::string("synthetic data: ") + f.name + " must be from", 0), 0u)
+          << f.name << " = " << v << ": " << refusal(o);
+    }
+  // The hostile test's case (classes x features wrapped to 0 in 64 bits), and each count within
+  // its range with a product past 2^31 values.
+  SyntheticOptions o;
+  o.classes = int64_t{1} << 62;
+  o.features = 4;
+  EXPECT_EQ(refusal(o), "synthetic data: the class count must be from 2 to 65536, got 4611686018427387904");
+  o = {};
+  o.classes = int64_t{1} << 16;
+  o.features = (int64_t{1} << 15) + 1;
+  EXPECT_EQ(refusal(o), "synthetic data: 65536 class centres x 32769 features exceed 2147483648 values");
+  o = {};
+  o.samples = int64_t{1} << 24;
+  o.heldOut = int64_t{1} << 24;
+  o.features = 65;
+  EXPECT_EQ(refusal(o), "synthetic data: (16777216 samples + 16777216 held-out samples) x 65 features exceed "
+                        "2147483648 values");
+}
+
+// The limits themselves are accepted: exactly 2^31 feature values, and 2^31 centre coordinates
+// (checked without drawing: that would take 8 and 16 GiB).
+TEST(SyntheticDataset, TheLimitsAreInclusive) {
+  SyntheticOptions o;
+  o.samples = int64_t{1} << 24;
+  o.heldOut = int64_t{1} << 24;
+  o.features = 64;
+  EXPECT_NO_THROW(tessel::checkSyntheticOptions(o));
+  o = {};
+  o.classes = int64_t{1} << 16;
+  o.features = int64_t{1} << 15;
+  o.samples = 1;
+  o.heldOut = 1;
+  EXPECT_NO_THROW(tessel::checkSyntheticOptions(o));
+  o.classes = 2;
+  o.features = 1;
+  o.noise = 0;
+  o.spread = 1e6;
+  EXPECT_NO_THROW(tessel::checkSyntheticOptions(o));
 }
 
 }  // namespace
