@@ -1,6 +1,6 @@
 // bfloat16 conversions: the one definition the runtime, the reference interpreter and the
 // tests share (the generated kernels carry the same arithmetic in their preambles,
-// codegen/CppEmitter.cpp and codegen/CudaEmitter.cpp, and a test checks them bit for bit).
+// codegen/CppEmitter.cpp and codegen/CudaPreamble.cpp, and a test checks them bit for bit).
 //
 // bfloat16 is the upper 16 bits of an IEEE-754 binary32: 1 sign, 8 exponent and 7 mantissa
 // bits (Kalamkar et al., "A Study of BFLOAT16 for Deep Learning Training", 2019). f32 to
