@@ -50,13 +50,8 @@ TEST(NativeAttention, LossAndGradientsMatchTheReference) {
   ASSERT_EQ(got.size(), want.size());
   EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
   for (size_t i = 1; i < got.size(); ++i) {
-    const auto* g = static_cast<const float*>(got[i].data);
-    double err = 0, scale = 1e-30;
-    for (int64_t j = 0; j < want[i].numel(); ++j) {
-      err = std::max(err, std::abs(static_cast<double>(g[j]) - want[i].data[j]));
-      scale = std::max(scale, std::abs(want[i].data[j]));
-    }
-    EXPECT_LT(err / scale, kTolerance) << "gradient of " << program.state()[i - 1].name;
+    EXPECT_LT(tessel::test::relError(static_cast<const float*>(got[i].data), want[i]), kTolerance)
+        << "gradient of " << program.state()[i - 1].name;
   }
 }
 

@@ -25,17 +25,8 @@ tessel::NativeOptions options() {
           .seed = 5};
 }
 
+using tessel::test::relError;
 using tessel::test::stateOf;
-
-/// Max |a - b| / (max |b| over the tensor): a scale-aware error for f32 kernels against f64.
-double relError(const float* a, const tessel::ref::Tensor& b) {
-  double err = 0, scale = 1e-30;
-  for (int64_t i = 0; i < b.numel(); ++i) {
-    err = std::max(err, std::abs(static_cast<double>(a[i]) - b.data[i]));
-    scale = std::max(scale, std::abs(b.data[i]));
-  }
-  return err / scale;
-}
 
 // Tolerance: f32 kernels vs f64 reference. Each value is a chain of ~10 ops per layer whose
 // longest reduction is 4C = 96 terms; rounding grows like (terms) * 2^-24 ~ 6e-6 per

@@ -1,11 +1,13 @@
 // Shared by the native-versus-reference tests (NativeTest, NativeNormTest, NativeAttentionTest):
-// a batch of random byte tokens fed to an executor and to the f64 reference interpreter, and an
-// executor's state as reference tensors.
+// a batch of random byte tokens fed to an executor and to the f64 reference interpreter, an
+// executor's state as reference tensors, and the error measure of f32 kernels against f64.
 #pragma once
 
 #include "dsl/tessel.h"
 #include "runtime/exec/Executor.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -50,6 +52,16 @@ inline std::map<std::string, ref::Tensor> stateOf(const Program& program, rt::Ex
     state.emplace(p.name, ref::Tensor(p.shape, std::vector<double>(d, d + n)));
   }
   return state;
+}
+
+/// Max |a - b| / (max |b| over the tensor): a scale-aware error of f32 kernels against f64.
+inline double relError(const float* a, const ref::Tensor& b) {
+  double err = 0, scale = 1e-30;
+  for (int64_t i = 0; i < b.numel(); ++i) {
+    err = std::max(err, std::abs(static_cast<double>(a[i]) - b.data[i]));
+    scale = std::max(scale, std::abs(b.data[i]));
+  }
+  return err / scale;
 }
 
 }  // namespace tessel::test
