@@ -27,12 +27,6 @@ using tessel::Tensor;
 
 constexpr double kTol = 5e-8;  // see the file comment
 
-std::string str(const Shape& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
-  return out;
-}
-
 TEST(GradCheckAttention, Rope) {
   Rng rng;
   SCOPED_TRACE(rng.trace());

@@ -27,22 +27,10 @@ using tessel::Tensor;
 constexpr double kTol = 5e-8;       // see the file comment
 constexpr double kBlockTol = 1e-6;  // the composed block; see the file comment
 
-std::string str(const Shape& s) {
-  std::string out;
-  for (int64_t d : s) out += (out.empty() ? "" : "x") + std::to_string(d);
-  return out;
-}
-
 TEST(GradCheckNorm, Silu) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
-  for (Shape s : {Shape{1}, Shape{7}, Shape{33}, Shape{3, 33}}) {
-    GradCase c(rng);
-    Tensor x = c.param("x", s);
-    c.adjust("x", [](ref::Tensor& t) { for (double& v : t.data) v *= 2.0; });  // reach |x| ~ 4
-    c.setLoss({tessel::silu(x)});
-    c.check("silu " + str(s), kTol);
-  }
+  checkActivation(rng, "silu", [](const Tensor& x) { return tessel::silu(x); }, kTol);
 }
 
 // Both operands get a gradient: dgate = dy * up * silu'(gate), dup = dy * silu(gate).

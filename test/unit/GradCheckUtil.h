@@ -288,4 +288,24 @@ class GradCase {
   std::map<std::string, std::function<void(ref::Tensor&)>> adjust_;
 };
 
+/// A shape as the cases' names print it: "3x33", or "scalar" for rank 0.
+inline std::string str(const Shape& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "x" : "") + std::to_string(s[i]);
+  return out.empty() ? "scalar" : out;
+}
+
+/// The check of an elementwise activation `op` (gelu, silu, ...) on shapes from one element
+/// to several rows, inputs spread to |x| ~ 4 so that both tails and the bend are probed.
+template <typename Op>
+void checkActivation(Rng& rng, const std::string& name, Op op, double tol) {
+  for (Shape s : {Shape{1}, Shape{7}, Shape{33}, Shape{3, 33}}) {
+    GradCase c(rng);
+    Tensor x = c.param("x", s);
+    c.adjust("x", [](ref::Tensor& t) { for (double& v : t.data) v *= 2.0; });  // reach |x| ~ 4
+    c.setLoss({op(x)});
+    c.check(name + " " + str(s), tol);
+  }
+}
+
 }  // namespace gradcheck
