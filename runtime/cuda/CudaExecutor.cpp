@@ -153,6 +153,9 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
         }
       } else if (auto* g = std::get_if<GemmStep>(&step)) {
         st.kind = State::Step::Gemm;
+        if (!g->epilogue.empty())  // until cuBLASLt epilogues are wired: never silently skip one
+          throw std::runtime_error(fmt::format("CudaExecutor: this runtime does not run GEMM epilogues (gemm at {})",
+                                               g->location));
         st.what = fmt::format("step {} (gemm at {})", si, g->location.empty() ? "?" : g->location);
         auto ptr = [&](int id) { return s.pointers[static_cast<size_t>(id)]; };
         auto dt = [&](int id) { return program_.buffers[static_cast<size_t>(id)].dtype; };

@@ -26,17 +26,6 @@ bool overlaps(const Span& a, const Span& b) {
   return a.begin < b.end && b.begin < a.end;
 }
 
-/// Every buffer step `s` names (reads or writes).
-std::vector<int> buffersOf(const Step& s) {
-  if (const auto* k = std::get_if<KernelStep>(&s)) return k->args;
-  if (const auto* g = std::get_if<GemmStep>(&s)) return {g->a, g->b, g->c};
-  if (const auto* c = std::get_if<CopyStep>(&s)) return {c->src, c->dst};
-  const auto& c = std::get<CollectiveStep>(s);
-  std::vector<int> ids = c.tensors;
-  if (c.buffer >= 0) ids.push_back(c.buffer);
-  return ids;
-}
-
 }  // namespace
 
 bool directShardMove(const Program& program, const CollectiveStep& c) {
@@ -61,7 +50,7 @@ std::vector<std::vector<size_t>> shardMoveWaits(const Program& program, const Fu
   std::vector<Pending> pending;  // issued, not yet waited for, in issue order
   for (size_t i = 0; i < f.steps.size(); ++i) {
     std::vector<Span> touched;
-    for (int id : buffersOf(f.steps[i])) touched.push_back(spanOf(program, id));
+    for (int id : stepBuffers(f.steps[i])) touched.push_back(spanOf(program, id));
     // Wait, before step i, for every pending move whose memory step i touches.
     std::erase_if(pending, [&](const Pending& p) {
       const bool hazard = std::any_of(p.spans.begin(), p.spans.end(), [&](const Span& a) {

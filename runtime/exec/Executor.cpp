@@ -137,6 +137,9 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
       } else if (auto* g = std::get_if<GemmStep>(&step)) {
         p.kind = Prepared::Gemm;
         p.gemm = g;
+        if (!g->epilogue.empty())  // until the CPU executor runs epilogues: never silently skip one
+          throw std::runtime_error(fmt::format("Executor: this runtime does not run GEMM epilogues (gemm at {})",
+                                               g->location));
         p.a = pointers_[static_cast<size_t>(g->a)];
         p.b = pointers_[static_cast<size_t>(g->b)];
         p.c = pointers_[static_cast<size_t>(g->c)];

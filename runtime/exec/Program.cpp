@@ -66,12 +66,26 @@ int collectiveKindIndex(const CollectiveStep& c) {
 
 std::vector<int> stepBuffers(const Step& step) {
   if (auto* k = std::get_if<KernelStep>(&step)) return k->args;
-  if (auto* g = std::get_if<GemmStep>(&step)) return {g->a, g->b, g->c};
+  if (auto* g = std::get_if<GemmStep>(&step)) {
+    std::vector<int> ids{g->a, g->b, g->c};
+    const GemmEpilogue& e = g->epilogue;
+    for (int id : {e.bias, e.preActivation, e.residual, e.biasGradient})
+      if (id >= 0) ids.push_back(id);
+    return ids;
+  }
   if (auto* c = std::get_if<CopyStep>(&step)) return {c->src, c->dst};
   const auto& col = std::get<CollectiveStep>(step);
   std::vector<int> ids = col.tensors;
   if (col.kind != CollectiveStep::Kind::SendRecv) ids.push_back(col.buffer);
   return ids;
+}
+
+const char* gemmBackendName(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::OpenBlas: return "openblas";
+    case GemmBackend::OneDnn: return "onednn";
+    default: return "default";
+  }
 }
 
 const char* collectiveKindName(int index) {

@@ -110,15 +110,55 @@ struct KernelStep {
   bool operator==(const KernelStep&) const = default;
 };
 
-/// C[b] = op(A[b]) * op(B[b]) (+ C[b] if accumulate), row-major f32, b in [0, batch), with
-/// element strides between batches (0 = shared, e.g. a weight). Executed with cblas_sgemm on
-/// the CPU and cublasLtMatmul on a GPU (runtime/cuda/CudaGemm.h).
+/// What a GEMM does to its product before storing it: an epilogue fused into the GEMM
+/// (cuBLASLt's CUBLASLT_EPILOGUE_*, oneDNN's post-ops), so that the output is written once
+/// instead of being re-read by a separate kernel. With P = op(A[b]) op(B[b]) (+ C[b] when
+/// accumulate), per batch b, row i in [0, m), column j in [0, n):
+///   pre[i, j]  = P[i, j] + bias[j]                          (bias: [n], or 0 without one)
+///   preActivation[b][i, j] = pre[i, j]                      (the value GELU's gradient needs;
+///                                                            cuBLASLt's GELU_AUX buffer)
+///   C[b][i, j] = act(pre[i, j]) + residual[b][i, j]         (act: tanh-approximate GELU, as
+///                                                            PyTorch's approximate="tanh", or
+///                                                            the identity; residual or 0)
+///   biasGradient[i] = sum over kk of op(A[b])[i, kk], summed over b too (cuBLASLt's BGRADA:
+///                     the bias gradient of a weight gradient dW = dY^T X, where op(A) = dY^T)
+/// Every buffer id is -1 when unused; all of them have C's dtype except biasGradient (f32).
+/// preActivation and residual are [batch, m, n] with C's layout (stride strideC); they and
+/// biasGradient never overlap A, B or C. A residual may not be combined with accumulate.
+/// Who fuses them: passes/FuseGemmEpilogues.cpp, never into a GEMM whose output is a
+/// pending partial sum (a row-parallel product still to be all-reduced, which would add the
+/// bias once per rank).
+struct GemmEpilogue {
+  int bias = -1;
+  bool gelu = false;
+  int preActivation = -1;  // only with gelu
+  int residual = -1;
+  int biasGradient = -1;
+  /// True when the epilogue does nothing (every field at its default).
+  bool empty() const { return bias < 0 && !gelu && preActivation < 0 && residual < 0 && biasGradient < 0; }
+  bool operator==(const GemmEpilogue&) const = default;
+};
+
+/// The CPU library that runs a GEMM step, chosen per shape and dtype by measurement when the
+/// program is compiled (codegen's GEMM tuner, cached like the kernels) and shown by --explain.
+/// Default: the executor's own choice (OpenBLAS), for programs compiled before the choice
+/// existed. A GPU runs every GEMM with cuBLASLt whatever this says.
+enum class GemmBackend { Default, OpenBlas, OneDnn };
+/// "default", "openblas" or "onednn" (program.json's spelling).
+const char* gemmBackendName(GemmBackend backend);
+
+/// C[b] = op(A[b]) * op(B[b]) (+ C[b] if accumulate), then `epilogue`, row-major f32 or bf16
+/// (A, B and C may differ; a bf16 GEMM accumulates in f32), b in [0, batch), with element
+/// strides between batches (0 = shared, e.g. a weight). Executed with OpenBLAS or oneDNN on
+/// the CPU (`backend`) and cublasLtMatmul on a GPU (runtime/cuda/CudaGemm.h).
 struct GemmStep {
   int a = -1, b = -1, c = -1;
   bool transA = false, transB = false, accumulate = false;
   int64_t batch = 1, m = 0, n = 0, k = 0;
   int64_t strideA = 0, strideB = 0, strideC = 0;
   std::string location;
+  GemmEpilogue epilogue;
+  GemmBackend backend = GemmBackend::Default;
   bool operator==(const GemmStep&) const = default;
 };
 

@@ -327,6 +327,38 @@ class Checker {
     if (g.batch > 1 && g.strideC > 0 && g.strideC < g.m * g.n)
       fail(field + ".strideC", fmt::format("stride {} makes the {}x{} output batches overlap{}", g.strideC, g.m,
                                            g.n, at(g.location)));
+    checkEpilogue(g, field + ".epilogue");
+  }
+
+  /// Program.h GemmEpilogue's rules: sizes, dtypes, no overlap with the GEMM's operands.
+  void checkEpilogue(const GemmStep& g, const std::string& field) const {
+    const GemmEpilogue& e = g.epilogue;
+    if (e.preActivation >= 0 && !e.gelu)
+      fail(field + ".pre_activation", fmt::format("a pre-activation output without gelu{}", at(g.location)));
+    if (e.residual >= 0 && g.accumulate)
+      fail(field + ".residual", fmt::format("a residual on an accumulating GEMM{}", at(g.location)));
+    auto exact = [&](int id, int64_t numel, const char* name, bool f32Only) {
+      if (id < 0) return;
+      const Buffer& b = buffer(id, field + name);
+      if (b.dtype == DType::I32 || (f32Only && b.dtype != DType::F32))
+        fail(field + name, fmt::format("{} is not {}{}", describe(id), f32Only ? "f32" : "f32 or bf16", at(g.location)));
+      if (b.numel() != numel)
+        fail(field + name, fmt::format("{} has {} elements, the epilogue needs {}{}", describe(id), b.numel(), numel,
+                                       at(g.location)));
+    };
+    exact(e.bias, g.n, ".bias", false);
+    exact(e.biasGradient, g.m, ".bias_gradient", true);
+    for (auto [id, name] : {std::pair{e.preActivation, ".pre_activation"}, {e.residual, ".residual"}}) {
+      if (id < 0) continue;
+      if (buffer(id, field + name).dtype == DType::I32)
+        fail(field + name, fmt::format("{} is not f32 or bf16{}", describe(id), at(g.location)));
+      checkExtent(g, id, g.strideC, g.m, g.n, field + name);
+    }
+    for (auto [id, name] : {std::pair{e.bias, ".bias"}, {e.preActivation, ".pre_activation"},
+                            {e.residual, ".residual"}, {e.biasGradient, ".bias_gradient"}}) {
+      if (id >= 0 && (overlaps(id, g.a) || overlaps(id, g.b) || overlaps(id, g.c)))
+        fail(field + name, fmt::format("{} overlaps a GEMM operand{}", describe(id), at(g.location)));
+    }
   }
 
   /// A bucket: an f32 buffer holding exactly its f32 tensors; a start opens it, the wait

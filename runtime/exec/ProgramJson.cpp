@@ -22,7 +22,9 @@
 //                                                         "shared": bytes}},
 //       {"op": "gemm", "a", "b", "c", "m", "n", "k", "batch"? 1, "transA"? false,
 //        "transB"? false, "accumulate"? false, "strideA"? 0, "strideB"? 0, "strideC"? 0,
-//        "location"? ""},
+//        "location"? "", "backend"? "default" ("openblas", "onednn"),
+//        "epilogue"? {"bias"? -1, "gelu"? false, "pre_activation"? -1, "residual"? -1,
+//                     "bias_gradient"? -1} (Program.h GemmEpilogue)},
 //       {"op": "copy", "src", "dst"},
 //       {"op": "all_reduce_start"|"all_reduce_wait", "bucket" (the bucket number),
 //        "buffer" (the bucket's flat f32 buffer id), "tensors": [ids], "names"? [],
@@ -88,6 +90,14 @@ ordered_json toJson(const Step& step) {
     for (auto [key, v] : {std::pair{"strideA", g->strideA}, {"strideB", g->strideB}, {"strideC", g->strideC}})
       j[key] = v;
     j["location"] = g->location;
+    if (g->backend != GemmBackend::Default) j["backend"] = gemmBackendName(g->backend);
+    if (const GemmEpilogue& e = g->epilogue; !e.empty()) {
+      auto& ej = j["epilogue"] = decltype(j)::object();
+      for (auto [key, v] : {std::pair{"bias", e.bias}, {"pre_activation", e.preActivation},
+                            {"residual", e.residual}, {"bias_gradient", e.biasGradient}})
+        if (v >= 0) ej[key] = v;
+      if (e.gelu) ej["gelu"] = true;
+    }
   } else if (auto* c = std::get_if<CopyStep>(&step)) {
     j["op"] = "copy";
     j["src"] = c->src;
@@ -312,7 +322,7 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
   }
   if (op == "gemm") {
     r.object(j, field, {"op", "a", "b", "c", "m", "n", "k", "batch", "transA", "transB", "accumulate", "strideA",
-                        "strideB", "strideC", "location"});
+                        "strideB", "strideC", "location", "backend", "epilogue"});
     GemmStep g;
     g.a = r.id(j, "a", field);
     g.b = r.id(j, "b", field);
@@ -328,6 +338,22 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
     g.strideB = r.integer(j, "strideB", field, 0);
     g.strideC = r.integer(j, "strideC", field, 0);
     g.location = r.string(j, "location", field, "");
+    std::string backend = r.string(j, "backend", field, "default");
+    if (backend == "openblas") g.backend = GemmBackend::OpenBlas;
+    else if (backend == "onednn") g.backend = GemmBackend::OneDnn;
+    else if (backend != "default")
+      r.fail(field + ".backend", fmt::format("unknown GEMM backend '{}' (expected default, openblas or onednn)", backend));
+    if (j.contains("epilogue")) {
+      const json& e = j["epilogue"];
+      const std::string ef = field + ".epilogue";
+      r.object(e, ef, {"bias", "gelu", "pre_activation", "residual", "bias_gradient"});
+      auto optionalId = [&](const char* key) { return e.contains(key) ? r.id(e, key, ef) : -1; };
+      g.epilogue.bias = optionalId("bias");
+      g.epilogue.gelu = r.boolean(e, "gelu", ef);
+      g.epilogue.preActivation = optionalId("pre_activation");
+      g.epilogue.residual = optionalId("residual");
+      g.epilogue.biasGradient = optionalId("bias_gradient");
+    }
     return g;
   }
   if (op == "copy") {
