@@ -23,6 +23,7 @@
 
 #include "runtime/Init.h"
 #include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/GemmEpilogue.h"
 #include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/PipelineRuntime.h"  // defines: runSendRecv, ActionTracer, checkPipelineStage
 #include "runtime/exec/Sharding.h"
@@ -40,6 +41,7 @@ struct Executor::Prepared {
   const void* b = nullptr;
   void* c = nullptr;
   bool bf16 = false;  // some operand is bf16: run through f32 scratch (gemmThroughF32)
+  GemmEpilogueOperands epilogue;  // the fused epilogue's buffers (GemmEpilogue.h), if any
   // Copy
   const void* src = nullptr;
   void* dst = nullptr;
@@ -137,14 +139,22 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
       } else if (auto* g = std::get_if<GemmStep>(&step)) {
         p.kind = Prepared::Gemm;
         p.gemm = g;
-        if (!g->epilogue.empty())  // until the CPU executor runs epilogues: never silently skip one
-          throw std::runtime_error(fmt::format("Executor: this runtime does not run GEMM epilogues (gemm at {})",
-                                               g->location));
         p.a = pointers_[static_cast<size_t>(g->a)];
         p.b = pointers_[static_cast<size_t>(g->b)];
         p.c = pointers_[static_cast<size_t>(g->c)];
         p.bf16 = isBF16(g->a) || isBF16(g->b) || isBF16(g->c);
         p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
+        const GemmEpilogue& e = g->epilogue;
+        auto epilogueBuffer = [&](int id, bool* bf16) -> void* {
+          if (id < 0) return nullptr;
+          if (bf16) *bf16 = isBF16(id);
+          p.tempEnd = std::max(p.tempEnd, tempEnd(id));
+          return pointers_[static_cast<size_t>(id)];
+        };
+        p.epilogue.bias = epilogueBuffer(e.bias, &p.epilogue.biasBF16);
+        p.epilogue.preActivation = epilogueBuffer(e.preActivation, &p.epilogue.preActivationBF16);
+        p.epilogue.residual = epilogueBuffer(e.residual, &p.epilogue.residualBF16);
+        p.epilogue.biasGradient = static_cast<float*>(epilogueBuffer(e.biasGradient, nullptr));
       } else if (auto* c = std::get_if<CopyStep>(&step)) {
         p.kind = Prepared::Copy;
         p.src = pointers_[static_cast<size_t>(c->src)];
@@ -325,13 +335,14 @@ void Executor::run(const std::string& function) {
         float beta = g.accumulate ? 1.0f : 0.0f;
         if (p.bf16) {
           gemmThroughF32(p);
-          break;
+        } else {
+          const float *a = static_cast<const float*>(p.a), *b = static_cast<const float*>(p.b);
+          float* c = static_cast<float*>(p.c);
+          for (int64_t i = 0; i < g.batch; ++i)
+            cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m,
+                        n, k, 1.0f, a + i * g.strideA, lda, b + i * g.strideB, ldb, beta, c + i * g.strideC, n);
         }
-        const float *a = static_cast<const float*>(p.a), *b = static_cast<const float*>(p.b);
-        float* c = static_cast<float*>(p.c);
-        for (int64_t i = 0; i < g.batch; ++i)
-          cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m,
-                      n, k, 1.0f, a + i * g.strideA, lda, b + i * g.strideB, ldb, beta, c + i * g.strideC, n);
+        if (!g.epilogue.empty()) applyGemmEpilogue(g, p.a, isBF16(g.a), p.c, isBF16(g.c), p.epilogue);
         break;
       }
       case Prepared::Copy:

@@ -1,0 +1,160 @@
+// GEMM epilogues on the CPU (GemmEpilogue.h says what and with which numerics).
+#include "runtime/exec/GemmEpilogue.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/numeric/BFloat16.h"
+
+namespace tessel::rt {
+namespace {
+
+inline float bitsToFloat(int32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// The generated kernels' tessel_exp (codegen/CppEmitter.cpp's preamble, which documents the
+// method: Cody-Waite reduction, Cephes' degree-6 polynomial, 2^n as two factors), operation
+// for operation, so that the epilogue's GELU is the gelu kernel's (up to FMA contraction).
+inline float expLikeKernels(float x) {
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const float nc = n > -150.0f ? (n < 128.0f ? n : 128.0f) : -150.0f;
+  const int32_t ni = static_cast<int32_t>(nc);
+  const int32_t n1 = ni >> 1, n2 = ni - n1;
+  float y = p * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
+  y = x < -104.0f ? 0.0f : y;
+  y = x > 88.7228f ? INFINITY : y;
+  return x != x ? x : y;
+}
+
+inline float geluLikeKernels(float x) {
+  const float z = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2u
+  return z < -80.0f ? x * 0.0f : x / (1.0f + expLikeKernels(-z));
+}
+
+inline float load(const void* base, bool bf16, int64_t i) {
+  return bf16 ? numeric::floatFromBF16(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
+}
+
+inline void store(void* base, bool bf16, int64_t i, float v) {
+  if (bf16)
+    static_cast<uint16_t*>(base)[i] = numeric::bf16FromFloat(v);
+  else
+    static_cast<float*>(base)[i] = v;
+}
+
+// One row of n elements, f32 throughout: the common case, written as one simd loop.
+void rowF32(float* c, const float* bias, float* pre, const float* residual, bool gelu, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    float v = c[j];
+    if (bias) v = v + bias[j];
+    if (pre) pre[j] = v;
+    if (gelu) v = geluLikeKernels(v);
+    if (residual) v = v + residual[j];
+    c[j] = v;
+  }
+}
+
+// The bias gradient: out[i] = sum over b, kk of op(A[b])[i, kk], in double, b then kk in
+// order. Columns i are taken in blocks so that a transposed A (the usual dY stored
+// [rows, m]) is read along its rows.
+void biasGradient(const GemmStep& g, const void* a, bool aBF16, float* out) {
+  constexpr int64_t kBlock = 64;
+  const int64_t blocks = (g.m + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static)
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t i0 = blk * kBlock, i1 = std::min(g.m, i0 + kBlock);
+    double acc[kBlock] = {};
+    for (int64_t b = 0; b < g.batch; ++b) {
+      const int64_t base = b * g.strideA;
+      if (g.transA) {  // stored k x m: op(A)[i, kk] = A[kk * m + i]
+        for (int64_t kk = 0; kk < g.k; ++kk)
+          for (int64_t i = i0; i < i1; ++i) acc[i - i0] += load(a, aBF16, base + kk * g.m + i);
+      } else {  // stored m x k: op(A)[i, kk] = A[i * k + kk]
+        for (int64_t i = i0; i < i1; ++i)
+          for (int64_t kk = 0; kk < g.k; ++kk) acc[i - i0] += load(a, aBF16, base + i * g.k + kk);
+      }
+    }
+    for (int64_t i = i0; i < i1; ++i) out[i] = static_cast<float>(acc[i - i0]);
+  }
+}
+
+}  // namespace
+
+float epilogueGelu(float x) { return geluLikeKernels(x); }
+
+void applyGemmEpilogue(const GemmStep& g, const void* a, bool aBF16, void* c, bool cBF16,
+                       const GemmEpilogueOperands& o) {
+  const GemmEpilogue& e = g.epilogue;
+  auto need = [&](bool used, const void* p, const char* what) {
+    if (used && !p)
+      throw std::invalid_argument(fmt::format("applyGemmEpilogue: the epilogue has a {} but no buffer was given "
+                                              "(gemm at {})", what, g.location.empty() ? "?" : g.location));
+  };
+  need(e.bias >= 0, o.bias, "bias");
+  need(e.preActivation >= 0, o.preActivation, "pre-activation");
+  need(e.residual >= 0, o.residual, "residual");
+  need(e.biasGradient >= 0, o.biasGradient, "bias gradient");
+  need(e.biasGradient >= 0, a, "bias gradient (A)");
+  if (e.biasGradient >= 0) biasGradient(g, a, aBF16, o.biasGradient);
+  const bool rowWork = e.bias >= 0 || e.gelu || e.residual >= 0;
+  if (!rowWork) return;
+  const int64_t m = g.m, n = g.n, rows = g.batch * m;
+  const bool allF32 = !cBF16 && !(o.bias && o.biasBF16) && !(o.preActivation && o.preActivationBF16) &&
+                      !(o.residual && o.residualBF16);
+  const float* biasF32 = nullptr;
+  std::vector<float> widenedBias;
+  if (o.bias) {
+    if (o.biasBF16) {
+      widenedBias.resize(static_cast<size_t>(n));
+      numeric::bf16ToFloat(static_cast<const uint16_t*>(o.bias), widenedBias.data(), n);
+      biasF32 = widenedBias.data();
+    } else {
+      biasF32 = static_cast<const float*>(o.bias);
+    }
+  }
+#pragma omp parallel
+  {
+    std::vector<float> row, res;  // mixed-dtype rows go through f32 copies
+    if (!allF32) row.resize(static_cast<size_t>(n)), res.resize(static_cast<size_t>(n));
+#pragma omp for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t at = (r / m) * g.strideC + (r % m) * n;  // element offset of the row in C
+      if (allF32) {
+        rowF32(static_cast<float*>(c) + at, biasF32, o.preActivation ? static_cast<float*>(o.preActivation) + at : nullptr,
+               o.residual ? static_cast<const float*>(o.residual) + at : nullptr, e.gelu, n);
+        continue;
+      }
+      for (int64_t j = 0; j < n; ++j) row[static_cast<size_t>(j)] = load(c, cBF16, at + j);
+      if (o.residual)
+        for (int64_t j = 0; j < n; ++j) res[static_cast<size_t>(j)] = load(o.residual, o.residualBF16, at + j);
+      for (int64_t j = 0; j < n; ++j) {
+        float v = row[static_cast<size_t>(j)];
+        if (biasF32) v = v + biasF32[j];
+        if (o.preActivation) store(o.preActivation, o.preActivationBF16, at + j, v);
+        if (e.gelu) v = geluLikeKernels(v);
+        if (o.residual) v = v + res[static_cast<size_t>(j)];
+        store(c, cBF16, at + j, v);
+      }
+    }
+  }
+}
+
+}  // namespace tessel::rt
