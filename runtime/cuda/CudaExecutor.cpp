@@ -153,15 +153,19 @@ CudaExecutor::CudaExecutor(Program program, const CudaBinary& module, CudaExecut
         }
       } else if (auto* g = std::get_if<GemmStep>(&step)) {
         st.kind = State::Step::Gemm;
-        if (!g->epilogue.empty())  // until cuBLASLt epilogues are wired: never silently skip one
-          throw std::runtime_error(fmt::format("CudaExecutor: this runtime does not run GEMM epilogues (gemm at {})",
-                                               g->location));
         st.what = fmt::format("step {} (gemm at {})", si, g->location.empty() ? "?" : g->location);
         auto ptr = [&](int id) { return s.pointers[static_cast<size_t>(id)]; };
         auto dt = [&](int id) { return program_.buffers[static_cast<size_t>(id)].dtype; };
-        st.gemm = std::make_unique<cuda::LtGemm>(*s.lt, s.handle, *g, ptr(g->a), dt(g->a), ptr(g->b), dt(g->b),
-                                                 ptr(g->c), dt(g->c), workspace, static_cast<size_t>(m.workspace));
         st.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
+        auto epilogueBuffer = [&](int id) -> CUdeviceptr {
+          if (id < 0) return 0;
+          st.tempEnd = std::max(st.tempEnd, tempEnd(id));
+          return ptr(id);
+        };
+        const cuda::LtEpilogueBuffers ep{epilogueBuffer(g->epilogue.bias), epilogueBuffer(g->epilogue.preActivation),
+                                         epilogueBuffer(g->epilogue.residual), epilogueBuffer(g->epilogue.biasGradient)};
+        st.gemm = std::make_unique<cuda::LtGemm>(*s.lt, s.handle, *g, ptr(g->a), dt(g->a), ptr(g->b), dt(g->b),
+                                                 ptr(g->c), dt(g->c), workspace, static_cast<size_t>(m.workspace), ep);
       } else if (auto* col = std::get_if<CollectiveStep>(&step)) {
         st.kind = State::Step::Collective;
         st.collective = col;

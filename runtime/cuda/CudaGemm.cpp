@@ -21,15 +21,46 @@ cudaDataType_t dataType(DType d, const std::string& where) {
 
 }  // namespace
 
+cublasLtEpilogue_t ltEpilogue(const GemmStep& g, DType dc) {
+  const GemmEpilogue& e = g.epilogue;
+  const std::string where = fmt::format(" (gemm {}x[{}x{}x{}]{})", g.batch, g.m, g.n, g.k,
+                                        g.location.empty() ? "" : " at " + g.location);
+  auto refuse = [&](const std::string& why) {
+    return std::runtime_error(fmt::format("CudaExecutor: cuBLASLt cannot run this GEMM epilogue: {}{}", why, where));
+  };
+  if (e.biasGradient >= 0) {
+    if (e.bias >= 0 || e.gelu || e.residual >= 0)
+      throw refuse("a bias gradient combined with another epilogue (cuBLASLt has one per matmul)");
+    if (g.batch > 1) throw refuse("a bias gradient over more than one batch (BGRADB reduces one matmul)");
+    if (dc != DType::F32) throw refuse("a bias gradient with a bf16 C (cuBLASLt writes it in C's type, not f32)");
+    return CUBLASLT_EPILOGUE_BGRADB;
+  }
+  if (e.residual >= 0 && e.gelu)
+    throw refuse("a residual after GELU (cuBLASLt adds C before the activation)");
+  if (e.preActivation >= 0 && (g.n % 8 != 0 || (g.batch > 1 && g.strideC % 8 != 0)))
+    throw refuse(fmt::format("a pre-activation of leading dimension {} and batch stride {} (cuBLASLt's GELU aux "
+                             "buffer needs multiples of 8)", g.n, g.strideC));
+  if (e.gelu)
+    return e.preActivation >= 0 ? (e.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                                : (e.bias >= 0 ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+  return e.bias >= 0 ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
 LtGemm::LtGemm(const BlasLtApi& api, cublasLtHandle_t handle, const GemmStep& g, CUdeviceptr a, DType da,
-               CUdeviceptr b, DType db, CUdeviceptr c, DType dc, CUdeviceptr workspace, size_t workspaceBytes)
-    : api_(api), handle_(handle), pa_(b), pb_(a), pd_(c), workspace_(workspace), workspaceBytes_(workspaceBytes) {
+               CUdeviceptr b, DType db, CUdeviceptr c, DType dc, CUdeviceptr workspace, size_t workspaceBytes,
+               const LtEpilogueBuffers& ep)
+    : api_(api), handle_(handle), pa_(b), pb_(a), pd_(c), pc_(ep.residual ? ep.residual : c), workspace_(workspace),
+      workspaceBytes_(workspaceBytes) {
   // cuBLASLt's A is the step's B and its B the step's A (CudaPlan.h ltGemmShape).
   where_ = fmt::format(" (gemm {}x[{}x{}x{}]{})", g.batch, g.m, g.n, g.k, g.location.empty() ? "" : " at " + g.location);
   const LtGemmShape s = ltGemmShape(g);
-  beta_ = s.beta;
+  const cublasLtEpilogue_t epilogue = ltEpilogue(g, dc);
+  beta_ = ep.residual ? 1.0f : s.beta;  // a residual is cuBLASLt's C (never with accumulate)
   const cudaDataType_t ta = dataType(db, where_), tb = dataType(da, where_), td = dataType(dc, where_);
   const int64_t batch = s.serialBatches ? 1 : s.batch;
+  if (s.serialBatches && epilogue != CUBLASLT_EPILOGUE_DEFAULT)  // it would run once per serial batch
+    throw std::runtime_error("CudaExecutor: cuBLASLt cannot run this GEMM epilogue: a sum over batches into one C "
+                             "is issued as serial matmuls" + where_);
   if (s.serialBatches) {
     serialBatches_ = s.batch;
     strideABytes_ = s.a.stride * dtypeBytes(db);
@@ -40,6 +71,24 @@ LtGemm::LtGemm(const BlasLtApi& api, cublasLtHandle_t handle, const GemmStep& g,
   cublasOperation_t opA = s.a.trans ? CUBLAS_OP_T : CUBLAS_OP_N, opB = s.b.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
   ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), "TRANSA");
   ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), "TRANSB");
+  if (epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "EPILOGUE");
+    if (void* bias = reinterpret_cast<void*>(ep.biasGradient ? ep.biasGradient : ep.bias))
+      ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias),
+         "BIAS_POINTER");
+    if (ep.preActivation) {
+      void* aux = reinterpret_cast<void*>(ep.preActivation);
+      const int64_t ld = g.n, stride = g.strideC;  // C's layout (Program.h GemmEpilogue)
+      ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux),
+         "EPILOGUE_AUX_POINTER");
+      ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ld, sizeof ld),
+         "EPILOGUE_AUX_LD");
+      if (batch > 1)
+        ck(api.cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE, &stride,
+                                              sizeof stride),
+           "EPILOGUE_AUX_BATCH_STRIDE");
+    }
+  }
   auto layout = [&](cublasLtMatrixLayout_t* l, cudaDataType_t t, const LtOperand& o) {
     ck(api.cublasLtMatrixLayoutCreate(l, t, static_cast<uint64_t>(o.rows), static_cast<uint64_t>(o.cols), o.ld),
        "cublasLtMatrixLayoutCreate");
@@ -68,7 +117,7 @@ LtGemm::LtGemm(const BlasLtApi& api, cublasLtHandle_t handle, const GemmStep& g,
     const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, operandAlignment(pa_, s.a.stride * dtypeBytes(db), alignBatch)},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, operandAlignment(pb_, s.b.stride * dtypeBytes(da), alignBatch)},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, operandAlignment(pd_, s.d.stride * dtypeBytes(dc), batch)},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, operandAlignment(pc_, s.d.stride * dtypeBytes(dc), batch)},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, operandAlignment(pd_, s.d.stride * dtypeBytes(dc), batch)}};
     for (auto [attr, bytes] : aligns)
       ck(api.cublasLtMatmulPreferenceSetAttribute(pref, attr, &bytes, sizeof bytes), "MIN_ALIGNMENT");
@@ -102,7 +151,7 @@ void LtGemm::enqueue(CUstream stream) const {
     const CUdeviceptr b = pb_ + static_cast<CUdeviceptr>(i * strideBBytes_);
     check(api_,
           api_.cublasLtMatmul(handle_, desc_, &alpha, reinterpret_cast<const void*>(a), a_,
-                              reinterpret_cast<const void*>(b), b_, &beta, reinterpret_cast<void*>(pd_), d_,
+                              reinterpret_cast<const void*>(b), b_, &beta, reinterpret_cast<void*>(pc_), d_,
                               reinterpret_cast<void*>(pd_), d_, &algo_, reinterpret_cast<void*>(workspace_),
                               workspaceBytes_, reinterpret_cast<cudaStream_t>(stream)),
           "cublasLtMatmul" + where_);

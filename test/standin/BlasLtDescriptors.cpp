@@ -45,6 +45,15 @@ std::string decode(cublasLtMatmulDesc_t op, cublasLtMatrixLayout_t a, cublasLtMa
   Gemm g;
   g.transA = o->transA == CUBLAS_OP_T;
   g.transB = o->transB == CUBLAS_OP_T;
+  g.epilogue = o->epilogue, g.bias = o->bias, g.aux = o->aux, g.auxLd = o->auxLd, g.auxStride = o->auxStride;
+  const bool needsBias = o->epilogue == CUBLASLT_EPILOGUE_BIAS || o->epilogue == CUBLASLT_EPILOGUE_GELU_BIAS ||
+                         o->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || o->epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  const bool needsAux = o->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || o->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+  if (needsBias && !o->bias) return fmt::format("epilogue {} without a BIAS_POINTER", o->epilogue);
+  if (needsAux && (!o->aux || o->auxLd < static_cast<int64_t>(ld->rows)))
+    return fmt::format("epilogue {} needs EPILOGUE_AUX_POINTER and an EPILOGUE_AUX_LD of at least {} rows (got {})",
+                       o->epilogue, ld->rows, o->auxLd);
+  if (o->epilogue == CUBLASLT_EPILOGUE_BGRADB && ld->batch > 1) return "BGRADB on a batched matmul";
   g.a = *la;
   g.b = *lb;
   g.d = *ld;
@@ -116,7 +125,7 @@ cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeTy
                   fmt::format("compute type {} with scale type {} (Tessel uses CUBLAS_COMPUTE_32F, CUDA_R_32F)",
                               static_cast<int>(compute), static_cast<int>(scale)));
   *d = new cublasLtMatmulDescOpaque_t{};
-  Desc c{kDescMagic, CUBLAS_OP_N, CUBLAS_OP_N};
+  Desc c{kDescMagic, CUBLAS_OP_N, CUBLAS_OP_N, CUBLASLT_EPILOGUE_DEFAULT, 0, 0, 0, 0};
   std::memcpy((*d)->data, &c, sizeof c);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -131,9 +140,43 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
                                               const void* buf, size_t size) {
   auto* c = contentOf<Desc>(d, kDescMagic);
   if (!c || !buf) return CUBLAS_STATUS_INVALID_VALUE;
-  if (attr != CUBLASLT_MATMUL_DESC_TRANSA && attr != CUBLASLT_MATMUL_DESC_TRANSB)
-    return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulDescSetAttribute",
-                  fmt::format("attribute {} (Tessel sets only TRANSA and TRANSB)", static_cast<int>(attr)));
+  const char* call = "cublasLtMatmulDescSetAttribute";
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+      if (size != sizeof c->epilogue) return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "size");
+      int32_t e;
+      std::memcpy(&e, buf, sizeof e);
+      if (e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_BIAS && e != CUBLASLT_EPILOGUE_GELU &&
+          e != CUBLASLT_EPILOGUE_GELU_BIAS && e != CUBLASLT_EPILOGUE_GELU_AUX && e != CUBLASLT_EPILOGUE_GELU_AUX_BIAS &&
+          e != CUBLASLT_EPILOGUE_BGRADB)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, call, fmt::format("epilogue {} (Tessel never uses it)", e));
+      c->epilogue = e;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER:
+      if (size != sizeof(void*)) return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "size");
+      std::memcpy(attr == CUBLASLT_MATMUL_DESC_BIAS_POINTER ? &c->bias : &c->aux, buf, sizeof(void*));
+      return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD:
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE: {
+      if (size != sizeof(int64_t)) return refuse(CUBLAS_STATUS_INVALID_VALUE, call, "size");
+      int64_t v;
+      std::memcpy(&v, buf, sizeof v);
+      if (v < 0 || v % 8 != 0)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, call,
+                      fmt::format("GELU aux leading dimension or batch stride {} is not a multiple of 8", v));
+      (attr == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD ? c->auxLd : c->auxStride) = v;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB:
+      break;
+    default:
+      return refuse(CUBLAS_STATUS_NOT_SUPPORTED, call,
+                    fmt::format("attribute {} (Tessel sets only TRANSA, TRANSB and the epilogue's)",
+                                static_cast<int>(attr)));
+  }
   int32_t op;
   if (size != sizeof op) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute", "size");
   std::memcpy(&op, buf, sizeof op);

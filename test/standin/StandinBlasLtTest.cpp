@@ -1,6 +1,7 @@
 // The runtime's GEMM steps on cuBLASLt (runtime/cuda/CudaGemm.cpp) run on the stand-in
 // cuBLASLt against a float64 reference, for every transpose, batch stride (0: shared, or a
-// sum over batches), accumulate and dtype Tessel uses; descriptor settings Tessel never uses
+// sum over batches), accumulate and dtype Tessel uses, and every epilogue mapping (CudaGemm.h
+// ltEpilogue); descriptor settings Tessel never uses and epilogues cuBLASLt cannot express
 // are refused; a wrong leading dimension in one GEMM is caught.
 #include "runtime/cuda/CudaApi.h"
 #include "runtime/cuda/CudaGemm.h"
@@ -146,13 +147,123 @@ TEST(StandinBlasLt, Bf16OperandsAreWidenedExactly) {
     }
 }
 
+/// Runs `g` with its epilogue through LtGemm on the stand-in and checks C, the pre-activation
+/// and the bias gradient against float64 (Program.h GemmEpilogue's definition).
+void checkEpilogue(const rt::GemmStep& g) {
+  const rt::GemmEpilogue& e = g.epilogue;
+  SCOPED_TRACE(::testing::Message() << "batch " << g.batch << " m " << g.m << " n " << g.n << " k " << g.k
+                                    << " transA " << g.transA << " bias " << e.bias << " gelu " << e.gelu << " pre "
+                                    << e.preActivation << " residual " << e.residual << " bgrad " << e.biasGradient);
+  Gpu gpu;
+  std::mt19937 rng(static_cast<unsigned>(g.m * 31 + g.n * 7 + g.k));
+  const size_t na = static_cast<size_t>((g.batch - 1) * g.strideA + g.m * g.k),
+               nb = static_cast<size_t>((g.batch - 1) * g.strideB + g.k * g.n),
+               nc = static_cast<size_t>((g.batch - 1) * g.strideC + g.m * g.n);
+  std::vector<float> a = randomValues(na, rng, DType::F32), b = randomValues(nb, rng, DType::F32),
+                     bias = randomValues(static_cast<size_t>(g.n), rng, DType::F32),
+                     res = randomValues(nc, rng, DType::F32), zeros(nc, 0.0f);
+  CUdeviceptr pa = gpu.upload(a, DType::F32), pb = gpu.upload(b, DType::F32), pc = gpu.upload(zeros, DType::F32), ws = 0;
+  rt::cuda::LtEpilogueBuffers ep;
+  if (e.bias >= 0) ep.bias = gpu.upload(bias, DType::F32);
+  if (e.residual >= 0) ep.residual = gpu.upload(res, DType::F32);
+  if (e.preActivation >= 0) ep.preActivation = gpu.upload(zeros, DType::F32);
+  if (e.biasGradient >= 0) ep.biasGradient = gpu.upload(std::vector<float>(static_cast<size_t>(g.m), 0.0f), DType::F32);
+  ASSERT_EQ(gpu.api.cuMemAlloc(&ws, 1 << 20), CUDA_SUCCESS);
+  {
+    rt::cuda::LtGemm gemm(gpu.lt, gpu.handle, g, pa, DType::F32, pb, DType::F32, pc, DType::F32, ws, 1 << 20, ep);
+    gemm.enqueue(gpu.stream);
+    ASSERT_EQ(gpu.api.cuStreamSynchronize(gpu.stream), CUDA_SUCCESS);
+  }
+  const std::vector<float> got = gpu.download(pc, nc, DType::F32);
+  const std::vector<float> pre = e.preActivation >= 0 ? gpu.download(ep.preActivation, nc, DType::F32) : got;
+  // Tolerances: the GEMM's gamma bound (k + 2 terms: the products, the bias and the
+  // residual) on the sum of magnitudes; GELU's derivative is below 1.13 in magnitude, so
+  // the pre-activation's error passes through at most 1.13 times, plus the stand-in's f32
+  // rounding of its f64 GELU (one u of the value).
+  const double u = 1.0 / (1 << 24), terms = static_cast<double>(g.k + 2);
+  for (int64_t t = 0; t < g.batch; ++t)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double sum = 0, mag = 0;
+        for (int64_t p = 0; p < g.k; ++p) {
+          const double x = a[t * g.strideA + (g.transA ? p * g.m + i : i * g.k + p)];
+          const double y = b[t * g.strideB + (g.transB ? j * g.k + p : p * g.n + j)];
+          sum += x * y, mag += std::abs(x * y);
+        }
+        const size_t at = static_cast<size_t>(t * g.strideC + i * g.n + j);
+        if (e.bias >= 0) sum += bias[static_cast<size_t>(j)], mag += std::abs(bias[static_cast<size_t>(j)]);
+        const double tol = terms * u * mag;
+        if (e.preActivation >= 0) {
+          ASSERT_NEAR(pre[at], sum, tol) << "pre-activation " << at;
+        }
+        double want = sum;
+        if (e.gelu) want = 0.5 * sum * (1 + std::tanh(0.7978845608028654 * (sum + 0.044715 * sum * sum * sum)));
+        if (e.residual >= 0) want += res[at], mag += std::abs(res[at]);
+        ASSERT_NEAR(got[at], want, 1.13 * terms * u * mag + u * std::abs(want)) << "element " << at;
+      }
+  if (e.biasGradient >= 0) {
+    const std::vector<float> db = gpu.download(ep.biasGradient, static_cast<size_t>(g.m), DType::F32);
+    for (int64_t i = 0; i < g.m; ++i) {
+      double sum = 0, mag = 0;
+      for (int64_t p = 0; p < g.k; ++p) {
+        const double x = a[g.transA ? p * g.m + i : i * g.k + p];
+        sum += x, mag += std::abs(x);
+      }
+      ASSERT_NEAR(db[static_cast<size_t>(i)], sum, u * std::abs(sum) + g.k * u * u * mag) << "bias gradient " << i;
+    }
+  }
+}
+
+// Every epilogue mapping of CudaGemm.h ltEpilogue on the stand-in cuBLASLt against f64: bias,
+// GELU (with and without bias and pre-activation), residual (with bias) over batches, and
+// the bias gradient of a weight gradient (transposed A).
+TEST(StandinBlasLt, EpiloguesMatchFloat64) {
+  const rt::GemmStep base{0, 1, 2, false, true, false, 2, 5, 16, 7, 35, 112, 80, "model.cpp:9:9"};
+  for (rt::GemmEpilogue e : {rt::GemmEpilogue{3, false, -1, -1, -1}, rt::GemmEpilogue{-1, true, -1, -1, -1},
+                             rt::GemmEpilogue{3, true, -1, -1, -1}, rt::GemmEpilogue{3, true, 4, -1, -1},
+                             rt::GemmEpilogue{-1, true, 4, -1, -1}, rt::GemmEpilogue{3, false, -1, 5, -1}}) {
+    rt::GemmStep g = base;
+    g.epilogue = e;
+    checkEpilogue(g);
+  }
+  rt::GemmStep dw{0, 1, 2, true, false, false, 1, 9, 6, 13, 0, 0, 0, "model.cpp:9:10"};
+  dw.epilogue.biasGradient = 3;
+  checkEpilogue(dw);
+}
+
+// What cuBLASLt cannot express is refused when the step is prepared, naming the step.
+TEST(StandinBlasLt, InexpressibleEpiloguesAreRefused) {
+  auto refused = [](rt::GemmStep g, rt::DType c, const std::string& part) {
+    g.location = "model.cpp:7:3";
+    try {
+      (void)rt::cuda::ltEpilogue(g, c);
+      ADD_FAILURE() << "no error; expected one mentioning '" << part << "'";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model.cpp:7:3"), std::string::npos) << e.what();
+    }
+  };
+  rt::GemmStep g{0, 1, 2, false, false, false, 1, 4, 16, 8, 0, 0, 0, ""};
+  g.epilogue = {3, true, -1, 5, -1};
+  refused(g, DType::F32, "residual after GELU");
+  g.epilogue = {3, false, -1, -1, 6};
+  refused(g, DType::F32, "combined with another epilogue");
+  g.epilogue = {-1, false, -1, -1, 6};
+  refused(g, DType::BF16, "bf16 C");
+  g.batch = 2, g.strideC = 64;
+  refused(g, DType::F32, "more than one batch");
+  g.batch = 1, g.n = 12;
+  g.epilogue = {-1, true, 4, -1, -1};
+  refused(g, DType::F32, "multiples of 8");
+}
+
 TEST(StandinBlasLt, SettingsTesselNeverUsesAreRefused) {
   Gpu gpu;
   const rt::cuda::BlasLtApi& lt = gpu.lt;
   cublasLtMatmulDesc_t desc = nullptr;
   EXPECT_EQ(lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F), CUBLAS_STATUS_NOT_SUPPORTED);
   ASSERT_EQ(lt.cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), CUBLAS_STATUS_SUCCESS);
-  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_GELU_BIAS;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_RELU_BIAS;
   EXPECT_EQ(lt.cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
             CUBLAS_STATUS_NOT_SUPPORTED);
   cublasLtMatrixLayout_t layout = nullptr;
