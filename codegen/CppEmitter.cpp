@@ -6,6 +6,7 @@
 // 2. emitCppKernel: a KernelWriter declares the arguments (results, then operands), the op's
 //    emitter adds constants and a body template, and the writer assembles the function.
 #include "codegen/CppEmitter.h"
+#include "codegen/KernelMathText.h"  // generated from runtime/numeric/KernelMath.inc
 
 #include "codegen/CppEmitterInternal.h"
 #include "codegen/KernelKind.h"
@@ -388,44 +389,7 @@ static inline int32_t tessel_float_to_bits(float f) {
   std::memcpy(&bits, &f, sizeof f);
   return bits;
 }
-)cpp" + kernelcommon::bf16Preamble("static inline", "") + R"cpp(
-// exp(x) within 1.5 ulp (1.41 measured over [-87.3, 88.7]), written so that loops under
-// `#pragma omp simd` vectorise: glibc's expf has vector variants only under -ffast-math.
-// Cody-Waite reduction x = n ln2 + r with |r| <= ln2/2, Cephes' degree-6 polynomial for
-// exp(r), and 2^n applied as two factors so that subnormal results come out right. Only n
-// is clamped (to [-150, 128], NaN to -150, before its conversion to int); clamping x itself
-// in a NaN-preserving way makes GCC mask the whole polynomial, twice as slow. Out-of-range
-// cases are selected at the end: NaN -> NaN, x > 88.7228 -> inf, x < -104 -> 0. About
-// 0.25-0.35 ns per element on one AVX-512 core (AMD EPYC), vs ~2.4 ns for glibc's expf.
-static inline float tessel_exp(float x) {
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x/ln2)
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float nc = n > -150.0f ? (n < 128.0f ? n : 128.0f) : -150.0f;  // NaN -> -150
-  const int32_t ni = static_cast<int32_t>(nc);
-  const int32_t n1 = ni >> 1, n2 = ni - n1;  // each in [-75, 64]: 2^n1, 2^n2 are normal
-  float y = p * tessel_bits_to_float((n1 + 127) << 23) * tessel_bits_to_float((n2 + 127) << 23);
-  y = x < -104.0f ? 0.0f : y;
-  y = x > 88.7228f ? INFINITY : y;
-  return x != x ? x : y;
-}
-
-// GELU, tanh form: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3). Computed as
-// x * sigmoid(2u), which is the same function without the cancellation of 1 + tanh(u) as
-// tanh(u) -> -1 (that form loses ~4 digits at x = -3 in f32). Below 2u = -80 the result
-// is below 1e-33 |x| and is returned as x * 0 (exactly 0, or NaN for x = -inf).
-static inline float tessel_gelu(float x) {
-  const float z = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2u
-  return z < -80.0f ? x * 0.0f : x / (1.0f + tessel_exp(-z));
-}
-
+)cpp" + kernelcommon::bf16Preamble("static inline", "") + "\n" + cppgen::kKernelMathText + R"cpp(
 // dy * gelu'(x). With s = sigmoid(2u) = 0.5 (1 + tanh(u)) and 1 - tanh(u)^2 = 4 s (1 - s):
 // gelu'(x) = s + 2 sqrt(2/pi) x s (1 - s) (1 + 3 * 0.044715 x^2), and 1 - s = e s with
 // e = exp(-2u). Below 2u = -80, gelu'(x) is below 1e-30 and counts as 0; above 2u = 40 it

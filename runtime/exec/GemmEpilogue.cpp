@@ -14,39 +14,14 @@
 namespace tessel::rt {
 namespace {
 
-inline float bitsToFloat(int32_t bits) {
+// tessel_exp and tessel_gelu: the generated C++ kernels' own definitions (KernelMath.inc is
+// the text their preamble embeds), so the epilogue's GELU is the gelu kernel's operations.
+inline float tessel_bits_to_float(int32_t bits) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
-
-// The generated kernels' tessel_exp (codegen/CppEmitter.cpp's preamble, which documents the
-// method: Cody-Waite reduction, Cephes' degree-6 polynomial, 2^n as two factors), operation
-// for operation, so that the epilogue's GELU is the gelu kernel's (up to FMA contraction).
-inline float expLikeKernels(float x) {
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = x - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const float nc = n > -150.0f ? (n < 128.0f ? n : 128.0f) : -150.0f;
-  const int32_t ni = static_cast<int32_t>(nc);
-  const int32_t n1 = ni >> 1, n2 = ni - n1;
-  float y = p * bitsToFloat((n1 + 127) << 23) * bitsToFloat((n2 + 127) << 23);
-  y = x < -104.0f ? 0.0f : y;
-  y = x > 88.7228f ? INFINITY : y;
-  return x != x ? x : y;
-}
-
-inline float geluLikeKernels(float x) {
-  const float z = 1.5957691216057308f * (x + 0.044715f * x * x * x);  // 2u
-  return z < -80.0f ? x * 0.0f : x / (1.0f + expLikeKernels(-z));
-}
+#include "runtime/numeric/KernelMath.inc"
 
 inline float load(const void* base, bool bf16, int64_t i) {
   return bf16 ? numeric::floatFromBF16(static_cast<const uint16_t*>(base)[i]) : static_cast<const float*>(base)[i];
@@ -66,7 +41,7 @@ void rowF32(float* c, const float* bias, float* pre, const float* residual, bool
     float v = c[j];
     if (bias) v = v + bias[j];
     if (pre) pre[j] = v;
-    if (gelu) v = geluLikeKernels(v);
+    if (gelu) v = tessel_gelu(v);
     if (residual) v = v + residual[j];
     c[j] = v;
   }
@@ -98,7 +73,7 @@ void biasGradient(const GemmStep& g, const void* a, bool aBF16, float* out) {
 
 }  // namespace
 
-float epilogueGelu(float x) { return geluLikeKernels(x); }
+float epilogueGelu(float x) { return tessel_gelu(x); }
 
 void applyGemmEpilogue(const GemmStep& g, const void* a, bool aBF16, void* c, bool cBF16,
                        const GemmEpilogueOperands& o) {
@@ -149,7 +124,7 @@ void applyGemmEpilogue(const GemmStep& g, const void* a, bool aBF16, void* c, bo
         float v = row[static_cast<size_t>(j)];
         if (biasF32) v = v + biasF32[j];
         if (o.preActivation) store(o.preActivation, o.preActivationBF16, at + j, v);
-        if (e.gelu) v = geluLikeKernels(v);
+        if (e.gelu) v = tessel_gelu(v);
         if (o.residual) v = v + res[static_cast<size_t>(j)];
         store(c, cBF16, at + j, v);
       }

@@ -6,9 +6,10 @@
 // Numerics (f32 C): per element, in this order and in f32, as the unfused program's kernels
 // compute them (add with a broadcast bias, gelu, add of the residual):
 //   pre = C + bias[j];  C = gelu(pre) + residual
-// with gelu the generated kernels' tessel_gelu (codegen/CppEmitter.cpp's preamble), the same
-// operations. The adds are bitwise equal to the unfused kernels'. GELU is not always: the
-// kernels are compiled with -march=native, where the host compiler may contract a * b + c
+// with gelu the generated kernels' tessel_gelu (runtime/numeric/KernelMath.inc: the one
+// definition, whose text the kernel preamble embeds). The adds are bitwise equal to the
+// unfused kernels'. GELU is not always: the kernels are compiled with -march=native, where
+// the host compiler may contract a * b + c
 // into FMAs, and this file is built for the baseline ISA; the two differ by at most twice
 // the GELU error bound (gemm_epilogue_test: (8 + 4 |2u|) 2^-24 relative). Also not bitwise:
 //  - bf16 C: the product is rounded to bf16 once (as the executor stores it), then bias,
