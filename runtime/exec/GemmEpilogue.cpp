@@ -34,7 +34,16 @@ inline void store(void* base, bool bf16, int64_t i, float v) {
     static_cast<float*>(base)[i] = v;
 }
 
-// One row of n elements, f32 throughout: the common case, written as one simd loop.
+// One row of n elements, f32 throughout: the common case, written as one simd loop, built
+// for AVX-512 and AVX2+FMA as well as the baseline ISA and chosen when the process starts
+// (GCC function multiversioning), as the runtime cannot assume the generated kernels'
+// -march=native.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
+#define TESSEL_ROW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TESSEL_ROW_CLONES
+#endif
+TESSEL_ROW_CLONES
 void rowF32(float* c, const float* bias, float* pre, const float* residual, bool gelu, int64_t n) {
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {

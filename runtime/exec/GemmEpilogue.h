@@ -8,9 +8,10 @@
 //   pre = C + bias[j];  C = gelu(pre) + residual
 // with gelu the generated kernels' tessel_gelu (runtime/numeric/KernelMath.inc: the one
 // definition, whose text the kernel preamble embeds). The adds are bitwise equal to the
-// unfused kernels'. GELU is not always: the kernels are compiled with -march=native, where
-// the host compiler may contract a * b + c
-// into FMAs, and this file is built for the baseline ISA; the two differ by at most twice
+// unfused kernels'. GELU is not always: the kernels are compiled with -march=native and
+// the f32 row loop here is multiversioned (AVX-512, AVX2+FMA, baseline; chosen at load
+// time), and the host compiler may contract a * b + c into FMAs differently in each; the
+// two differ by at most twice
 // the GELU error bound (gemm_epilogue_test: (8 + 4 |2u|) 2^-24 relative). Also not bitwise:
 //  - bf16 C: the product is rounded to bf16 once (as the executor stores it), then bias,
 //    gelu and residual run in f32 and each stored output (C, the pre-activation) is rounded
