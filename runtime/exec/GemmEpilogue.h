@@ -11,8 +11,8 @@
 // unfused kernels'. GELU is not always: the kernels are compiled with -march=native and
 // the f32 row loop here is multiversioned (AVX-512, AVX2+FMA, baseline; chosen at load
 // time), and the host compiler may contract a * b + c into FMAs differently in each; the
-// two differ by at most twice
-// the GELU error bound (gemm_epilogue_test: (8 + 4 |2u|) 2^-24 relative). Also not bitwise:
+// two differ by at most twice the GELU error bound (gemm_epilogue_test: (8 + 4 |2u|) 2^-24
+// relative). Also not bitwise:
 //  - bf16 C: the product is rounded to bf16 once (as the executor stores it), then bias,
 //    gelu and residual run in f32 and each stored output (C, the pre-activation) is rounded
 //    once; an unfused bf16 program rounds every intermediate tensor to bf16 (these are the
