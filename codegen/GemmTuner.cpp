@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <memory>
 
 namespace tessel {
@@ -32,20 +35,36 @@ std::string shapeKey(const rt::GemmStep& g, const rt::GemmDTypes& t) {
                      g.accumulate ? 1 : 0);
 }
 
-// The step timed: the shape with dense batch strides (0 kept for a shared operand).
+// The shape actually timed for a large GEMM: at most kTuneFlops (batch, then the larger of
+// m and n, halved), so that a vocabulary projection (1024x50304x768) costs milliseconds; the
+// library's GFLOP/s on the slice stands for the whole.
+constexpr double kTuneFlops = 5e8;
+rt::GemmStep proxyStep(rt::GemmStep s) {
+  auto flops = [&] { return 2.0 * static_cast<double>(s.batch * s.m * s.n * s.k); };
+  while (flops() > kTuneFlops && (s.batch > 1 || s.m > 256 || s.n > 256)) {
+    if (s.batch > 1) s.batch = (s.batch + 1) / 2;
+    else if (s.m >= s.n) s.m = (s.m + 1) / 2;
+    else s.n = (s.n + 1) / 2;
+  }
+  return s;
+}
+
+// The step timed: the (proxy) shape with dense batch strides (0 kept for a shared operand).
 rt::GemmStep scratchStep(const rt::GemmStep& g) {
-  rt::GemmStep s = g;
+  rt::GemmStep s = proxyStep(g);
   s.epilogue = {};
-  s.strideA = g.batch > 1 && g.strideA == 0 ? 0 : g.m * g.k;
-  s.strideB = g.batch > 1 && g.strideB == 0 ? 0 : g.k * g.n;
-  s.strideC = g.m * g.n;
+  s.strideA = g.batch > 1 && g.strideA == 0 ? 0 : s.m * s.k;
+  s.strideB = g.batch > 1 && g.strideB == 0 ? 0 : s.k * s.n;
+  s.strideC = s.m * s.n;
   return s;
 }
 
 int64_t elements(int64_t batch, int64_t stride, int64_t item) { return stride == 0 ? item : batch * item; }
 
-// Best GFLOP/s of `backend` on scratch operands of `g`'s shape.
-double measure(const rt::GemmStep& g, const rt::GemmDTypes& t, GemmBackend backend, rt::CpuGemmContext& context) {
+// Best GFLOP/s of OpenBLAS and of oneDNN on scratch operands of `g`'s shape. After one warm-up
+// run each (caches, JIT, the thread pool) the two alternate, so that a machine shared with
+// other work slows both alike.
+std::pair<double, double> measure(const rt::GemmStep& g, const rt::GemmDTypes& t, rt::CpuGemmContext& context) {
   const size_t aBytes = static_cast<size_t>(elements(g.batch, g.strideA, g.m * g.k)) * dtypeBytes(t.a);
   const size_t bBytes = static_cast<size_t>(elements(g.batch, g.strideB, g.k * g.n)) * dtypeBytes(t.b);
   const size_t cBytes = static_cast<size_t>(g.batch * g.m * g.n) * dtypeBytes(t.c);
@@ -53,17 +72,24 @@ double measure(const rt::GemmStep& g, const rt::GemmDTypes& t, GemmBackend backe
   std::vector<uint16_t> a((aBytes + 1) / 2, 0x3c00), b((bBytes + 1) / 2, 0x3c00), c((cBytes + 1) / 2, 0x3c00);
   const rt::GemmScratch sizes = rt::gemmScratchFor(g, t);
   std::vector<float> scratch(static_cast<size_t>(sizes.bytes() / 4) + 1);
-  rt::CpuGemm gemm(g, t, backend, a.data(), b.data(), c.data(), {scratch.data(), sizes}, &context);
-  gemm.run();  // warm-up: caches, JIT, thread pool
-  double best = 1e30, spent = 0;
-  for (int r = 0; r < kTuneRepetitions && (r < 1 || spent < kTuneSecondsPerBackend); ++r) {
+  const rt::CpuGemm blas(g, t, GemmBackend::OpenBlas, a.data(), b.data(), c.data(), {scratch.data(), sizes}, &context);
+  const rt::CpuGemm dnnl(g, t, GemmBackend::OneDnn, a.data(), b.data(), c.data(), {}, &context);
+  auto timed = [](const rt::CpuGemm& gemm) {
     const auto t0 = std::chrono::steady_clock::now();
     gemm.run();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::min(best, s);
-    spent += s;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  blas.run();
+  dnnl.run();
+  double bestBlas = 1e30, bestDnnl = 1e30, spent = 0;
+  for (int r = 0; r < kTuneRepetitions && (r < 1 || spent < 2 * kTuneSecondsPerBackend); ++r) {
+    const double x = timed(blas), y = timed(dnnl);
+    bestBlas = std::min(bestBlas, x);
+    bestDnnl = std::min(bestDnnl, y);
+    spent += x + y;
   }
-  return 2.0 * static_cast<double>(g.batch * g.m * g.n * g.k) / std::max(best, 1e-9) / 1e9;
+  const double flops = 2.0 * static_cast<double>(g.batch * g.m * g.n * g.k) / 1e9;
+  return {flops / std::max(bestBlas, 1e-9), flops / std::max(bestDnnl, 1e-9)};
 }
 
 std::string environmentKey(int threads) {
@@ -155,6 +181,20 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
 
   const std::string path = options.cacheDir.empty() ? "" : (std::filesystem::path(options.cacheDir) / kCacheFile).string();
   const std::string env = environmentKey(threads);
+  // Processes sharing the cache (the ranks of one run) tune one at a time: the first measures,
+  // the others read its choices, so every rank runs the same library per shape.
+  struct Lock {
+    int fd = -1;
+    ~Lock() {
+      if (fd >= 0) ::close(fd);  // releases the flock
+    }
+  } lock;
+  if (options.policy == GemmPolicy::Tune && !path.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(options.cacheDir, ec);
+    lock.fd = ::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock.fd >= 0) ::flock(lock.fd, LOCK_EX);  // best effort: without it, only the race returns
+  }
   nlohmann::json cache = options.policy == GemmPolicy::Tune && !path.empty() ? readCache(path) : nlohmann::json::object();
   bool dirty = false;
   std::unique_ptr<rt::CpuGemmContext> context;
@@ -177,13 +217,14 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
       continue;
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kTuneBudgetSeconds) {
-      c.backend = GemmBackend::OneDnn;  // over budget: unmeasured, not cached
+      // Over budget: unmeasured and not cached. oneDNN for one large product (its AVX-512
+      // kernels, where OpenBLAS 0.3.21 may run AVX2 ones), OpenBLAS for a batch of small ones.
+      c.backend = g.batch == 1 ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
       continue;
     }
     if (!context) context = std::make_unique<rt::CpuGemmContext>();
     const rt::GemmStep s = scratchStep(g);
-    c.openBlasGflops = measure(s, t, GemmBackend::OpenBlas, *context);
-    c.oneDnnGflops = measure(s, t, GemmBackend::OneDnn, *context);
+    std::tie(c.openBlasGflops, c.oneDnnGflops) = measure(s, t, *context);
     c.backend = c.oneDnnGflops > c.openBlasGflops ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
     cache[env][c.key] = {{"backend", rt::gemmBackendName(c.backend)},
                          {"openblas_gflops", c.openBlasGflops},

@@ -3,14 +3,18 @@
 //
 // For each distinct (m, n, k, batch, transA, transB, shared A/B, accumulate, dtypes, threads)
 // of a program's GEMM steps, tuneGemms times both backends (runtime/exec/CpuGemm.h) on scratch
-// buffers of that shape (dense batch strides; 0 kept for a shared operand): one warm-up run,
-// then the best of up to kTuneRepetitions runs, stopping early once kTuneSecondsPerBackend has
-// passed; the faster one is written into every step of that shape. A whole-program budget
-// (kTuneBudgetSeconds) bounds the rest: shapes past it take oneDNN where it runs their types,
-// unmeasured and uncached. Decisions are cached in "gemm-tuning.json" under the kernel cache
+// buffers of that shape (dense batch strides; 0 kept for a shared operand; a GEMM of more than
+// 0.5 GFLOP is timed on a slice of that size, halving the batch, then m or n): one warm-up run
+// each, then the best of up to kTuneRepetitions runs of each, alternating, stopping early once
+// kTuneSecondsPerBackend per backend has passed; the faster one is written into every step of
+// that shape. A whole-program budget (kTuneBudgetSeconds) bounds the rest: shapes past it take
+// oneDNN (where it runs their types) when batch is 1 and OpenBLAS for batches, unmeasured and
+// uncached. Decisions are cached in "gemm-tuning.json" under the kernel cache
 // folder (codegen/HostCompiler.h's kernelCacheDir), keyed by the shape, the dtypes, the
 // threads, the CPU model name and both libraries' versions, so a second compile measures
-// nothing. A cache file that does not parse is reported on stderr and rewritten.
+// nothing. A cache file that does not parse is reported on stderr and rewritten. Processes
+// sharing the cache tune one at a time (flock on "gemm-tuning.json.lock"), so the ranks of
+// a run read the first one's choices and run the same library per shape.
 //
 // TESSEL_GEMM_BACKEND chooses the policy: "tune" (the default) as above, "openblas" or
 // "onednn" to force a library on every GEMM (oneDNN only where it runs the types, OpenBLAS
