@@ -14,7 +14,8 @@
 // threads, the CPU model name and both libraries' versions, so a second compile measures
 // nothing. A cache file that does not parse is reported on stderr and rewritten. Processes
 // sharing the cache tune one at a time (flock on "gemm-tuning.json.lock"), so the ranks of
-// a run read the first one's choices and run the same library per shape.
+// a run read the first one's choices and run the same library per shape. A choice measured on
+// a busy machine stays until the file is deleted (then the next compile measures again).
 //
 // TESSEL_GEMM_BACKEND chooses the policy: "tune" (the default) as above, "openblas" or
 // "onednn" to force a library on every GEMM (oneDNN only where it runs the types, OpenBLAS
