@@ -1,6 +1,7 @@
 // Program::native and NativeProgram: lowering to generated kernels and running them.
 #include "dsl/Graph.h"
 
+#include "codegen/GemmTuner.h"
 #include "codegen/HostCompiler.h"
 #include "codegen/Lowering.h"
 #include "dsl/ProgramImpl.h"
@@ -88,6 +89,9 @@ NativeProgram Program::native(const NativeOptions& options) const {
   hc.cacheDir = options.cache_dir;
   hc.announce = options.announce_build;
   impl->library = buildKernelLibrary(program.kernelSource, hc);
+  // Each GEMM's CPU library, measured per distinct shape at the run's thread count (cached).
+  tuneGemms(program, GemmTunerOptions{
+                         .policy = gemmPolicyFromEnvironment(), .threads = options.threads, .cacheDir = kernelCacheDir(hc)});
   KernelLibrary& lib = impl->library;
   impl->executor = std::make_unique<rt::Executor>(
       std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },

@@ -14,6 +14,8 @@ PACKAGES=(
   # libraries
   libfmt-dev libgtest-dev libgmock-dev nlohmann-json3-dev zlib1g-dev libopenblas-dev
   libopenblas0-openmp
+  # oneDNN 2.x (OpenMP runtime): the CPU executor's other GEMM library (runtime/exec/CpuGemm.h)
+  libdnnl-dev
   # MPI (CPU collectives, runtime/comm): OpenMPI 4.1 headers, library and mpirun
   libopenmpi-dev openmpi-bin
   # test oracle (CPU PyTorch for the system interpreter) and data

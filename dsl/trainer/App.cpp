@@ -1,6 +1,7 @@
 // The trainer application; see App.h.
 #include "dsl/trainer/App.h"
 
+#include "codegen/GemmTuner.h"
 #include "codegen/HostCompiler.h"
 #include "codegen/Nvrtc.h"
 #include "dsl/trainer/ExplainPipeline.h"
@@ -12,6 +13,7 @@
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/exec/Collectives.h"
 #include "runtime/exec/AllocationCounter.h"
+#include "runtime/exec/CpuGemm.h"  // cpuGemmThreads
 #include "runtime/exec/ExportParams.h"
 #include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/ProgramProof.h"  // defines: proveTraining, proofLine
@@ -257,6 +259,12 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     fmt::print("memory: activation arena {} bytes ({:.3f} MiB) per rank\n", lowered.arenaBytes(),
                static_cast<double>(lowered.arenaBytes()) / (1 << 20));
     fmt::print("{}", rt::explainMemory(lowered, rt::memoryBreakdown(lowered)));
+    if (device == "cpu" && !emitting) {  // each GEMM's CPU library (codegen/GemmTuner.h); cached for the run
+      rt::Program tuned = lowered;
+      const GemmPolicy policy = gemmPolicyFromEnvironment();
+      const auto choices = tuneGemms(tuned, {.policy = policy, .threads = run_.threads, .cacheDir = kernelCacheDir({})});
+      fmt::print("{}", explainGemmChoices(choices, policy, rt::cpuGemmThreads()));
+    }
     if (pipelineInfo) fmt::print("{}", explainPipeline(*pipelineInfo, stageModels, ppCost_));
     if (compileOnly && !emitting) return 0;
   }

@@ -23,6 +23,7 @@
 
 #include "runtime/Init.h"
 #include "runtime/exec/BlockLayout.h"
+#include "runtime/exec/CpuGemm.h"
 #include "runtime/exec/GemmEpilogue.h"
 #include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/PipelineRuntime.h"  // defines: runSendRecv, ActionTracer, checkPipelineStage
@@ -40,7 +41,7 @@ struct Executor::Prepared {
   const void* a = nullptr;
   const void* b = nullptr;
   void* c = nullptr;
-  bool bf16 = false;  // some operand is bf16: run through f32 scratch (gemmThroughF32)
+  std::shared_ptr<const CpuGemm> cpuGemm;  // bound to the operands and its backend (CpuGemm.h)
   GemmEpilogueOperands epilogue;  // the fused epilogue's buffers (GemmEpilogue.h), if any
   // Copy
   const void* src = nullptr;
@@ -142,7 +143,11 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         p.a = pointers_[static_cast<size_t>(g->a)];
         p.b = pointers_[static_cast<size_t>(g->b)];
         p.c = pointers_[static_cast<size_t>(g->c)];
-        p.bf16 = isBF16(g->a) || isBF16(g->b) || isBF16(g->c);
+        const GemmDTypes types{dtypeOf(g->a), dtypeOf(g->b), dtypeOf(g->c)};
+        if (g->backend == GemmBackend::OneDnn && !gemmContext_) gemmContext_ = std::make_unique<CpuGemmContext>();
+        p.cpuGemm = std::make_shared<const CpuGemm>(
+            *g, types, g->backend, p.a, p.b, p.c,
+            GemmF32Scratch{scratch_, GemmScratch{gemmScratchA_, gemmScratchB_, gemmScratchC_}}, gemmContext_.get());
         p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
         const GemmEpilogue& e = g->epilogue;
         auto epilogueBuffer = [&](int id, bool* bf16) -> void* {
@@ -192,39 +197,10 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
 
 Executor::~Executor() = default;
 
-bool Executor::isBF16(int buffer) const {
-  return program_.buffers[static_cast<size_t>(buffer)].dtype == DType::BF16;
-}
+DType Executor::dtypeOf(int buffer) const { return program_.buffers[static_cast<size_t>(buffer)].dtype; }
 
 int64_t Executor::gemmScratchBytes() const {
   return GemmScratch{gemmScratchA_, gemmScratchB_, gemmScratchC_}.bytes();
-}
-
-void Executor::gemmThroughF32(const Prepared& p) {
-  // bf16 inputs widen exactly to f32; the product accumulates in f32 (sgemm); a bf16 result
-  // is rounded once, to nearest even: the numerics of a bf16 tensor-core GEMM with f32
-  // accumulation (cuBLASLt CUBLAS_COMPUTE_32F), up to the order of the k-sums.
-  const GemmStep& g = *p.gemm;
-  int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
-  int lda = g.transA ? m : k, ldb = g.transB ? k : n;
-  float* sa = scratch_;
-  float* sb = sa + alignedBytes(gemmScratchA_ * 4) / 4;
-  float* sc = sb + alignedBytes(gemmScratchB_ * 4) / 4;
-  auto widen = [](const void* base, bool bf16, int64_t offset, int64_t count, float* into) {
-    if (!bf16) return static_cast<const float*>(base) + offset;
-    numeric::bf16ToFloat(static_cast<const uint16_t*>(base) + offset, into, count);
-    return static_cast<const float*>(into);
-  };
-  const bool a16 = isBF16(g.a), b16 = isBF16(g.b), c16 = isBF16(g.c);
-  for (int64_t i = 0; i < g.batch; ++i) {
-    const float* a = widen(p.a, a16, i * g.strideA, g.m * g.k, sa);
-    const float* b = (i == 0 || g.strideB != 0 || !b16) ? widen(p.b, b16, i * g.strideB, g.k * g.n, sb) : sb;
-    float* c = c16 ? sc : static_cast<float*>(p.c) + i * g.strideC;
-    if (c16 && g.accumulate) numeric::bf16ToFloat(static_cast<const uint16_t*>(p.c) + i * g.strideC, sc, g.m * g.n);
-    cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m, n, k,
-                1.0f, a, lda, b, ldb, g.accumulate ? 1.0f : 0.0f, c, n);
-    if (c16) numeric::floatToBF16(sc, static_cast<uint16_t*>(p.c) + i * g.strideC, g.m * g.n);
-  }
 }
 
 void Executor::initParameters(uint64_t seed) {
@@ -326,25 +302,11 @@ void Executor::run(const std::string& function) {
       case Prepared::Kernel:
         p.fn(const_cast<void**>(p.args.data()));
         break;
-      case Prepared::Gemm: {
-        // Row-major op(A) is m x k and op(B) is k x n; the leading dimension is the stored
-        // row length: A stored k x m when transposed, B stored n x k when transposed.
-        const GemmStep& g = *p.gemm;
-        int m = static_cast<int>(g.m), n = static_cast<int>(g.n), k = static_cast<int>(g.k);
-        int lda = g.transA ? m : k, ldb = g.transB ? k : n;
-        float beta = g.accumulate ? 1.0f : 0.0f;
-        if (p.bf16) {
-          gemmThroughF32(p);
-        } else {
-          const float *a = static_cast<const float*>(p.a), *b = static_cast<const float*>(p.b);
-          float* c = static_cast<float*>(p.c);
-          for (int64_t i = 0; i < g.batch; ++i)
-            cblas_sgemm(CblasRowMajor, g.transA ? CblasTrans : CblasNoTrans, g.transB ? CblasTrans : CblasNoTrans, m,
-                        n, k, 1.0f, a + i * g.strideA, lda, b + i * g.strideB, ldb, beta, c + i * g.strideC, n);
-        }
-        if (!g.epilogue.empty()) applyGemmEpilogue(g, p.a, isBF16(g.a), p.c, isBF16(g.c), p.epilogue);
+      case Prepared::Gemm:
+        p.cpuGemm->run();
+        if (!p.gemm->epilogue.empty())
+          applyGemmEpilogue(*p.gemm, p.a, isBF16(p.gemm->a), p.c, isBF16(p.gemm->c), p.epilogue);
         break;
-      }
       case Prepared::Copy:
         std::memcpy(p.dst, p.src, p.bytes);
         break;

@@ -9,8 +9,8 @@
 // caller's resolver, so the executor does not care how kernels were built; the usual one is
 //   tessel::KernelLibrary lib = tessel::buildKernelLibrary(program.kernelSource);
 //   Executor exec(program, [&](const std::string& s) { return lib.symbol(s); });
-// (the library must outlive the executor). GEMM steps call OpenBLAS cblas_sgemm (row-major),
-// copies call memcpy, kernel steps call `void symbol(void** args)`.
+// (the library must outlive the executor). GEMM steps run with OpenBLAS or oneDNN as each
+// step's backend says (runtime/exec/CpuGemm.h; prepared once, here), copies call memcpy, kernel steps call `void symbol(void** args)`.
 //
 // Not thread-safe: one run() at a time per Executor. `threads` sets the process-wide OpenMP
 // and OpenBLAS thread counts, which every Executor in the process shares.
@@ -34,6 +34,7 @@
 #include "runtime/exec/Trace.h"
 
 namespace tessel::rt {
+class CpuGemmContext;  // runtime/exec/CpuGemm.h
 
 /// Maps a kernel symbol to its address; may throw or return nullptr when it is missing.
 using KernelResolver = std::function<void*(const std::string& symbol)>;
@@ -167,14 +168,14 @@ class Executor final : public ProgramExecutor {
   AllocationCounter counter_;  // before the blocks: it outlives them
   std::vector<AllocationCounter::Block> blocks_;  // the arena, the GEMM scratch, each persistent buffer
   std::vector<void*> pointers_;  // per buffer id
-  std::vector<PreparedFunction> functions_;
+  std::unique_ptr<CpuGemmContext> gemmContext_;  // oneDNN's engine and stream, once any GEMM uses it
+  std::vector<PreparedFunction> functions_;  // after gemmContext_: its GEMMs use the stream
   std::unordered_map<std::string, size_t> functionIndex_;
   int64_t highWater_ = 0;
   // f32 scratch of bf16 GEMMs (elements of one batch item's A, B and C), its own block.
   int64_t gemmScratchA_ = 0, gemmScratchB_ = 0, gemmScratchC_ = 0;
   float* scratch_ = nullptr;
-  bool isBF16(int buffer) const;
-  void gemmThroughF32(const Prepared& p);
+  DType dtypeOf(int buffer) const;
   ExecutorOptions options_;
   Communicator* comm_ = nullptr;
   DeviceMesh* mesh_ = nullptr;

@@ -1,6 +1,8 @@
 // A program's memory per rank; see MemoryBreakdown.h.
 #include "runtime/exec/MemoryBreakdown.h"
 
+#include "runtime/exec/CpuGemm.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -118,13 +120,15 @@ MemoryRole persistentRole(const Buffer& b) {
 
 GemmScratch gemmScratchOf(const Program& program) {
   GemmScratch s;
-  auto bf16 = [&](int id) { return program.buffers[static_cast<size_t>(id)].dtype == DType::BF16; };
+  // Only the OpenBLAS path widens bf16 into scratch; oneDNN runs bf16 natively (CpuGemm.h).
+  auto dtype = [&](int id) { return program.buffers[static_cast<size_t>(id)].dtype; };
   for (const Function& f : program.functions)
     for (const Step& step : f.steps)
-      if (auto* g = std::get_if<GemmStep>(&step); g && (bf16(g->a) || bf16(g->b) || bf16(g->c))) {
-        s.a = std::max(s.a, g->m * g->k);
-        s.b = std::max(s.b, g->k * g->n);
-        s.c = std::max(s.c, g->m * g->n);
+      if (auto* g = std::get_if<GemmStep>(&step); g && g->backend != GemmBackend::OneDnn) {
+        const GemmScratch need = gemmScratchFor(*g, GemmDTypes{dtype(g->a), dtype(g->b), dtype(g->c)});
+        s.a = std::max(s.a, need.a);
+        s.b = std::max(s.b, need.b);
+        s.c = std::max(s.c, need.c);
       }
   return s;
 }
