@@ -152,7 +152,7 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         const GemmEpilogue& e = g->epilogue;
         auto epilogueBuffer = [&](int id, bool* bf16) -> void* {
           if (id < 0) return nullptr;
-          if (bf16) *bf16 = isBF16(id);
+          if (bf16) *bf16 = dtypeOf(id) == DType::BF16;
           p.tempEnd = std::max(p.tempEnd, tempEnd(id));
           return pointers_[static_cast<size_t>(id)];
         };
@@ -305,7 +305,8 @@ void Executor::run(const std::string& function) {
       case Prepared::Gemm:
         p.cpuGemm->run();
         if (!p.gemm->epilogue.empty())
-          applyGemmEpilogue(*p.gemm, p.a, isBF16(p.gemm->a), p.c, isBF16(p.gemm->c), p.epilogue);
+          applyGemmEpilogue(*p.gemm, p.a, dtypeOf(p.gemm->a) == DType::BF16, p.c,
+                            dtypeOf(p.gemm->c) == DType::BF16, p.epilogue);
         break;
       case Prepared::Copy:
         std::memcpy(p.dst, p.src, p.bytes);
