@@ -92,6 +92,18 @@ std::pair<double, double> measure(const rt::GemmStep& g, const rt::GemmDTypes& t
   return {flops / std::max(bestBlas, 1e-9), flops / std::max(bestDnnl, 1e-9)};
 }
 
+// Whether oneDNN makes a primitive for `g` on this CPU (oneDNN 2.6 has no bf16 matmul below
+// AVX-512, e.g. with ONEDNN_MAX_CPU_ISA=AVX2 or on an AVX2-only CPU).
+bool oneDnnRuns(const rt::GemmStep& g, const rt::GemmDTypes& t, rt::CpuGemmContext& context) {
+  if (!rt::oneDnnSupports(t) || (g.batch > 1 && g.strideC == 0)) return false;
+  try {
+    rt::CpuGemm probe(g, t, GemmBackend::OneDnn, nullptr, nullptr, nullptr, {}, &context);
+    return true;
+  } catch (const std::runtime_error&) {
+    return false;
+  }
+}
+
 std::string environmentKey(int threads) {
   return fmt::format("threads {}; cpu {}; {}", threads, rt::cpuModelName(), rt::cpuGemmLibraryVersions());
 }
@@ -203,7 +215,8 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
     GemmChoice& c = choices[i];
     const rt::GemmStep& g = *firstStep[i];
     const rt::GemmDTypes t = dtypesOf(program, g);
-    const bool dnnl = rt::oneDnnSupports(t) && !(g.batch > 1 && g.strideC == 0);
+    if (!context) context = std::make_unique<rt::CpuGemmContext>();
+    const bool dnnl = options.policy != GemmPolicy::OpenBlas && oneDnnRuns(g, t, *context);
     if (options.policy != GemmPolicy::Tune || !dnnl) {
       c.backend = options.policy == GemmPolicy::OneDnn && dnnl ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
       continue;
@@ -222,7 +235,6 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
       c.backend = g.batch == 1 ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
       continue;
     }
-    if (!context) context = std::make_unique<rt::CpuGemmContext>();
     const rt::GemmStep s = scratchStep(g);
     std::tie(c.openBlasGflops, c.oneDnnGflops) = measure(s, t, *context);
     c.backend = c.oneDnnGflops > c.openBlasGflops ? GemmBackend::OneDnn : GemmBackend::OpenBlas;

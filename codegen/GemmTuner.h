@@ -18,8 +18,9 @@
 // a busy machine stays until the file is deleted (then the next compile measures again).
 //
 // TESSEL_GEMM_BACKEND chooses the policy: "tune" (the default) as above, "openblas" or
-// "onednn" to force a library on every GEMM (oneDNN only where it runs the types, OpenBLAS
-// otherwise), "default" to leave every step's backend as lowering left it (the executor's
+// "onednn" to force a library on every GEMM (oneDNN only where it makes a primitive for the
+// shape and types on this CPU, OpenBLAS otherwise: oneDNN 2.6 has no bf16 matmul below
+// AVX-512), "default" to leave every step's backend as lowering left it (the executor's
 // OpenBLAS). Plain C++ with the runtime; no MLIR.
 #pragma once
 
