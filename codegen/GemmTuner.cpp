@@ -230,9 +230,15 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
       continue;
     }
     if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > kTuneBudgetSeconds) {
-      // Over budget: unmeasured and not cached. oneDNN for one large product (its AVX-512
-      // kernels, where OpenBLAS 0.3.21 may run AVX2 ones), OpenBLAS for a batch of small ones.
+      // Over budget: unmeasured. oneDNN for one large product (its AVX-512 kernels, where
+      // OpenBLAS 0.3.21 may run AVX2 ones), OpenBLAS for a batch of small ones. Cached like a
+      // measured choice, so every later compile sharing the cache makes the same one: two
+      // processes never run one shape on different libraries (bitwise comparisons between
+      // runs stay bitwise).
       c.backend = g.batch == 1 ? GemmBackend::OneDnn : GemmBackend::OpenBlas;
+      cache[env][c.key] = {{"backend", rt::gemmBackendName(c.backend)}, {"openblas_gflops", 0.0},
+                           {"onednn_gflops", 0.0}};
+      dirty = true;
       continue;
     }
     const rt::GemmStep s = scratchStep(g);

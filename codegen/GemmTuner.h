@@ -8,8 +8,9 @@
 // each, then the best of up to kTuneRepetitions runs of each, alternating, stopping early once
 // kTuneSecondsPerBackend per backend has passed; the faster one is written into every step of
 // that shape. A whole-program budget (kTuneBudgetSeconds) bounds the rest: shapes past it take
-// oneDNN (where it runs their types) when batch is 1 and OpenBLAS for batches, unmeasured and
-// uncached. Decisions are cached in "gemm-tuning.json" under the kernel cache
+// oneDNN (where it runs their types) when batch is 1 and OpenBLAS for batches, unmeasured but
+// cached all the same, so that a shape's library never changes between two compiles sharing
+// a cache. Decisions are cached in "gemm-tuning.json" under the kernel cache
 // folder (codegen/HostCompiler.h's kernelCacheDir), keyed by the shape, the dtypes, the
 // threads, the CPU model name and both libraries' versions, so a second compile measures
 // nothing. A cache file that does not parse is reported on stderr and rewritten. Processes
