@@ -46,8 +46,11 @@ fi
 # The test venv: Debian's packages (numpy, torch) plus safetensors, the format's reference
 # reader, pinned so that the interop tests read files with one known version.
 VENV="${TESSEL_TEST_VENV:-$HOME/.cache/tessel/test-venv}"
-if ! "$VENV/bin/python" -c "import safetensors" 2>/dev/null; then
+# Debian's interpreter (/usr/bin/python3), whatever python3 comes first on PATH: only its site
+# packages hold Debian's numpy and torch. A venv made from another interpreter is made again.
+if ! "$VENV/bin/python" -c "import safetensors, numpy, torch" 2>/dev/null; then
   echo "setup: creating the test venv $VENV"
-  python3 -m venv --system-site-packages "$VENV"
+  rm -rf "$VENV"
+  /usr/bin/python3 -m venv --system-site-packages "$VENV"
   "$VENV/bin/python" -m pip install -q safetensors==0.8.0
 fi
