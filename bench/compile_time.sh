@@ -100,7 +100,7 @@ PY
 fi
 
 if [ "${ONLY:-cold}" = cold ] || [ -z "${ONLY:-}" ]; then
-/usr/bin/python3 - "$GPT" "$tmp" "$RUNS" "$DATA" <<'PY'
+/usr/bin/python3 - "$GPT" "$tmp" "$RUNS" "$DATA" "$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)" <<'PY'
 import os, re, shutil, subprocess, sys, time
 
 gpt, tmp, runs, data = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
@@ -126,12 +126,7 @@ print(f"GPT-2 small shapes (L12 C768 NH12 T1024 V50304 B1), cold kernel cache, b
       f"first step launched at {launch:.2f} s after process start (target <= 2 s)")
 for name, s in phases:
     print(f"  {name:<34} {s:7.3f} s")
-cpu_model = ""
-with open("/proc/cpuinfo") as f:
-    for line in f:
-        if line.startswith("model name"):
-            cpu_model = line.split(":", 1)[1].strip()
-            break
+cpu_model = sys.argv[5]
 load = os.getloadavg()[0]
 row = (f"| {time.strftime('%Y-%m-%d', time.gmtime())} "
        f"| compile_time cold start (GPT-2 small shapes L12 C768 NH12 T1024 V50304 B1, empty kernel cache, "
