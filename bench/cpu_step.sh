@@ -25,21 +25,24 @@
 # faster than torch autocast where the CPU has bf16 instructions.
 #
 # Usage: bench/cpu_step.sh [threads]   (default: all cores)
-#   STEPS=N: timed steps per run (default 30; the first 5 are warmup and not counted).
+#   STEPS=N: steps per run (default 30; the first 5 are warmup and not counted).
+#   ROUNDS=N: interleaved rounds, each side's best kept (default 2; 1 on a machine too busy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 THREADS="${1:-$(nproc)}"
 STEPS="${STEPS:-30}"
+ROUNDS="${ROUNDS:-2}"
 DATA="${TESSEL_SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
 source bench/common.sh
 source bench/torch_peer.sh
 bench_setup tessel-gpt tessel
 torch_peer cpu_step
 
-/usr/bin/python3 - "$THREADS" "$STEPS" "$DATA" "$tmp" "$py" "$peer" <<'PY'
+/usr/bin/python3 - "$THREADS" "$STEPS" "$DATA" "$tmp" "$py" "$peer" "$ROUNDS" <<'PY'
 import json, os, statistics, subprocess, sys, time
 
 threads, steps, data, tmp, py, peer = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6]
+rounds = int(sys.argv[7])
 CONFIGS = [(4, 128, 4), (6, 384, 6)]
 T, B, V, WARMUP = 64, 32, 256, 5
 
@@ -109,7 +112,7 @@ SIDES = [("tessel f32", lambda L, C, NH: tessel(L, C, NH, "f32")),
 start = time.time()
 ceiling1, backend1, gemm_rows = gemm_ceiling()
 best = {}  # (config, side) -> (seconds or None, error or None)
-for round_ in range(2):
+for round_ in range(rounds):
     for L, C, NH in CONFIGS:
         for name, fn in SIDES:
             t, err = fn(L, C, NH)
@@ -127,7 +130,8 @@ ceiling, backend = max((ceiling1, backend1), (ceiling2, backend2))
 cpu = cpu_model()
 isa = ", ".join(bf16_isa) if bf16_isa else "no avx512_bf16 / amx"
 print(f"GPT T={T} B={B} AdamW step, {threads} threads on {cpu} ({isa}); peer {peer}; "
-      f"{steps} steps per run ({WARMUP} warmup), better median of 2 interleaved runs")
+      f"{steps} steps per run ({WARMUP} warmup), best median of {rounds} interleaved run(s); "
+      f"load average {os.getloadavg()[0]:.1f}")
 print(f"GEMM ceiling: tessel bench-gemm 2048x1536x384 f32, {ceiling:.0f} GFLOP/s ({backend}; "
       f"{ceiling1:.0f} before, {ceiling2:.0f} after the steps)")
 
@@ -174,7 +178,8 @@ with open("bench/RESULTS.md", "a") as f:
                 "interleaved runs per side; bf16 = Tessel --precision bf16 against torch.autocast('cpu', bfloat16). "
                 "GFLOP/s from the closed-form count in bench/cpu_step.sh against the GEMM ceiling "
                 "(tessel bench-gemm, 2048x1536x384 f32) timed in the same run.\n\n" + TABLE)
-    machine = f"{threads} threads, {cpu} ({isa}); {peer}; ceiling {ceiling:.0f} GFLOP/s ({backend})"
+    machine = (f"{threads} threads, {cpu} ({isa}); {peer}; ceiling {ceiling:.0f} GFLOP/s ({backend}); "
+               f"{steps} steps, {rounds} round(s), load average {os.getloadavg()[0]:.1f}")
     for cfg, tes, eag, com, ratio, target, gf in rows:
         f.write(f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {cfg} | {machine} | {fmt(tes)}, {gf} | {fmt(eag)} "
                 f"| {fmt(com)} | {ratio} | {target} |\n")

@@ -9,6 +9,7 @@
 // reported as such (its error message), not timed.
 #include "runtime/exec/Executor.h"
 #include "runtime/tools/tessel/Subcommand.h"
+#include "runtime/train/FlagChecks.h"
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -139,16 +140,16 @@ int run(const BenchGemmFlags& f) {
 
 Action setupBenchGemm(CLI::App& sub) {
   auto f = std::make_shared<BenchGemmFlags>();
-  sub.add_option("--m", f->m, "rows of A and C")->check(CLI::PositiveNumber)->capture_default_str();
-  sub.add_option("--n", f->n, "columns of B and C")->check(CLI::PositiveNumber)->capture_default_str();
-  sub.add_option("--k", f->k, "columns of A, rows of B")->check(CLI::PositiveNumber)->capture_default_str();
+  sub.add_option("--m", f->m, "rows of A and C")->check(trainer::integerIn(1, 65536))->capture_default_str();
+  sub.add_option("--n", f->n, "columns of B and C")->check(trainer::integerIn(1, 65536))->capture_default_str();
+  sub.add_option("--k", f->k, "columns of A, rows of B")->check(trainer::integerIn(1, 65536))->capture_default_str();
   sub.add_option("--dtype", f->dtype, "element type of A, B and C (a bf16 GEMM accumulates in f32)")
       ->check(CLI::IsMember({"f32", "bf16"}))
       ->capture_default_str();
-  sub.add_option("--runs", f->runs, "timed runs per backend")->check(CLI::PositiveNumber)->capture_default_str();
-  sub.add_option("--warmup", f->warmup, "untimed runs first")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub.add_option("--runs", f->runs, "timed runs per backend")->check(trainer::integerIn(1, 1 << 20))->capture_default_str();
+  sub.add_option("--warmup", f->warmup, "untimed runs first")->check(trainer::integerIn(0, 1 << 20))->capture_default_str();
   sub.add_option("--threads", f->threads, "OpenMP and BLAS threads (0: the libraries' defaults)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(trainer::integerIn(0, 1024))
       ->capture_default_str();
   std::vector<std::string> names;
   for (const BackendRow& row : kBackends) names.push_back(row.name);
