@@ -128,13 +128,16 @@ for name, s in phases:
     print(f"  {name:<34} {s:7.3f} s")
 cpu_model = sys.argv[5]
 load = os.getloadavg()[0]
-row = (f"| {time.strftime('%Y-%m-%d', time.gmtime())} "
-       f"| compile_time cold start (GPT-2 small shapes L12 C768 NH12 T1024 V50304 B1, empty kernel cache, "
-       f"process start to first step launched, best of {runs}; target <= 2 s) "
-       f"| {os.cpu_count()} cores, {cpu_model}, load average {load:.1f} "
-       f"| {'; '.join(f'{n} {s:.2f} s' for n, s in phases)} | launched at {launch:.2f} s | "
-       f"{'met' if launch <= 2 else 'not met'} |\n")
-with open("bench/RESULTS.md", "a") as f:
-    f.write(row)
+sys.path.insert(0, "bench")
+from results_md import add_section_rows
+add_section_rows(
+    "bench/RESULTS.md", "## Cold start to the first step (bench/compile_time.sh)",
+    "GPT-2 small's shapes (L12 C768 NH12 T1024 --vocab 50304, B=1) with an empty kernel cache: seconds from process "
+    "start until the first train step is launched, every kernel built and the parameters initialised, by phase "
+    "(tessel-gpt --profile's start-up line on stderr). Target: at most 2 s.\n\n"
+    "| date | machine, load | phases | first step launched | target <= 2 s |\n|---|---|---|---|---|",
+    [f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {os.cpu_count()} cores, {cpu_model}, load average {load:.1f}, "
+     f"best of {runs} | {'; '.join(f'{n} {s:.2f} s' for n, s in phases)} | {launch:.2f} s | "
+     f"{'met' if launch <= 2 else 'not met'} |"])
 PY
 fi

@@ -167,20 +167,18 @@ for L, C, NH in CONFIGS:
 print(f"step FLOPs (closed form): " + ", ".join(f"L{L} C{C} {step_flops(L, C) / 1e9:.2f} GFLOP" for L, C, _ in CONFIGS))
 print(f"wall time of the benchmark: {time.time() - start:.0f} s")
 
-HEADER = "## CPU step against current PyTorch (bench/cpu_step.sh)"
-TABLE = ("| date | config | machine, threads, peer, GEMM ceiling | tessel (GFLOP/s, % of ceiling) | torch eager "
-         "| torch.compile | tessel / faster torch | target |\n|---|---|---|---|---|---|---|---|\n")
-text = open("bench/RESULTS.md").read()
-last = text.rfind("\n## ")
-with open("bench/RESULTS.md", "a") as f:
-    if last < 0 or not text[last + 1:].startswith(HEADER):
-        f.write(f"\n{HEADER}\n\nOne AdamW step of the GPT (T=64, B=32, byte vocabulary), better median of two "
-                "interleaved runs per side; bf16 = Tessel --precision bf16 against torch.autocast('cpu', bfloat16). "
-                "GFLOP/s from the closed-form count in bench/cpu_step.sh against the GEMM ceiling "
-                "(tessel bench-gemm, 2048x1536x384 f32) timed in the same run.\n\n" + TABLE)
-    machine = (f"{threads} threads, {cpu} ({isa}); {peer}; ceiling {ceiling:.0f} GFLOP/s ({backend}); "
-               f"{steps} steps, {rounds} round(s), load average {os.getloadavg()[0]:.1f}")
-    for cfg, tes, eag, com, ratio, target, gf in rows:
-        f.write(f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {cfg} | {machine} | {fmt(tes)}, {gf} | {fmt(eag)} "
-                f"| {fmt(com)} | {ratio} | {target} |\n")
+sys.path.insert(0, "bench")
+from results_md import add_section_rows
+
+HEADING = "## CPU step against current PyTorch (bench/cpu_step.sh)"
+INTRO = ("One AdamW step of the GPT (T=64, B=32, byte vocabulary), best median of interleaved runs per side; "
+         "bf16 = Tessel --precision bf16 against torch.autocast('cpu', bfloat16). GFLOP/s from the closed-form count "
+         "in bench/cpu_step.sh against the GEMM ceiling (tessel bench-gemm, 2048x1536x384 f32) timed in the same run.\n\n"
+         "| date | config | machine, threads, peer, GEMM ceiling | tessel (GFLOP/s, % of ceiling) | torch eager "
+         "| torch.compile | tessel / faster torch | target |\n|---|---|---|---|---|---|---|---|")
+machine = (f"{threads} threads, {cpu} ({isa}); {peer}; ceiling {ceiling:.0f} GFLOP/s ({backend}); "
+           f"{steps} steps, {rounds} round(s), load average {os.getloadavg()[0]:.1f}")
+add_section_rows("bench/RESULTS.md", HEADING, INTRO,
+                 [f"| {time.strftime('%Y-%m-%d', time.gmtime())} | {cfg} | {machine} | {fmt(tes)}, {gf} | {fmt(eag)} "
+                  f"| {fmt(com)} | {ratio} | {target} |" for cfg, tes, eag, com, ratio, target, gf in rows])
 PY
