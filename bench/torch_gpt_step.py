@@ -2,7 +2,14 @@
 tanh GELU) and the same AdamW step, written the idiomatic nanoGPT way with nn.Modules, timed
 per step on random byte batches. Prints one JSON line: {"median_step_s": ..., ...}.
 
-Run with /usr/bin/python3 (Debian's python3-torch)."""
+--compile runs the model's forward through torch.compile (the default inductor backend, which
+builds C++ kernels with the system compiler); its first steps compile and are not timed
+(--warmup-steps). --bf16 runs the forward and loss under torch.autocast("cpu", bfloat16), the
+parameters and optimizer staying f32 (PyTorch's mixed precision on the CPU). If torch.compile
+fails, the JSON line carries "error" instead of times and the exit status is 0, so that a
+benchmark can report the failure in its row.
+
+Runs with bench/.venv's current PyTorch (bench/torch_peer.sh) or Debian's python3-torch."""
 import argparse
 import json
 import statistics
@@ -66,6 +73,8 @@ def main():
     p = argparse.ArgumentParser()
     add_model_flags(p, steps=40)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--compile", action="store_true", help="torch.compile the model")
+    p.add_argument("--bf16", action="store_true", help="forward and loss under CPU autocast(bfloat16)")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -74,12 +83,14 @@ def main():
     no_decay = [q for q in model.parameters() if q.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.0},
                              {"params": no_decay, "weight_decay": 0.0}], lr=1e-3)
+    run = torch.compile(model) if a.compile else model
     times = []
     for step in range(a.steps):
         idx = torch.randint(0, 256, (a.batch, a.seq))
         tgt = torch.randint(0, 256, (a.batch, a.seq))
         t0 = time.perf_counter()
-        loss = model(idx, tgt)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = run(idx, tgt)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -87,8 +98,14 @@ def main():
         times.append(time.perf_counter() - t0)
     steady = times[a.warmup_steps:]
     print(json.dumps({"median_step_s": statistics.median(steady), "min_step_s": min(steady),
-                      "steps": len(steady), "threads": a.threads, "torch": torch.__version__}))
+                      "first_step_s": times[0], "steps": len(steady), "threads": a.threads,
+                      "compile": a.compile, "bf16": a.bf16, "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except Exception as e:  # torch.compile's failures (no compiler, an inductor bug): reported, not fatal
+        if "--compile" not in __import__("sys").argv:
+            raise
+        print(json.dumps({"error": f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]}))

@@ -15,6 +15,8 @@
 #include <optional>
 #include <algorithm>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 namespace tessel {
 namespace {
@@ -56,6 +58,44 @@ bool writeAtomically(const fs::path& path, const std::string& bytes) {
   if (ok) fs::rename(tmp, path, ec);
   if (!ok || ec) fs::remove(tmp, ec);
   return ok && !ec;
+}
+
+/// The source cut into at most `parts` translation units for a parallel build: each holds
+/// every #include line of the source and its preamble (the shared static inline helpers before
+/// the first kernel), then a run of whole kernels (each starts at a "// tessel." header line,
+/// codegen/Lowering.cpp), the runs balanced by bytes. Kernels are extern "C" with distinct
+/// symbols and the helpers are static inline, so the units link into one library with the same
+/// symbols as the whole file. Fewer than two kernels per unit: one unit, the source itself.
+std::vector<std::string> splitForParallelBuild(const std::string& source, size_t parts) {
+  std::vector<size_t> starts;  // offsets of the kernels' header lines
+  for (size_t at = source.rfind("// tessel.", 0) == 0 ? 0 : source.find("\n// tessel."); at != std::string::npos;
+       at = source.find("\n// tessel.", at + 1))
+    starts.push_back(source[at] == '\n' ? at + 1 : at);
+  if (parts < 2 || starts.size() < 2 * parts) return {source};
+  std::string head = source.substr(0, starts.front());
+  for (size_t at = source.find("\n#include", starts.front()); at != std::string::npos;
+       at = source.find("\n#include", at + 1))
+    head += source.substr(at + 1, source.find('\n', at + 1) - at) + "\n";
+  const size_t body = source.size() - starts.front();
+  std::vector<std::string> units;
+  size_t from = 0;  // index into starts
+  for (size_t u = 0; u < parts && from < starts.size(); ++u) {
+    const size_t goal = starts.front() + body * (u + 1) / parts;
+    size_t to = from + 1;
+    while (to < starts.size() && starts[to] <= goal) ++to;
+    if (u + 1 == parts) to = starts.size();
+    const size_t end = to < starts.size() ? starts[to] : source.size();
+    units.push_back(head + source.substr(starts[from], end - starts[from]));
+    from = to;
+  }
+  return units;
+}
+
+/// Parallel units for this machine: one per core, at most 8 (a build of a few seconds does not
+/// gain from more, and every unit parses the preamble again); $TESSEL_HOST_COMPILE_JOBS overrides.
+size_t hostCompileJobs() {
+  if (const char* j = std::getenv("TESSEL_HOST_COMPILE_JOBS"); j && *j) return std::max(1L, std::strtol(j, nullptr, 10));
+  return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
 }
 
 }  // namespace
@@ -170,11 +210,34 @@ KernelLibrary buildKernelLibrary(const std::string& source, const HostCompileOpt
       }
     } endLine{options.announce, started};
     std::string log;
-    int status = runCompilerIn(work.string(),
-                               fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler,
-                                           flags, quote(src.filename().string()),
-                                           quote(tmp.filename().string())),
-                               log);
+    const std::string whole = fmt::format("cd {} && {}{} {} -o {}", quote(work.string()), options.compiler, flags,
+                                          quote(src.filename().string()), quote(tmp.filename().string()));
+    // A large library builds as one unit per core, compiled concurrently and then linked (the
+    // cache key and the library's symbols are those of the whole source). If that fails, the
+    // whole file is compiled alone, so that a rejection names lines of the source the message
+    // quotes.
+    std::vector<std::string> units = splitForParallelBuild(source, hostCompileJobs());
+    int status = 1;
+    if (units.size() > 1) {
+      std::string script = fmt::format("cd {} || exit 1; s=0;", quote(work.string()));
+      std::string objects;
+      for (size_t u = 0; u < units.size(); ++u) {
+        const std::string unit = fmt::format("u{}.cpp", u);
+        std::ofstream f(work / unit);
+        f << units[u];
+        f.flush();
+        if (!f.good()) throw HostCompileError(fmt::format("cannot write '{}' (disk full?)", (work / unit).string()));
+        script += fmt::format(" {}{} -c {} -o u{}.o & p{}=$!;", options.compiler, flags, unit, u, u);
+        objects += fmt::format(" u{}.o", u);
+      }
+      for (size_t u = 0; u < units.size(); ++u) script += fmt::format(" wait $p{} || s=1;", u);
+      script += fmt::format(" [ $s = 0 ] && {}{}{} -o {}", options.compiler, flags, objects, quote(tmp.filename().string()));
+      status = runCompilerIn(work.string(), script, log);
+    }
+    if (units.size() == 1 || status > 0) {  // -1: interrupted, the folder is gone
+      log.clear();
+      status = runCompilerIn(work.string(), whole, log);
+    }
     if (status != 0) {
       // Kept beside the cache (not in the build folder, which goes), so the lines the
       // message quotes can be read in full; swept after kStaleBuildAge.

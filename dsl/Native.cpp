@@ -1,5 +1,6 @@
 // Program::native and NativeProgram: lowering to generated kernels and running them.
 #include "dsl/Graph.h"
+#include "runtime/train/StartupTimes.h"
 
 #include "codegen/GemmTuner.h"
 #include "codegen/HostCompiler.h"
@@ -84,14 +85,17 @@ NativeProgram Program::native(const NativeOptions& options) const {
   rt::Program program;
   if (mlir::failed(lowerToProgram(g.module(), program)))
     g.throwCaptured(g.module().getLoc(), "the program could not be lowered to kernels");
+  rt::markStartupPhase("lower and emit kernels");
   auto impl = std::make_unique<NativeProgram::Impl>();
   HostCompileOptions hc;
   hc.cacheDir = options.cache_dir;
   hc.announce = options.announce_build;
   impl->library = buildKernelLibrary(program.kernelSource, hc);
+  rt::markStartupPhase("host compile");
   // Each GEMM's CPU library, measured per distinct shape at the run's thread count (cached).
   tuneGemms(program, GemmTunerOptions{
                          .policy = gemmPolicyFromEnvironment(), .threads = options.threads, .cacheDir = kernelCacheDir(hc)});
+  rt::markStartupPhase("GEMM tuning");
   KernelLibrary& lib = impl->library;
   impl->executor = std::make_unique<rt::Executor>(
       std::move(program), [&lib](const std::string& s) { return lib.symbol(s); },
@@ -101,7 +105,9 @@ NativeProgram Program::native(const NativeOptions& options) const {
     impl->mesh = rt::deviceMeshFor(impl->executor->program(), *options.world);
     impl->executor->setMesh(impl->mesh.get());
   }
+  rt::markStartupPhase("executor");
   impl->executor->initParameters(options.seed);
+  rt::markStartupPhase("parameter init");
   return NativeProgram(std::move(impl));
 }
 

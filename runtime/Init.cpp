@@ -19,6 +19,7 @@
 #include "runtime/numeric/Fnv1a.h"
 #include "runtime/numeric/Philox.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -57,6 +58,20 @@ std::invalid_argument invalid(std::string_view name, const std::string& problem)
   return std::invalid_argument("initParameter: " + problem + " for parameter '" + std::string(name) + "'");
 }
 
+/// Elements [lo, hi) of a normal parameter with Philox key `key` into out[0, hi - lo): one
+/// Philox call per pair, an odd start or end using one half of its pair.
+void normalRange(float* out, int64_t lo, int64_t hi, const numeric::PhiloxKey& key, double stddev) {
+  for (int64_t i = lo; i < hi;) {
+    const NormalPair z = normalPair(key, static_cast<uint64_t>(i) / 2);
+    if (i % 2 == 0) {
+      out[i - lo] = static_cast<float>(stddev * z.cosine);
+      if (++i == hi) break;
+    }
+    out[i - lo] = static_cast<float>(stddev * z.sine);
+    ++i;
+  }
+}
+
 }  // namespace
 
 void initParameterRange(float* out, int64_t first, int64_t n, InitKind kind, double stddev, uint64_t seed,
@@ -82,15 +97,14 @@ void initParameterRange(float* out, int64_t first, int64_t n, InitKind kind, dou
     throw invalid(name, "standard deviation " + std::to_string(stddev) + " is not a finite non-negative number");
   const uint64_t key64 = splitmix64(numeric::fnv1a(numeric::kFnv1aOffsetBasis, name) ^ splitmix64(seed));
   const numeric::PhiloxKey key{static_cast<uint32_t>(key64), static_cast<uint32_t>(key64 >> 32)};
-  // One Philox call per pair: an odd start or end uses one half of its pair.
-  for (int64_t i = first, end = first + n; i < end;) {
-    const NormalPair z = normalPair(key, static_cast<uint64_t>(i) / 2);
-    if (i % 2 == 0) {
-      out[i - first] = static_cast<float>(stddev * z.cosine);
-      if (++i == end) break;
-    }
-    out[i - first] = static_cast<float>(stddev * z.sine);
-    ++i;
+  // Element i depends only on (key, i), so chunks fill in parallel with the same bits as one
+  // serial pass (a pair split by a chunk boundary is computed by both chunks, identically).
+  constexpr int64_t kChunk = int64_t{1} << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t lo = first + c * kChunk, hi = std::min(first + n, lo + kChunk);
+    normalRange(out + (lo - first), lo, hi, key, stddev);
   }
 }
 

@@ -1,5 +1,6 @@
 // The trainer application; see App.h.
 #include "dsl/trainer/App.h"
+#include "runtime/train/StartupTimes.h"
 
 #include "codegen/GemmTuner.h"
 #include "codegen/HostCompiler.h"
@@ -205,11 +206,13 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   // This rank's stage: its coordinate along the pipeline axis (stage 0 when only compiling).
   const int64_t stage =
       plan.pp() > 1 ? batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, rank).first : 0;
+  rt::markStartupPhase("process start and flags");
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
                                     .plan = plan,
                                     .pipeline_stage = stage});
+  rt::markStartupPhase("compile (graph and MLIR passes)");
   if (flags_.memoryJson) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
     return 0;
@@ -286,6 +289,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   RankData data =
       recipe.data({batchRank, batchRanks, flags_.batch, microbatches, flags_.seed, resume.step}, train_);
   requireSameData(*comm, data.fingerprint, data.where);
+  rt::markStartupPhase("data");
   identity.data = data.fingerprint;  // recorded in each checkpoint, compared on resume
   identity.dataWhere = data.where;
   checkResumeData(resume, identity, checkpoints_.allowPartial);
@@ -361,6 +365,7 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   fmt::print("{}", rt::communicationSummary(ex.program(), gpu ? gpu->collectiveCounters()
                                                                : cpu->executor().collectiveCounters(),
                                             std::max<int64_t>(1, stepsRun(train_)), world));
+  if (run_.profile) fmt::print(stderr, "{}\n", rt::startupSummary());
   if (run_.profile && cpu) printProfile(*cpu, "train_step", std::max<int64_t>(1, stepsRun(train_)));
   fmt::print("memory: arena planned {:.2f} MiB, high-water {:.2f} MiB\n",
              static_cast<double>(ex.arenaBytes()) / (1 << 20), static_cast<double>(ex.highWaterBytes()) / (1 << 20));

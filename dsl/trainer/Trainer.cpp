@@ -2,6 +2,7 @@
 #include "dsl/trainer/Trainer.h"
 
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/StepKind.h"
 
 #include "dsl/trainer/Flags.h"
 
@@ -53,6 +54,10 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
     } else if (auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
       what = fmt::format("{} dim {}", rt::collectiveKindName(rt::collectiveKindIndex(*c)), c->dim);
       where = c->location;
+    } else if (auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->kind == rt::CollectiveStep::Kind::SendRecv) {
+      what = fmt::format("send_recv {} sends {} recvs", c->sends,
+                         static_cast<int64_t>(c->tensors.size()) - c->sends);
+      where = c->location;
     } else if (auto* c = std::get_if<rt::CollectiveStep>(&step)) {
       what = fmt::format("all_reduce_{} bucket {}",
                          c->kind == rt::CollectiveStep::Kind::AllReduceStart ? "start" : "wait", c->bucket);
@@ -62,6 +67,22 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
     }
     fmt::print("  {:7.3f} ms {:5.1f}%  {:<36} {}\n", 1e3 * t[order[i]] / static_cast<double>(runs),
                100.0 * t[order[i]] / total, what, where.substr(0, 90));
+  }
+  printKindSummary(*f, t, runs);
+}
+
+void printKindSummary(const rt::Function& f, const std::vector<double>& seconds, int64_t runs) {
+  rt::KindTotals k = rt::kindTotals(f, seconds);
+  double perRun = 1.0 / static_cast<double>(std::max<int64_t>(1, runs));
+  fmt::print("profile of @{} by kind: ms per step, share of the step, steps per run\n", f.name);
+  for (int i = 0; i < rt::kStepKinds; ++i) {
+    if (k.steps[i] == 0) continue;
+    auto kind = static_cast<rt::StepKind>(i);
+    std::string extra;
+    if (kind == rt::StepKind::Gemm && k.seconds[i] > 0)
+      extra = fmt::format("  {:.1f} GFLOP/s", k.gemmFlops / (k.seconds[i] * perRun) / 1e9);
+    fmt::print("  kind {:<17} {:9.3f} ms {:5.1f}% {:5} steps{}\n", rt::stepKindName(kind), 1e3 * k.seconds[i] * perRun,
+               k.total > 0 ? 100.0 * k.seconds[i] / k.total : 0.0, k.steps[i], extra);
   }
 }
 

@@ -35,6 +35,14 @@ namespace tessel::trainer {
 /// Prints the `top` most expensive steps of `function` (profiled executors only): seconds per
 /// run, share of the total, kind (kernel symbol, gemm with its dimensions, copy) and the op
 /// location, so a user sees where a step's time goes.
+/// Then the summary by kind (printKindSummary).
 void printProfile(NativeProgram& native, const std::string& function, int64_t runs, int top = 15);
+
+/// Prints `f`'s time by step kind (runtime/exec/StepKind.h: gemm, row, elementwise, layout,
+/// optimizer, attention, collective halves, send_recv, other), one line per kind present:
+/// "  kind <name> <ms per run> ms <share>% <steps> steps", the GEMM line with the GFLOP/s its
+/// steps achieved (2 m n k batch per GEMM over their time). `seconds`: the executor's
+/// per-step totals over `runs` runs; the shares sum to 100% (up to rounding).
+void printKindSummary(const rt::Function& f, const std::vector<double>& seconds, int64_t runs);
 
 }  // namespace tessel::trainer

@@ -1,5 +1,6 @@
 // The training loop; see Loop.h.
 #include "runtime/train/Loop.h"
+#include "runtime/train/StartupTimes.h"
 
 #include "runtime/exec/AllocationCounter.h"
 #include "runtime/exec/ExportParams.h"
@@ -282,6 +283,7 @@ std::vector<StepStats> train(rt::ProgramExecutor& ex, const TrainOptions& o,
       setScalar(ex, "train_step", firstHyper + h, v);
     }
     std::vector<rt::OutputView> out;
+    if (step == o.firstStep) rt::markStartupPhase("loop setup and first batch");  // the first launch
     {
       rt::TraceScope run(tr, "train_step", "function");
       ex.run("train_step");

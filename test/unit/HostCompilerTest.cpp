@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -120,3 +121,53 @@ TEST(HostCompiler, ConcurrentBuildersAgree) {
 }
 
 }  // namespace
+
+namespace {
+
+/// `kernels` kernels after a preamble with a static inline helper: kernel i writes
+/// helper(i) = 3 i + 1 into args[0][0]. Kernel i's header line follows codegen's format.
+std::string manyKernels(int kernels, const std::string& brokenLine = "") {
+  std::string s = "#include <cstdint>\nstatic inline float helper(int i) { return 3.0f * i + 1.0f; }\n";
+  for (int i = 0; i < kernels; ++i) {
+    s += "// tessel.add at loc(\"model.h\":" + std::to_string(i + 1) + ":1)\n";
+    if (i == kernels - 1) s += "#include <cstring>\n";  // a late include: every unit gets it
+    s += "extern \"C\" void k" + std::to_string(i) + "_add(void** args) {\n";
+    s += "  float* out = (float*)args[0];\n";
+    s += i == kernels / 2 && !brokenLine.empty() ? brokenLine + "\n" : "";
+    s += "  out[0] = helper(" + std::to_string(i) + ");\n";
+    if (i == kernels - 1) s += "  std::memset(out + 1, 0, sizeof(float));\n";
+    s += "}\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+// A library of many kernels builds as several units compiled in parallel
+// (TESSEL_HOST_COMPILE_JOBS units) and linked into one: every kernel is there and computes
+// what the whole file would. A compile error in one unit still names the whole source's line.
+TEST(HostCompiler, ParallelUnitsBuildEveryKernelAndExplainErrors) {
+  setenv("TESSEL_HOST_COMPILE_JOBS", "3", 1);
+  tessel::HostCompileOptions o;
+  o.cacheDir = (std::filesystem::path(testing::TempDir()) / "tessel-hostcc-units").string();
+  std::filesystem::remove_all(o.cacheDir);
+  const int kernels = 13;
+  tessel::KernelLibrary lib = tessel::buildKernelLibrary(manyKernels(kernels), o);
+  for (int i = 0; i < kernels; ++i) {
+    auto* fn = reinterpret_cast<void (*)(void**)>(lib.symbol("k" + std::to_string(i) + "_add"));
+    ASSERT_NE(fn, nullptr) << i;
+    float out[2] = {-1.0f, -1.0f};
+    void* args[] = {out};
+    fn(args);
+    EXPECT_EQ(out[0], 3.0f * i + 1.0f) << i;  // exact: small integers in f32
+  }
+  const std::string broken = manyKernels(kernels, "  out[0] = undefined_name;");
+  try {
+    tessel::buildKernelLibrary(broken, o);
+    FAIL() << "a broken source compiled";
+  } catch (const tessel::HostCompileError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("in the kernel of tessel.add at loc(\"model.h\":7:1)"), std::string::npos) << what;
+  }
+  unsetenv("TESSEL_HOST_COMPILE_JOBS");
+}

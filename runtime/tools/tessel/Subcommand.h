@@ -47,6 +47,8 @@ struct Subcommand {
 Action setupTopology(CLI::App& sub);
 /// `tessel bench-comm` (BenchComm.cpp).
 Action setupBenchComm(CLI::App& sub);
+/// `tessel bench-gemm` (BenchGemm.cpp).
+Action setupBenchGemm(CLI::App& sub);
 /// `tessel memory` (Memory.cpp).
 Action setupMemory(CLI::App& sub);
 

@@ -33,6 +33,9 @@ const Subcommand kSubcommands[] = {
                    "through the trainer's communicators (MPI on CPU); time, algbw and busbw per size, every "
                    "result verified (run under mpirun)",
      tessel::cli::setupBenchComm},
+    {"bench-gemm", "time a GEMM (f32 or bf16, M x N x K) through the executor's GEMM path, once per CPU backend "
+                   "(OpenBLAS, ...): best and median ms and GFLOP/s, the machine's GEMM ceiling",
+     tessel::cli::setupBenchGemm},
     {"memory", "memory per GPU before launch: the ZeRO paper's formula for model states at stages 0-3 "
                "(--params-billions, --gpus), or a compiled plan's exact bytes per rank (--model gpt ... --plan), "
                "and whether it fits --device-memory",
