@@ -7,6 +7,9 @@
 //   3. tessel.matmul -> a GemmStep (batch, strides from the shapes; a rank-2 rhs is shared).
 //   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
 //      reader of the old value, so that every read sees the value from before the call.
+//      Except clipped AdamW updates that may run in place (MultiTensorAdamW.h): consecutive
+//      ones with the same scalars become one multi-tensor kernel writing the parameters and
+//      moments directly, and their assignments no copy.
 //   5. every other op -> a KernelStep calling its generated C++ kernel, and the kernel's
 //      signature (each argument's dtype and element count) in Program::kernels; identical kernels
 //      (same source up to comments) share one symbol, k<n>_<op> (k<n>_fused_<ops> for a
@@ -34,6 +37,7 @@
 #include "codegen/KernelCommon.h"
 #include "codegen/MemoryPlan.h"
 #include "codegen/MeshLowering.h"
+#include "codegen/MultiTensorAdamW.h"
 #include "codegen/PipelineLowering.h"
 #include "codegen/ShardMoveLowering.h"
 #include "compiler/FunctionAttrs.h"
@@ -169,6 +173,45 @@ class Lowerer {
     return symbol;
   }
 
+  /// The step of one multi-tensor AdamW kernel over `group` (MultiTensorAdamW.h), its
+  /// arguments' buffers looked up in `buffer`.
+  rt::KernelStep multiTensorAdamW(const std::vector<AdamWUpdate>& group,
+                                  const llvm::DenseMap<mlir::Value, int>& buffer) {
+    rt::KernelStep k;
+    std::string src = emitMultiTensorAdamWCpp(group, "TESSEL_KERNEL");
+    std::string key = withoutComments(src);
+    CudaKernel cuda;
+    if (options_.cuda) {
+      cuda = emitMultiTensorAdamWCuda(group, "TESSEL_KERNEL");
+      k.launch = launchOf(cuda.launch);
+      key += "\n// ---- cuda ----\n" + withoutComments(cuda.source);
+    }
+    auto it = symbols_.find(key);
+    if (it == symbols_.end()) {
+      std::string symbol = fmt::format("k{}_multi_tensor_adamw", symbols_.size());
+      rename(src, symbol);
+      kernels_ += src + "\n";
+      if (options_.cuda) {
+        rename(cuda.source, symbol);
+        cudaKernels_ += cuda.source + "\n";
+      }
+      it = symbols_.emplace(std::move(key), symbol).first;
+    }
+    k.symbol = it->second;
+    for (const AdamWUpdate& u : group)
+      for (mlir::Value v : {u.param, u.expAvg, u.expAvgSq}) k.args.push_back(buffer.at(v));
+    for (const AdamWUpdate& u : group) k.args.push_back(buffer.at(u.grad));
+    k.args.push_back(buffer.at(group.front().coef));
+    for (mlir::Value v : group.front().hyper) k.args.push_back(buffer.at(v));
+    std::vector<rt::KernelArg> signature;
+    for (int id : k.args) signature.push_back({program_.buffers[id].dtype, program_.buffers[id].numel()});
+    recordSignature(k.symbol, signature);
+    std::vector<std::string> locations;
+    for (const AdamWUpdate& u : group) locations.push_back(locationString(u.op->getLoc()));
+    k.location = fmt::format("{}", fmt::join(locations, "; "));
+    return k;
+  }
+
   static rt::LaunchConfig launchOf(const CudaLaunch& l) {
     return {{l.grid[0], l.grid[1], l.grid[2]}, {l.block[0], l.block[1], l.block[2]}, l.sharedBytes};
   }
@@ -252,8 +295,40 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
   nextGatherSlot = nextBucket;
   for (mlir::Operation* op : ops) nextGatherSlot += mlir::isa<AllReduceOp>(op);
 
+  // 4. In-place AdamW updates waiting to be emitted as one kernel (at the next op that is
+  // neither one of them nor an assignment), the action of the first, and their assignments.
+  std::vector<AdamWUpdate> group;
+  std::string groupAction;
+  llvm::DenseSet<mlir::Operation*> inPlaceAssigns;
+  auto flushGroup = [&] {
+    if (group.empty()) return;
+    const auto first = static_cast<int64_t>(fn.steps.size());
+    rt::KernelStep k = multiTensorAdamW(group, buffer);
+    for (int id : k.args) use(id, fn.steps.size());
+    fn.steps.push_back(std::move(k));
+    if (!groupAction.empty()) {
+      if (!fn.actions.empty() && fn.actions.back().name == groupAction && fn.actions.back().endStep == first)
+        fn.actions.back().endStep = first + 1;
+      else
+        fn.actions.push_back({groupAction, first, first + 1});
+    }
+    group.clear();
+  };
+
   for (size_t i = 0; i < ops.size(); ++i) {
     mlir::Operation* op = ops[i];
+    std::optional<AdamWUpdate> u;
+    if (options_.multiTensorAdamW && !pendingCopies.count(i)) u = matchInPlaceAdamW(op, index);  // (copies due after it: never, in practice)
+    if (u) {
+      if (!group.empty() && (!group.front().sameScalars(*u) || group.size() >= kMultiTensorAdamWMax ||
+                             actionName(op) != groupAction))
+        flushGroup();
+      if (group.empty()) groupAction = actionName(op);
+      group.push_back(*u);
+      for (mlir::Operation* a : u->assigns) inPlaceAssigns.insert(a);
+      continue;
+    }
+    if (!mlir::isa<AssignOp>(op)) flushGroup();
     size_t step = fn.steps.size();
     if (auto p = mlir::dyn_cast<ParamOp>(op)) {
       std::string name = p.getName().str();
@@ -344,9 +419,11 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     } else if (auto a = mlir::dyn_cast<AssignOp>(op)) {
       if (!assigned.insert(a.getName().str()).second)
         return a.emitOpError() << "assigns \"" << a.getName() << "\" a second time";
-      int src = buffer.at(a.getValue()), dst = persistent_.at(a.getName().str());
-      size_t after = std::max(i, lastRead[a.getName().str()]);
-      pendingCopies[after].emplace_back(src, dst);
+      if (!inPlaceAssigns.contains(op)) {  // else written by its multi-tensor AdamW kernel
+        int src = buffer.at(a.getValue()), dst = persistent_.at(a.getName().str());
+        size_t after = std::max(i, lastRead[a.getName().str()]);
+        pendingCopies[after].emplace_back(src, dst);
+      }
     } else if (auto mm = mlir::dyn_cast<MatmulOp>(op)) {
       std::vector<int> in = operandIds();
       rt::GemmStep g;
@@ -540,6 +617,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
     }
   }
 
+  flushGroup();  // (a function ends with its return, which flushed already)
   if (scratch >= 0) program_.buffers[scratch].shape = {(scratchMax + 3) / 4};
   std::vector<LiveBuffer> lives;
   for (int id : temps_)

@@ -26,6 +26,11 @@ struct LoweringOptions {
   /// C++ and the CUDA kernel of the same op (kernels are shared only when both sources
   /// agree).
   bool cuda = false;
+  /// Clipped AdamW updates that may run in place become multi-tensor kernels writing the
+  /// parameters and moments directly (codegen/MultiTensorAdamW.h), without the copies of
+  /// their assignments. False keeps one kernel per parameter and the copies (the form whose
+  /// results the multi-tensor kernels reproduce bit for bit; for tests).
+  bool multiTensorAdamW = true;
 };
 
 /// Lowers every func.func of `module` into `program` (buffers shared by name across

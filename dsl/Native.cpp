@@ -71,10 +71,11 @@ int NativeProgram::copy_parameters_from(const SafeTensorsFile& full) {
   return copied;
 }
 
-rt::Program Program::lower(bool cudaKernels) const {
+rt::Program Program::lower(bool cudaKernels, bool multiTensorAdamW) const {
   Graph& g = *impl_->graph;
   rt::Program program;
-  if (mlir::failed(lowerToProgram(g.module(), program, LoweringOptions{.cuda = cudaKernels})))
+  if (mlir::failed(lowerToProgram(g.module(), program,
+                                  LoweringOptions{.cuda = cudaKernels, .multiTensorAdamW = multiTensorAdamW})))
     g.throwCaptured(g.module().getLoc(), cudaKernels ? "the program could not be lowered to CUDA kernels"
                                                      : "the program could not be lowered to kernels");
   return program;

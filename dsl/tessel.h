@@ -423,9 +423,11 @@ class Program {
   /// Only lowers every function to an rt::Program (buffers, steps, memory plan, C++ kernel
   /// source), allocating and compiling nothing: what --emit-bundle ships. With
   /// `cuda_kernels`, the program also carries the CUDA kernels and each kernel step its
-  /// launch (codegen/Lowering.h LoweringOptions::cuda). Throws ModelError at the op's
-  /// location if an op cannot be lowered.
-  rt::Program lower(bool cuda_kernels = false) const;
+  /// launch (codegen/Lowering.h LoweringOptions::cuda). `multi_tensor_adamw` false keeps
+  /// one AdamW kernel per parameter and the copies of the new values (LoweringOptions::
+  /// multiTensorAdamW; the default updates in place with multi-tensor kernels). Throws
+  /// ModelError at the op's location if an op cannot be lowered.
+  rt::Program lower(bool cuda_kernels = false, bool multi_tensor_adamw = true) const;
 
  private:
   friend class Model;
