@@ -183,6 +183,9 @@ TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
 TEST(CppEmitter, GlobalNormAndClip) { checkOps({"global_norm", "clip_coefficient"}); }
 TEST(CppEmitter, Rope) { checkOps({"rope"}); }
+TEST(CppEmitter, FusedAttention) {
+  checkOps({"causal_attention", "causal_attention_grad", "grouped_attention", "grouped_attention_grad"});
+}
 TEST(CppEmitter, VocabParallel) {
   checkOps({"embedding_shard", "embedding_shard_grad", "row_max", "sum_exp", "sum_exp_grad",
             "target_logit", "target_logit_grad", "cross_entropy_from_stats",
@@ -375,8 +378,8 @@ TEST(CppEmitter, KernelTextNamesTheOpItsLocationAndShapes) {
   EXPECT_NE(ce.find("// dloss scalar"), std::string::npos) << ce;
 }
 
-// Library calls (matmul: GEMM steps), aliases (reshape) and composites (attention) get no
-// kernel; elementwise ops get one for f32 and bf16 alike.
+// Library calls (matmul: GEMM steps) and aliases (reshape) get no kernel; attention gets its
+// fused kernel; elementwise ops get one for f32 and bf16 alike.
 TEST(CppEmitter, RejectsLibraryCallsAndAliasesAcceptsBf16) {
   mlir::DialectRegistry registry;
   registerTesselDialects(registry);
@@ -400,7 +403,8 @@ func.func @f(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>, %qkv: tensor<2x4x24xf32>
   module->walk([&](mlir::Operation* op) {
     if (hasCppKernel(op)) accepted.push_back(op->getName().getStringRef().str());
   });
-  EXPECT_EQ(accepted, (std::vector<std::string>{"tessel.add", "tessel.gelu", "tessel.add"}));
+  EXPECT_EQ(accepted, (std::vector<std::string>{"tessel.causal_attention", "tessel.add",
+                                                "tessel.gelu", "tessel.add"}));
   module->walk([&](MatmulOp op) {
     EXPECT_THROW(emitCppKernel(op, "k"), std::invalid_argument);
   });
