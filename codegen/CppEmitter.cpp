@@ -299,6 +299,10 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitCrossEntropyFromStatsGrad;
     case KernelKind::Rope:
       return &emitRope;
+    case KernelKind::Attention:
+      return &emitAttention;
+    case KernelKind::AttentionGrad:
+      return &emitAttentionGrad;
     case KernelKind::Fused:
       return nullptr;  // fused regions are lowered by FusedEmitter, not here
   }

@@ -155,4 +155,8 @@ void emitClipCoefficient(KernelWriter& w);
 // CppEmitterAttention.cpp
 void emitRope(KernelWriter& w);
 
+// CppEmitterAttentionFused.cpp
+void emitAttention(KernelWriter& w);
+void emitAttentionGrad(KernelWriter& w);
+
 }  // namespace tessel::cppgen

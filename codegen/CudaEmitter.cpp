@@ -379,6 +379,10 @@ EmitFn emitterFor(mlir::Operation* op) {
       return &emitCrossEntropyFromStatsGrad;
     case KernelKind::Rope:
       return &emitRope;
+    case KernelKind::Attention:
+      return &emitAttention;
+    case KernelKind::AttentionGrad:
+      return &emitAttentionGrad;
     case KernelKind::Fused:
       return &emitFused;
   }
@@ -423,6 +427,7 @@ bool hasCudaKernel(mlir::Operation* op) {
   std::optional<KernelKind> kind = kernelKindOf(op);
   if (!kind) return false;
   if (*kind == KernelKind::Fused) return cudagen::fusedSupported(op);
+  if (*kind == KernelKind::AttentionGrad && !cudagen::attentionFitsCuda(op)) return false;
   return hasCppKernel(op) && cudagen::emitterFor(op) != nullptr;
 }
 

@@ -204,6 +204,16 @@ void emitCrossEntropyFromStats(CudaWriter& w);
 void emitCrossEntropyFromStatsGrad(CudaWriter& w);
 // CudaEmitterAttention.cpp
 void emitRope(CudaWriter& w);
+
+// CudaEmitterAttentionFused.cpp
+/// The most query rows (G * T: a kv head's query heads times the positions) one block of
+/// the attention backward keeps statistics for in shared memory (2 floats each, 32 KiB).
+constexpr int64_t kMaxAttentionBlockRows = 4096;
+/// True if the fused attention backward kernel serves `op` (an attention gradient):
+/// G * T <= kMaxAttentionBlockRows and D <= 256 (the per-thread accumulators).
+bool attentionFitsCuda(mlir::Operation* op);
+void emitAttention(CudaWriter& w);
+void emitAttentionGrad(CudaWriter& w);
 // CudaEmitterFused.cpp
 void emitFused(CudaWriter& w);
 bool fusedSupported(mlir::Operation* op);

@@ -47,6 +47,9 @@ std::optional<KernelKind> kernelKindOf(mlir::Operation* op) {
       .Case([](CrossEntropyFromStatsOp) { return KernelKind::CrossEntropyFromStats; })
       .Case([](CrossEntropyFromStatsGradOp) { return KernelKind::CrossEntropyFromStatsGrad; })
       .Case([](RopeOp) { return KernelKind::Rope; })
+      .Case<CausalAttentionOp, GroupedAttentionOp>([](auto) { return KernelKind::Attention; })
+      .Case<CausalAttentionGradOp, GroupedAttentionGradOp>(
+          [](auto) { return KernelKind::AttentionGrad; })
       .Case([](FusedOp) { return KernelKind::Fused; })
       .Default([](mlir::Operation*) -> K { return std::nullopt; });
 }

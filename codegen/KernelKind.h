@@ -48,6 +48,8 @@ enum class KernelKind {
   CrossEntropyFromStats,
   CrossEntropyFromStatsGrad,
   Rope,              // rope: rotary position embedding (its own kernel)
+  Attention,         // causal_attention, grouped_attention: fused per (batch, head)
+  AttentionGrad,     // causal_attention_grad, grouped_attention_grad
   Fused,             // tessel.fused (CUDA emitter only)
 };
 

@@ -452,8 +452,12 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
       g.location = locationString(op->getLoc());
       fn.steps.push_back(g);
     } else if (options_.cuda && (mlir::isa<FusedOp>(op) || hasCppKernel(op)) && !hasCudaKernel(op)) {
-      return op->emitError() << "'" << op->getName()
-                             << "' has no CUDA kernel; it cannot be compiled for the GPU";
+      auto diag = op->emitError() << "'" << op->getName()
+                                  << "' has no CUDA kernel; it cannot be compiled for the GPU";
+      if (mlir::isa<CausalAttentionGradOp, GroupedAttentionGradOp>(op))
+        diag << " (the attention backward kernel keeps at most 4096 query rows of one kv head, "
+                "G * T, and D <= 256; compile with decompose_attention instead)";
+      return diag;
     } else if (auto ar = mlir::dyn_cast<AllReduceOp>(op)) {
       // 6. A synchronous all-reduce: a one-tensor bucket started and waited for at once.
       std::vector<int> in = operandIds();

@@ -73,6 +73,14 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
                                          static_cast<int64_t>(o.getNumHeads()),
                                          static_cast<int64_t>(o.getNumKvHeads())));
       })
+      .Case([&](CausalAttentionGradOp o) {
+        return one(ref::causalAttentionGrad(*in[0], *in[1], static_cast<int64_t>(o.getNumHeads())));
+      })
+      .Case([&](GroupedAttentionGradOp o) {
+        return ref::groupedAttentionGrad(*in[0], *in[1], *in[2], *in[3],
+                                         static_cast<int64_t>(o.getNumHeads()),
+                                         static_cast<int64_t>(o.getNumKvHeads()));
+      })
       .Case([&](ReshapeOp o) { return one(ref::reshape(*in[0], shapeOf(o.getType()))); })
       .Case([&](TransposeOp o) {
         return one(ref::transpose(*in[0], toVector(o.getPermutation())));

@@ -82,9 +82,10 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                    pm.addPass(createReshardToCollectives(ReshardToCollectivesOptions{fwd}));
                  }});
   }
-  s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
-                 pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
-               }});
+  if (o.decomposeAttention)
+    s.push_back({"decompose-attention", [](mlir::OpPassManager& pm) {
+                   pm.addNestedPass<mlir::func::FuncOp>(createDecomposeAttention());
+                 }});
   if (o.precision == "bf16")
     s.push_back({"mixed-precision", [o](mlir::OpPassManager& pm) {
                    pm.addPass(createMixedPrecision(MixedPrecisionOptions{o.forwardName}));

@@ -74,6 +74,12 @@ struct PipelineOptions {
   /// axes ("dp,fsdp", in mesh order) when the batch is split over several (dp then is the
   /// product of their sizes).
   std::string batchAxis = "dp";
+  /// Rewrite causal_attention and grouped_attention into reshapes, transposes, batched
+  /// matmuls and a causal softmax before autodiff (tessel-decompose-attention). False (the
+  /// default) keeps each as one op with its own fused kernel and VJP (causal_attention_grad,
+  /// grouped_attention_grad). The GPU trainer sets this until the CUDA twins of the fused
+  /// kernels (checked only in the SIMT harness so far) are timed on a GPU.
+  bool decomposeAttention = false;
   /// Fully sharded data parallelism (the plan's fully_shard): the mesh axis every parameter
   /// is stored split over on dimension 0 at ZeRO stage 3 (tessel-fully-shard), or only its
   /// optimizer state (and gradient) at stages 1 and 2 (zeroStage), or "". It must be one of

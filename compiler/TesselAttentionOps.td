@@ -3,9 +3,11 @@
 // The attention ops of Llama-style models: rotary position embeddings (RoPE, Su et al. 2021)
 // and grouped-query causal attention (GQA, Ainslie et al. 2023). `tessel.rope` is a primitive
 // with its own kernel; its VJP is itself with `inverse` toggled (a rotation's transpose is its
-// inverse). `tessel.grouped_attention` is a composite like `tessel.causal_attention`:
-// tessel-decompose-attention rewrites it into reshapes, transposes, matmuls and a causal
-// softmax before autodiff, so it has no VJP of its own.
+// inverse). `tessel.grouped_attention`, like `tessel.causal_attention`, runs as one fused
+// kernel per (batch, head); tessel-decompose-attention can instead rewrite either into
+// reshapes, transposes, matmuls and a causal softmax before autodiff. Their VJPs are
+// `tessel.grouped_attention_grad` and `tessel.causal_attention_grad`, which recompute the
+// probabilities from q and k (nothing beyond the inputs is saved by the forward).
 //
 //===------------------------------------------------------------------------------===//
 #ifndef TESSEL_ATTENTION_OPS_TD
@@ -50,10 +52,11 @@ def Tessel_RopeOp : Tessel_Op<"rope", [Pure, SameOperandsAndResultType,
 }
 
 def Tessel_GroupedAttentionOp : Tessel_Op<"grouped_attention",
-    [Pure, SameOperandsAndResultElementType]> {
+    [Pure, SameOperandsAndResultElementType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "grouped-query causal self-attention";
   let description = [{
-    A composite op (tessel-decompose-attention rewrites it before autodiff). `q`:
+    One fused kernel per (batch, head) (tessel-decompose-attention can instead rewrite it
+    into primitives before autodiff). `q`:
     `[B, T, NH * D]`, `k` and `v`: `[B, T, NKV * D]` with `NH = num_heads`,
     `NKV = num_kv_heads` dividing NH; result: `[B, T, NH * D]`. With `G = NH / NKV`, query
     head `h` (channels `[h*D, (h+1)*D)` of `q` and of the result) attends with key/value head
@@ -73,6 +76,61 @@ def Tessel_GroupedAttentionOp : Tessel_Op<"grouped_attention",
   let results = (outs Tessel_FloatTensor:$result);
   let assemblyFormat = [{
     $q `,` $k `,` $v `heads` $num_heads `kv_heads` $num_kv_heads attr-dict `:`
+    functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tessel_CausalAttentionGradOp : Tessel_Op<"causal_attention_grad",
+    [Pure, SameOperandsAndResultElementType]> {
+  let summary = "backward of causal_attention: the gradient of its packed qkv";
+  let description = [{
+    `qkv`: `[B, T, 3C]` as causal_attention's operand, `grad`: `[B, T, C]` (the gradient of
+    its result); result: `[B, T, 3C]`, the gradients of q, k and v packed as `qkv` is. Per
+    head, with `S = q k^T / sqrt(HS)` (causal), `P = softmax(S)` recomputed from q and k:
+    `dv = P^T dy`, `dP = dy v^T`, `dS = P * (dP - rowsum(P * dP))`,
+    `dq = dS k / sqrt(HS)`, `dk = dS^T q / sqrt(HS)` (the softmax and matmul VJPs composed).
+
+    Example:
+
+    ```mlir
+    %dqkv = tessel.causal_attention_grad %qkv, %dy heads 4
+        : (tensor<4x32x192xf32>, tensor<4x32x64xf32>) -> tensor<4x32x192xf32>
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$qkv, Tessel_FloatTensor:$grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads);
+  let results = (outs Tessel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `,` $grad `heads` $num_heads attr-dict `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+def Tessel_GroupedAttentionGradOp : Tessel_Op<"grouped_attention_grad",
+    [Pure, SameOperandsAndResultElementType]> {
+  let summary = "backward of grouped_attention: the gradients of q, k and v";
+  let description = [{
+    Operands as grouped_attention's, plus `grad` `[B, T, NH * D]` (the gradient of its
+    result); results `dq`, `dk`, `dv` with the shapes of q, k, v. The formulas of
+    causal_attention_grad per query head h; `dk` and `dv` of kv head g are the sums over
+    its G = NH / NKV query heads, in head order.
+
+    Example:
+
+    ```mlir
+    %dq, %dk, %dv = tessel.grouped_attention_grad %q, %k, %v, %dy heads 4 kv_heads 2
+        : (tensor<4x32x64xf32>, tensor<4x32x32xf32>, tensor<4x32x32xf32>, tensor<4x32x64xf32>)
+        -> (tensor<4x32x64xf32>, tensor<4x32x32xf32>, tensor<4x32x32xf32>)
+    ```
+  }];
+  let arguments = (ins Tessel_FloatTensor:$q, Tessel_FloatTensor:$k, Tessel_FloatTensor:$v,
+                       Tessel_FloatTensor:$grad,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_heads,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_kv_heads);
+  let results = (outs Tessel_FloatTensor:$dq, Tessel_FloatTensor:$dk, Tessel_FloatTensor:$dv);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $grad `heads` $num_heads `kv_heads` $num_kv_heads attr-dict `:`
     functional-type(operands, results)
   }];
   let hasVerifier = 1;

@@ -304,10 +304,11 @@ def Tessel_CrossEntropyOp : Tessel_Op<"cross_entropy", [Pure, DeclareOpInterface
 //===----------------------------------------------------------------------===//
 
 def Tessel_CausalAttentionOp : Tessel_Op<"causal_attention",
-    [Pure, SameOperandsAndResultElementType]> {
+    [Pure, SameOperandsAndResultElementType, DeclareOpInterfaceMethods<Tessel_VJPOpInterface>]> {
   let summary = "multi-head causal self-attention on a fused qkv projection";
   let description = [{
-    A composite op (autodiff and fusion may decompose it). `qkv`: `[B, T, 3C]`, laid out
+    One fused kernel per (batch, head) by default; tessel-decompose-attention can rewrite
+    it into primitives instead. Its VJP is `tessel.causal_attention_grad`. `qkv`: `[B, T, 3C]`, laid out
     as `[q | k | v]` along the last dimension; each of q, k, v is split into `num_heads`
     heads of `HS = C / num_heads` consecutive channels. Per head,
     `y = softmax_causal(q k^T / sqrt(HS)) v`; result: `[B, T, C]` with the heads

@@ -319,6 +319,11 @@ struct CompileOptions {
   /// its stages' layers and parameters. Must be 0 for other plans. Out of range:
   /// std::invalid_argument.
   int64_t pipeline_stage = 0;
+  /// Rewrite attention into transposes, batched matmuls and a causal softmax
+  /// (tessel-decompose-attention) instead of one fused kernel per (batch, head) and its
+  /// fused backward. The GPU trainer (--device cuda) sets it: the fused CUDA kernels are
+  /// checked against the C++ ones in the SIMT harness but not yet timed on a GPU.
+  bool decompose_attention = false;
 };
 
 /// How a program becomes machine code on this CPU.

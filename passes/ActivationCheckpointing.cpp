@@ -23,7 +23,9 @@
 //      tessel.param and the ops that read parameters only (a parameter's bf16 cast, the
 //      gather of a stored shard: kept, not recomputed); selective mode (Megatron-LM's), the core attention of the unit: each
 //      causal softmax (or fused kernel holding one) with the ops between it and the matmul
-//      on either side (q k^T, the scale, the softmax, the product with v).
+//      on either side (q k^T, the scale, the softmax, the product with v); a fused
+//      causal_attention or grouped_attention saves no probabilities, so there is nothing to
+//      recompute in it.
 //   4. A region's internal values are results that no forward op outside it reads (the
 //      block's output, read by the next block, is kept: it is the next block's input).
 //      Those internal values that a backward op reads are recomputed: the region's ops
@@ -167,6 +169,10 @@ struct ActivationCheckpointingPass : impl::ActivationCheckpointingBase<Activatio
         auto [it, fresh] = regionOfUnit.try_emplace(unit, regions.size());
         if (fresh) regions.push_back(Region{unit, {}});
         regions[it->second].ops.push_back(&op);
+      } else if (mlir::isa<CausalAttentionOp, GroupedAttentionOp>(op)) {
+        // Fused attention is its own core attention: its backward recomputes the
+        // probabilities from q and k, so nothing inside it is saved and nothing is recomputed.
+        regions.push_back(Region{unit, {&op}});
       } else if (isCausalSoftmax(&op)) {
         regions.push_back(coreAttention(&op, unit, forward));
       }

@@ -1,5 +1,8 @@
 //===- DecomposeAttention.cpp - causal and grouped attention into primitives ---===//
 //
+// Optional since the fused attention kernels (codegen/CppEmitterAttentionFused.cpp): the
+// pipeline runs this pass only with PipelineOptions::decomposeAttention.
+//
 // Algorithm (see passes/Passes.td): for each tessel.causal_attention on qkv [B, T, 3C]
 // with NH heads (HS = C / NH):
 //   1. q, k, v = split(qkv, axis 2, 3 parts)                       [B, T, C] each

@@ -12,7 +12,9 @@ def DecomposeAttention : Pass<"tessel-decompose-attention", "mlir::func::FuncOp"
   let summary = "Rewrite causal_attention and grouped_attention into matmuls and a causal softmax";
   let description = [{
     Replaces each `tessel.causal_attention` with the primitive ops it is defined by, so
-    later passes (autodiff, fusion) need rules only for primitives:
+    later passes (autodiff, fusion) need rules only for primitives. The pipeline runs it
+    only when asked (PipelineOptions::decomposeAttention, for programs lowered to CUDA);
+    by default attention stays one op with a fused kernel and its own VJP:
 
     1. `split` the `[B, T, 3C]` projection along the last axis into q, k, v `[B, T, C]`.
     2. `reshape` each to `[B, T, NH, HS]` and `transpose` to `[B, NH, T, HS]`.

@@ -211,7 +211,9 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
                                     .plan = plan,
-                                    .pipeline_stage = stage});
+                                    .pipeline_stage = stage,
+                                    // fused CUDA attention: SIMT-checked, not yet timed on a GPU
+                                    .decompose_attention = device == "cuda"});
   rt::markStartupPhase("compile (graph and MLIR passes)");
   if (flags_.memoryJson) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));

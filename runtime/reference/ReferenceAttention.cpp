@@ -80,4 +80,65 @@ Tensor groupedAttention(const Tensor& q, const Tensor& k, const Tensor& v, int64
   return out;
 }
 
+std::vector<Tensor> groupedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& dy, int64_t numHeads, int64_t numKvHeads) {
+  groupedAttention(q, k, v, numHeads, numKvHeads);  // the shape checks (the values unused)
+  checkSameShape("groupedAttentionGrad", "q", q, "dy", dy);
+  int64_t batch = q.shape[0], seq = q.shape[1], c = q.shape[2], d = c / numHeads;
+  int64_t ckv = k.shape[2], group = numHeads / numKvHeads;
+  double norm = std::sqrt(static_cast<double>(d));
+  Tensor dq(q.shape), dk(k.shape), dv(v.shape);
+  std::vector<double> p(seq), dp(seq);
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t h = 0; h < numHeads; ++h) {
+      int64_t g = h / group;
+      auto at = [&](int64_t t, int64_t width, int64_t head) { return (b * seq + t) * width + head * d; };
+      for (int64_t i = 0; i < seq; ++i) {
+        const double* qi = q.data.data() + at(i, c, h);
+        const double* dyi = dy.data.data() + at(i, c, h);
+        double mx = 0.0;
+        for (int64_t j = 0; j <= i; ++j) {
+          double dot = 0.0, dpj = 0.0;
+          for (int64_t e = 0; e < d; ++e) {
+            dot += qi[e] * k.data[at(j, ckv, g) + e];
+            dpj += dyi[e] * v.data[at(j, ckv, g) + e];
+          }
+          p[j] = dot / norm;
+          dp[j] = dpj;
+          mx = j == 0 ? p[j] : std::max(mx, p[j]);
+        }
+        double sum = 0.0, rowDot = 0.0;
+        for (int64_t j = 0; j <= i; ++j) sum += p[j] = std::exp(p[j] - mx);
+        for (int64_t j = 0; j <= i; ++j) rowDot += (p[j] /= sum) * dp[j];
+        for (int64_t j = 0; j <= i; ++j) {
+          double ds = p[j] * (dp[j] - rowDot) / norm;
+          for (int64_t e = 0; e < d; ++e) {
+            dq.data[at(i, c, h) + e] += ds * k.data[at(j, ckv, g) + e];
+            dk.data[at(j, ckv, g) + e] += ds * qi[e];
+            dv.data[at(j, ckv, g) + e] += p[j] * dyi[e];
+          }
+        }
+      }
+    }
+  return {dq, dk, dv};
+}
+
+Tensor causalAttentionGrad(const Tensor& qkv, const Tensor& dy, int64_t numHeads) {
+  checkTensor("causalAttentionGrad", "qkv", qkv);
+  if (qkv.rank() != 3 || qkv.shape[2] % 3 != 0)
+    throw ShapeError(fmt::format("causalAttentionGrad: qkv must be [B, T, 3C], got {}",
+                                 shapeString(qkv.shape)));
+  int64_t rows = qkv.shape[0] * qkv.shape[1], c = qkv.shape[2] / 3;
+  std::vector<Tensor> parts(3, Tensor({qkv.shape[0], qkv.shape[1], c}));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t part = 0; part < 3; ++part)
+      for (int64_t e = 0; e < c; ++e) parts[part].data[r * c + e] = qkv.data[r * 3 * c + part * c + e];
+  std::vector<Tensor> grads = groupedAttentionGrad(parts[0], parts[1], parts[2], dy, numHeads, numHeads);
+  Tensor out(qkv.shape);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t part = 0; part < 3; ++part)
+      for (int64_t e = 0; e < c; ++e) out.data[r * 3 * c + part * c + e] = grads[part].data[r * c + e];
+  return out;
+}
+
 }  // namespace tessel::ref

@@ -21,4 +21,18 @@ Tensor rope(const Tensor& x, int64_t numHeads, double theta, bool inverse);
 Tensor groupedAttention(const Tensor& q, const Tensor& k, const Tensor& v, int64_t numHeads,
                         int64_t numKvHeads);
 
+/// The gradients of groupedAttention's q, k and v (in that order, shapes of q, k, v) given
+/// dy [B, T, NH * D], the gradient of its result: per query head h with kv head g = h / G,
+/// P = softmax_causal(q_h k_g^T / sqrt(D)) recomputed, dP = dy_h v_g^T,
+/// dS = P * (dP - rowsum(P * dP)), dq_h = dS k_g / sqrt(D), and dk_g, dv_g the sums over
+/// the G heads of g of dS^T q_h / sqrt(D) and P^T dy_h. Throws ShapeError as
+/// groupedAttention does, or when dy is not the result's shape.
+std::vector<Tensor> groupedAttentionGrad(const Tensor& q, const Tensor& k, const Tensor& v,
+                                         const Tensor& dy, int64_t numHeads, int64_t numKvHeads);
+
+/// The gradient of causalAttention's qkv [B, T, 3C] (q | k | v packed, numHeads heads each)
+/// given dy [B, T, C]: groupedAttentionGrad with NKV = NH, packed as qkv. Throws ShapeError
+/// on a bad shape.
+Tensor causalAttentionGrad(const Tensor& qkv, const Tensor& dy, int64_t numHeads);
+
 }  // namespace tessel::ref

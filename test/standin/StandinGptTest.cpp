@@ -23,11 +23,12 @@ namespace {
 constexpr int64_t kSteps = 5;
 constexpr double kU = 1.0 / (1 << 24);  // the unit roundoff of f32
 
-/// The GPT of the SIMT tests (test/support/SmallGpt.h) compiled at `precision`.
+/// The GPT of the SIMT tests (test/support/SmallGpt.h) compiled at `precision`, attention
+/// decomposed as the GPU trainer compiles it (dsl/trainer/App.cpp).
 Program compileGpt(DType precision) {
   gpt::GPT model(test::smallGpt());
   gpt::build(model, test::kSmallGptBatch);
-  return model.compile({.precision = precision});
+  return model.compile({.precision = precision, .decompose_attention = true});
 }
 
 /// kSteps AdamW steps and a validation pass (test/support/SmallGpt.h trainSmallGpt).

@@ -74,10 +74,13 @@ struct Measured {
   int64_t atLoss = 0;    // live at the loss kernel: the saved activations and the logits
 };
 
-Measured measure(const Plan& plan, int64_t layers = L) {
+/// Measured with attention decomposed into primitives (its probabilities [B, NH, T, T] a
+/// saved activation, which selective checkpointing drops) unless `fused`: the fused
+/// attention's backward recomputes them, so nothing of that size is ever kept.
+Measured measure(const Plan& plan, int64_t layers = L, bool fused = false) {
   gpt::GPT model(gpt::Config{layers, C, NH, T, V});
   gpt::build(model, B);
-  tessel::Program program = model.compile({.plan = plan});
+  tessel::Program program = model.compile({.plan = plan, .decompose_attention = !fused});
   rt::Program lowered = program.lower(false);
   auto f = std::find_if(lowered.functions.begin(), lowered.functions.end(),
                         [](const rt::Function& g) { return g.name == "train_step"; });
@@ -114,6 +117,10 @@ TEST(ActivationCheckpointing, SavedActivationsMatchTheirClosedForm) {
     EXPECT_EQ(measure(Plan().checkpoint("blocks.*"), layers).atLoss,
               4 * (2 * layers + 1) * B * T * C + logitsAndLoss);
     EXPECT_EQ(measure(Plan().checkpoint("blocks.*", CheckpointMode::Selective), layers).atLoss,
+              4 * (2 + 16 * layers) * B * T * C + logitsAndLoss);
+    // Fused attention (the default) keeps the packed qkv [B, T, 3C] instead of q, k, v after
+    // the head transpose (the same 3 BTC) and no probabilities: selective's saving, always.
+    EXPECT_EQ(measure(Plan(), layers, /*fused=*/true).atLoss,
               4 * (2 + 16 * layers) * B * T * C + logitsAndLoss);
   }
 }

@@ -136,6 +136,7 @@ std::vector<Case> allCases() {
   for (Case& k : vocabCases()) c.push_back(std::move(k));
   for (Case& k : normCases()) c.push_back(std::move(k));
   for (Case& k : ropeCases()) c.push_back(std::move(k));
+  for (Case& k : attentionCases()) c.push_back(std::move(k));
   return c;
 }
 
@@ -182,6 +183,9 @@ TEST(CppEmitter, Broadcast) { checkOps({"broadcast"}); }
 TEST(CppEmitter, Optimizers) { checkOps({"adamw", "sgd"}); }
 TEST(CppEmitter, GlobalNormAndClip) { checkOps({"global_norm", "clip_coefficient"}); }
 TEST(CppEmitter, Rope) { checkOps({"rope"}); }
+TEST(CppEmitter, FusedAttention) {
+  checkOps({"causal_attention", "causal_attention_grad", "grouped_attention", "grouped_attention_grad"});
+}
 TEST(CppEmitter, VocabParallel) {
   checkOps({"embedding_shard", "embedding_shard_grad", "row_max", "sum_exp", "sum_exp_grad",
             "target_logit", "target_logit_grad", "cross_entropy_from_stats",
@@ -230,7 +234,8 @@ TEST(CppEmitter, EveryOpHasCases) {
         "clip_coefficient", "embedding_shard", "embedding_shard_grad", "row_max", "sum_exp",
         "sum_exp_grad", "target_logit", "target_logit_grad", "cross_entropy_from_stats",
         "cross_entropy_from_stats_grad", "dynamic_slice", "silu", "silu_grad", "rms_norm",
-        "rms_norm_grad", "rope"})
+        "rms_norm_grad", "rope", "causal_attention", "causal_attention_grad",
+        "grouped_attention", "grouped_attention_grad"})
     EXPECT_TRUE(seen.count(fmt::format("tessel.{}", op))) << op;
 }
 
@@ -255,7 +260,9 @@ TEST(CppEmitter, ResultsDoNotDependOnTheThreadCount) {
                            "cross_entropy_64x7x256", "fused_classifier_64x7x256",
                            "softmax_causal_4x4x64x64", "embedding_shard_grad_8x64_128x64_256",
                            "sum_exp_64x7x128", "cross_entropy_from_stats_64x64",
-                           "rms_norm_grad_2048x33", "rms_norm_grad_64x64x33"}) {
+                           "rms_norm_grad_2048x33", "rms_norm_grad_64x64x33",
+                           "causal_attention_grad_8x64x1152_h6",
+                           "grouped_attention_grad_4x64x256_64_h8"}) {
     SCOPED_TRACE(name);
     const Case& c = *std::find_if(suite().cases().begin(), suite().cases().end(),
                                   [&](const Case& k) { return k.name == name; });
@@ -371,8 +378,8 @@ TEST(CppEmitter, KernelTextNamesTheOpItsLocationAndShapes) {
   EXPECT_NE(ce.find("// dloss scalar"), std::string::npos) << ce;
 }
 
-// Library calls (matmul: GEMM steps), aliases (reshape) and composites (attention) get no
-// kernel; elementwise ops get one for f32 and bf16 alike.
+// Library calls (matmul: GEMM steps) and aliases (reshape) get no kernel; attention gets its
+// fused kernel; elementwise ops get one for f32 and bf16 alike.
 TEST(CppEmitter, RejectsLibraryCallsAndAliasesAcceptsBf16) {
   mlir::DialectRegistry registry;
   registerTesselDialects(registry);
@@ -396,7 +403,8 @@ func.func @f(%x: tensor<4x8xf32>, %h: tensor<4x8xbf16>, %qkv: tensor<2x4x24xf32>
   module->walk([&](mlir::Operation* op) {
     if (hasCppKernel(op)) accepted.push_back(op->getName().getStringRef().str());
   });
-  EXPECT_EQ(accepted, (std::vector<std::string>{"tessel.add", "tessel.gelu", "tessel.add"}));
+  EXPECT_EQ(accepted, (std::vector<std::string>{"tessel.causal_attention", "tessel.add",
+                                                "tessel.gelu", "tessel.add"}));
   module->walk([&](MatmulOp op) {
     EXPECT_THROW(emitCppKernel(op, "k"), std::invalid_argument);
   });

@@ -1,7 +1,8 @@
 // Every op the CUDA emitter supports, at the awkward sizes the models do not reach (1, 7, 33,
 // rows of 1000 to 50257, shapes no 16-byte vector divides, empty results, i32 layouts, reductions
 // over inner dimensions, transposes that move the contiguous dimension, several chunks of
-// layer_norm_grad rows, fused regions with chained row reductions), through NVRTC and
+// layer_norm_grad rows, fused regions with chained row reductions, fused attention at T = 17,
+// D = 10 and GQA), through NVRTC and
 // through the SIMT harness against the C++ kernels; the elementwise and layout kernels also
 // with pointers that are not 16-byte aligned, so their scalar fallbacks run too.
 //
@@ -175,6 +176,7 @@ std::vector<cpptest::Case> cases() {
   c.push_back(clip(3.0, 1.0, "above"));
   for (Case& k : vocabCases()) c.push_back(std::move(k));
   for (Case& k : cpptest::ropeCases()) c.push_back(std::move(k));
+  for (Case& k : cpptest::attentionCases()) c.push_back(std::move(k));
   // Rows of a GPT-2 vocabulary split over 2 ranks: longer than one block's threads.
   c.push_back(rowMax({2, 25129}));
   c.push_back(sumExp({2, 25129}));
@@ -251,6 +253,10 @@ TEST(CudaKernelOps, EveryOpKindHasACase) {
                          "tessel.fused_classifier",
                          "tessel.transpose",
                          "tessel.rope",
+                         "tessel.causal_attention",
+                         "tessel.causal_attention_grad",
+                         "tessel.grouped_attention",
+                         "tessel.grouped_attention_grad",
                          "tessel.split",
                          "tessel.concat",
                          "tessel.dynamic_slice",

@@ -29,10 +29,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// Attention decomposed, as the GPU trainer compiles it (dsl/trainer/App.cpp).
 rt::Program gptProgram() {
   gpt::GPT model({.layers = 2, .channels = 64, .heads = 4, .seq = 32});
   gpt::build(model, 4);
-  return model.compile().lower(/*cuda_kernels=*/true);
+  return model.compile({.decompose_attention = true}).lower(/*cuda_kernels=*/true);
 }
 
 std::string freshDir(const std::string& name) {

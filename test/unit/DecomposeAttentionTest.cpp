@@ -40,8 +40,8 @@ TEST(DecomposeAttention, PreservesTheForwardLoss) {
   const int64_t batch = 2;
   gpt::build(model, batch);
   // The forward function as the pass receives it in the pipeline: the IR dumped after
-  // canonicalize (stage 01), before decompose-attention (the compiled program's own IR is
-  // already decomposed and fused).
+  // canonicalize (stage 01); the pipeline itself decomposes only with decompose_attention
+  // (the compiled program's own IR keeps the fused attention).
   std::string dumpDir = ::testing::TempDir() + "decompose-attention-" + std::to_string(::getpid());
   tessel::Program program = model.compile({.dump_ir_dir = dumpDir, .train = false});
   auto params = tessel::trainer::initParameters(program, /*seed=*/7);

@@ -120,7 +120,7 @@ TEST(DslAttention, BuildsTheDocumentedOps) {
   Tensor y = tessel::causal_attention(tessel::rope(q, 4), tessel::rope(k, 2, 500000.0), v, 4, 2);
   EXPECT_EQ(y.shape(), (tessel::Shape{2, 8, 64}));
   m.add_output("y", y);
-  // The IR as the DSL built it: the first dump (later stages decompose the attention).
+  // The IR as the DSL built it: the first dump (later stages may fuse around the attention).
   std::filesystem::path dir = std::filesystem::path(testing::TempDir()) /
                               ("dsl-attention-" + std::to_string(::getpid()));
   m.compile({.dump_ir_dir = dir.string(), .train = false});

@@ -213,8 +213,9 @@ TEST(DslModel, IrCarriesUserLinesAndParameterPaths) {
   std::string ir = p.ir(/*locations=*/true);
   EXPECT_NE(ir.find("loc(\"blocks.0.attn.qkv\"("), std::string::npos) << ir;
   EXPECT_NE(ir.find("examples/gpt/model.h\":"), std::string::npos) << ir;
-  // The attention is decomposed; its pieces keep the block's path.
-  EXPECT_NE(ir.find("causal : tensor<2x2x4x4xf32> loc("), std::string::npos) << ir;
+  // The attention stays one fused op (the pipeline no longer decomposes it by default) and
+  // keeps the block's path.
+  EXPECT_NE(ir.find("heads 2 : tensor<2x4x48xf32> -> tensor<2x4x16xf32> loc("), std::string::npos) << ir;
   EXPECT_EQ(p.outputs(), (std::vector<std::string>{"loss"}));
   ASSERT_EQ(p.inputs().size(), 2u);
   EXPECT_EQ(p.inputs()[0].first, "tokens");

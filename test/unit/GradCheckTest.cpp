@@ -409,16 +409,21 @@ TEST(GradCheck, BroadcastViaReduceThenSub) {
 
 // ---- composites ----------------------------------------------------------------------------
 
-// The pipeline decomposes causal_attention (tessel-decompose-attention) before autodiff.
+// causal_attention through its fused VJP (causal_attention_grad, the pipeline's default) and
+// decomposed into primitives before autodiff (tessel-decompose-attention).
 TEST(GradCheck, CausalAttention) {
   Rng rng;
   SCOPED_TRACE(rng.trace());
+  for (bool decomposed : {false, true})
   for (auto [batch, seq, channels, heads] :
        {std::tuple{1, 1, 1, 1}, {2, 7, 6, 2}, {1, 33, 2, 1}, {2, 5, 12, 3}}) {
     GradCase c(rng);
+    c.decomposeAttention = decomposed;
     Tensor qkv = c.param("qkv", {batch, seq, 3 * channels});
     c.setLoss({tessel::causal_attention(qkv, heads)});
-    c.check("causal_attention " + str(qkv.shape()) + " heads " + std::to_string(heads), kTol);
+    c.check(std::string(decomposed ? "decomposed " : "fused ") + "causal_attention " +
+                str(qkv.shape()) + " heads " + std::to_string(heads),
+            kTol);
   }
 }
 

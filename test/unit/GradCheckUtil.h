@@ -238,9 +238,14 @@ class GradCase {
     model_.set_loss(loss);
   }
 
+  /// Compile with tessel-decompose-attention (attention as primitives) instead of the fused
+  /// attention ops and their VJPs; set before compile() or check().
+  bool decomposeAttention = false;
+
   /// Compiles the model (check() does it when the test has not).
   const tessel::Program& compile() {
-    if (!program_) program_.emplace(model_.compile({.optimizer = "none"}));
+    if (!program_)
+      program_.emplace(model_.compile({.optimizer = "none", .decompose_attention = decomposeAttention}));
     return *program_;
   }
 

@@ -1,5 +1,5 @@
 // What codegen cannot lower is an error at the op's location, in both targets, never a
-// crash: an op without a kernel (attention is decomposed before codegen), a parameter
+// crash: an op without a kernel (an attention backward too long for the CUDA kernel), a parameter
 // assigned twice in one function, a tensor whose shape is not static (as an argument, a
 // result or an op's value), a module with no function at all, a parameter sharded as a
 // pending sum or into blocks its shard cannot hold, collectives on two grids, and a
@@ -10,11 +10,12 @@
 // RUN: not tessel-translate --tessel-to-cuda -split-input-file %s 2>&1 | FileCheck %s --check-prefix=NOCPU
 // NOCPU-NOT: for the CPU
 
-// CHECK: error: 'tessel.causal_attention' has no CUDA kernel; it cannot be compiled for the GPU
-func.func @attention(%qkv: tensor<1x4x24xf32>) -> tensor<1x4x8xf32> {
-  // expected-error @+1 {{'tessel.causal_attention' has no C++ kernel; it cannot be compiled for the CPU}}
-  %y = tessel.causal_attention %qkv heads 1 : tensor<1x4x24xf32> -> tensor<1x4x8xf32>
-  return %y : tensor<1x4x8xf32>
+// The CUDA attention backward keeps G * T <= 4096 row statistics in shared memory; the C++
+// kernel has no such limit.
+// CHECK: error: 'tessel.causal_attention_grad' has no CUDA kernel; it cannot be compiled for the GPU (the attention backward kernel keeps at most 4096 query rows of one kv head, G * T, and D <= 256; compile with decompose_attention instead)
+func.func @attention(%qkv: tensor<1x4097x6xf32>, %dy: tensor<1x4097x2xf32>) -> tensor<1x4097x6xf32> {
+  %d = tessel.causal_attention_grad %qkv, %dy heads 1 : (tensor<1x4097x6xf32>, tensor<1x4097x2xf32>) -> tensor<1x4097x6xf32>
+  return %d : tensor<1x4097x6xf32>
 }
 
 // -----

@@ -265,11 +265,14 @@ func.func @forward() -> (tensor<f32> {tessel.output = "logits"}) {
 
 // -----
 
-// causal_attention has no VJP rule: the pipeline decomposes it first. Left in place on the
-// path from a parameter to the loss, it is an error at the op.
+// causal_attention's VJP is one op: causal_attention_grad of its packed qkv and the
+// gradient of its result, giving the gradient of qkv (no decomposition before autodiff).
+// CHECK-LABEL: func.func @train_step
+// CHECK: %[[QKV:.*]] = tessel.param "qkv"
+// CHECK: tessel.causal_attention %[[QKV]] heads 2
+// CHECK: tessel.causal_attention_grad %[[QKV]], %{{.*}} heads 2 : (tensor<2x8x12xf32>, tensor<2x8x4xf32>) -> tensor<2x8x12xf32>
 func.func @forward() -> (tensor<f32> {tessel.output = "loss"}) {
   %qkv = tessel.param "qkv" {std = 1.0 : f64} : tensor<2x8x12xf32>
-  // expected-error @+1 {{'tessel.causal_attention' has no VJP rule, so the loss cannot be differentiated through it}}
   %a = tessel.causal_attention %qkv heads 2 : tensor<2x8x12xf32> -> tensor<2x8x4xf32>
   %l = tessel.reduce_sum %a [0, 1, 2] : tensor<2x8x4xf32> -> tensor<f32>
   return %l : tensor<f32>
