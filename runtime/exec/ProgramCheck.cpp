@@ -354,10 +354,19 @@ class Checker {
         fail(field + name, fmt::format("{} is not f32 or bf16{}", describe(id), at(g.location)));
       checkExtent(g, id, g.strideC, g.m, g.n, field + name);
     }
-    for (auto [id, name] : {std::pair{e.bias, ".bias"}, {e.preActivation, ".pre_activation"},
-                            {e.residual, ".residual"}, {e.biasGradient, ".bias_gradient"}}) {
+    const std::pair<int, const char*> parts[] = {{e.bias, ".bias"}, {e.preActivation, ".pre_activation"},
+                                                 {e.residual, ".residual"}, {e.biasGradient, ".bias_gradient"}};
+    for (size_t i = 0; i < std::size(parts); ++i) {
+      auto [id, name] = parts[i];
+      if (id < -1) fail(field + name, fmt::format("buffer id {} (-1 means none){}", id, at(g.location)));
       if (id >= 0 && (overlaps(id, g.a) || overlaps(id, g.b) || overlaps(id, g.c)))
         fail(field + name, fmt::format("{} overlaps a GEMM operand{}", describe(id), at(g.location)));
+      // Written outputs (pre_activation, bias_gradient) may share bytes with nothing else of
+      // the epilogue: the row loop reads the residual after writing the pre-activation.
+      for (size_t j = 0; j < i; ++j)
+        if (id >= 0 && parts[j].first >= 0 && overlaps(id, parts[j].first))
+          fail(field + name, fmt::format("{} overlaps the epilogue's {}{}", describe(id), parts[j].second + 1,
+                                         at(g.location)));
     }
   }
 

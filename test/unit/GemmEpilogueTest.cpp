@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -234,13 +235,22 @@ TEST(GemmEpilogue, ProgramRoundTripKeepsTheEpilogue) {
 }
 
 TEST(GemmEpilogue, ExecutorRefusesAnInvalidEpilogue) {
-  Program p = epilogueProgram(6, 10, 7);
-  std::get<GemmStep>(p.functions[0].steps[0]).epilogue.gelu = false;  // a pre-activation without gelu
-  try {
-    Executor exec(p, [](const std::string&) -> void* { return nullptr; });
-    ADD_FAILURE() << "no error";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("pre-activation output without gelu"), std::string::npos) << e.what();
+  // Each way an epilogue can be wrong, and the words its refusal must contain.
+  const std::vector<std::pair<std::function<void(GemmEpilogue&)>, std::string>> cases = {
+      {[](GemmEpilogue& e) { e.gelu = false; }, "pre-activation output without gelu"},
+      {[](GemmEpilogue& e) { e.residual = 5; }, "overlaps the epilogue's pre_activation"},  // pre == residual
+      {[](GemmEpilogue& e) { e.bias = -2; }, "buffer id -2 (-1 means none)"},
+      {[](GemmEpilogue& e) { e.residual = 4; }, "overlaps a GEMM operand"},  // residual == C
+  };
+  for (const auto& [mutate, words] : cases) {
+    Program p = epilogueProgram(6, 10, 7);
+    mutate(std::get<GemmStep>(p.functions[0].steps[0]).epilogue);
+    try {
+      Executor exec(p, [](const std::string&) -> void* { return nullptr; });
+      ADD_FAILURE() << "no error; expected: " << words;
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
   }
 }
 
