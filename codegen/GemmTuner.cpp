@@ -104,8 +104,11 @@ bool oneDnnRuns(const rt::GemmStep& g, const rt::GemmDTypes& t, rt::CpuGemmConte
   }
 }
 
-std::string environmentKey(int threads) {
-  return fmt::format("threads {}; cpu {}; {}", threads, rt::cpuModelName(), rt::cpuGemmLibraryVersions());
+/// The cache's machine key. Not the thread count: a shape's library is measured once, at the
+/// first compile's threads, and kept for every thread count, so that a bundle emitted with one
+/// --threads and run with another computes bit for bit what the trainer computes.
+std::string environmentKey() {
+  return fmt::format("cpu {}; {}", rt::cpuModelName(), rt::cpuGemmLibraryVersions());
 }
 
 nlohmann::json readCache(const std::string& path) {
@@ -192,7 +195,7 @@ std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& 
   if (options.policy == GemmPolicy::Default || choices.empty()) return choices;
 
   const std::string path = options.cacheDir.empty() ? "" : (std::filesystem::path(options.cacheDir) / kCacheFile).string();
-  const std::string env = environmentKey(threads);
+  const std::string env = environmentKey();
   // Processes sharing the cache (the ranks of one run) tune one at a time: the first measures,
   // the others read its choices, so every rank runs the same library per shape.
   struct Lock {

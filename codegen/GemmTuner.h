@@ -1,8 +1,8 @@
 // The compile-time choice of each CPU GEMM's library (rt::GemmStep::backend): OpenBLAS or
 // oneDNN, by measurement, per distinct shape.
 //
-// For each distinct (m, n, k, batch, transA, transB, shared A/B, accumulate, dtypes, threads)
-// of a program's GEMM steps, tuneGemms times both backends (runtime/exec/CpuGemm.h) on scratch
+// For each distinct (m, n, k, batch, transA, transB, shared A/B, accumulate, dtypes) of a
+// program's GEMM steps, tuneGemms times both backends (runtime/exec/CpuGemm.h) on scratch
 // buffers of that shape (dense batch strides; 0 kept for a shared operand; a GEMM of more than
 // 0.5 GFLOP is timed on a slice of that size, halving the batch, then m or n): one warm-up run
 // each, then the best of up to kTuneRepetitions runs of each, alternating, stopping early once
@@ -11,8 +11,9 @@
 // oneDNN (where it runs their types) when batch is 1 and OpenBLAS for batches, unmeasured but
 // cached all the same, so that a shape's library never changes between two compiles sharing
 // a cache. Decisions are cached in "gemm-tuning.json" under the kernel cache
-// folder (codegen/HostCompiler.h's kernelCacheDir), keyed by the shape, the dtypes, the
-// threads, the CPU model name and both libraries' versions, so a second compile measures
+// folder (codegen/HostCompiler.h's kernelCacheDir), keyed by the shape, the dtypes, the CPU
+// model name and both libraries' versions (not the threads: measured at the first compile's
+// thread count, kept for all, so bundles and trainers agree), so a second compile measures
 // nothing. A cache file that does not parse is reported on stderr and rewritten. Processes
 // sharing the cache tune one at a time (flock on "gemm-tuning.json.lock"), so the ranks of
 // a run read the first one's choices and run the same library per shape. A choice measured on
