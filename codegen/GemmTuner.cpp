@@ -174,8 +174,9 @@ GemmPolicy gemmPolicyFromEnvironment() {
 }
 
 std::vector<GemmChoice> tuneGemms(rt::Program& program, const GemmTunerOptions& options) {
-  if (options.threads > 0) rt::setCpuGemmThreads(options.threads);
-  const int threads = rt::cpuGemmThreads();
+  // OpenBLAS's thread count is process-wide: set it only when it changes, so that tuning in
+  // one thread never resizes the pool under another thread's running GEMM (in-process ranks).
+  if (options.threads > 0 && options.threads != rt::cpuGemmThreads()) rt::setCpuGemmThreads(options.threads);
   std::vector<GemmChoice> choices;
   std::map<std::string, size_t> index;
   std::vector<std::pair<rt::GemmStep*, size_t>> steps;

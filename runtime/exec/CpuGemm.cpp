@@ -33,8 +33,10 @@ bool oneDnnSupports(const GemmDTypes& t) {
 }
 
 void setCpuGemmThreads(int threads) {
-  omp_set_num_threads(threads);
-  openblas_set_num_threads(threads);
+  // Each setter only when its value changes: OpenBLAS's count is process-wide, and setting it
+  // while another thread (an in-process rank) runs a GEMM races with that GEMM's buffers.
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+  if (openblas_get_num_threads() != threads) openblas_set_num_threads(threads);
 }
 
 int cpuGemmThreads() { return omp_get_max_threads(); }

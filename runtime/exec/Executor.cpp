@@ -71,10 +71,7 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
   validateProgram(program_, "Executor");
   if (options.threads < 0)
     throw std::runtime_error(fmt::format("Executor: threads {} is negative", options.threads));
-  if (options.threads > 0) {
-    omp_set_num_threads(options.threads);
-    openblas_set_num_threads(options.threads);
-  }
+  if (options.threads > 0) setCpuGemmThreads(options.threads);  // CpuGemm.h: only what changes
 
   // Memory: a block per persistent buffer, Temps at their planned offsets in the arena; all of
   // it through counter_, so its peak measures what was really allocated.
