@@ -108,7 +108,7 @@ prepare() {
     done
   python3 scripts/gpu_check.py manifest "$tmp" "$precision"
   # The libraries travel gzip'd (OpenBLAS and oneDNN alone are 76 MiB, 25 MiB packed); run
-  # unpacks them into a temporary folder.
+  # unpacks them.
   tar -C "$tmp" -czf "$tmp/lib.tar.gz" lib
   rm -rf "$tmp/lib"
 
@@ -152,11 +152,12 @@ run() {
   [ -f "$OUT/manifest.json" ] || { echo "gpu-check run: no $OUT/manifest.json; run 'scripts/gpu-check.sh prepare' first" >&2; exit 1; }
   local out
   out=$(cd "$OUT" && pwd)
-  local libs
-  libs=$(mktemp -d)
-  trap 'rm -rf "$libs"' EXIT
-  tar -C "$libs" -xzf "$out/lib.tar.gz" || { echo "gpu-check run: cannot unpack $out/lib.tar.gz" >&2; exit 1; }
-  export LD_LIBRARY_PATH="$libs/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # Unpacked with python3 (a node may have no tar) into $OUT/lib, replacing an older copy.
+  python3 -c 'import shutil, sys, tarfile
+shutil.rmtree(sys.argv[2] + "/lib", ignore_errors=True)
+tarfile.open(sys.argv[1]).extractall(sys.argv[2])' "$out/lib.tar.gz" "$out" ||
+    { echo "gpu-check run: cannot unpack $out/lib.tar.gz" >&2; exit 1; }
+  export LD_LIBRARY_PATH="$out/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The driver tessel-run will open: the node's, or the stand-in's of $TESSEL_CUDA_LIBRARY_PATH
   # (runtime/ToolkitLibrary.h), which then finds the host builds prepare shipped.
   local driver=libcuda.so.1

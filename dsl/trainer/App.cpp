@@ -65,9 +65,9 @@ void emitBundle(const Program& program, const ModelRecipe& recipe, const Flags& 
   rt::Program lowered = program.lower(cuda);
   KernelLibrary lib = buildKernelLibrary(lowered.kernelSource);
   // The CPU GEMM libraries, chosen here as the trainer would (codegen/GemmTuner.h, the same
-  // cache), so that tessel-run computes exactly what this trainer computes.
-  if (!cuda)
-    tuneGemms(lowered, {.policy = gemmPolicyFromEnvironment(), .threads = run.threads, .cacheDir = kernelCacheDir({})});
+  // cache), so that tessel-run on a CPU computes exactly what this trainer computes (a CUDA
+  // bundle's GPU runs every GEMM with cuBLASLt whatever they say).
+  tuneGemms(lowered, {.policy = gemmPolicyFromEnvironment(), .threads = run.threads, .cacheDir = kernelCacheDir({})});
   std::optional<rt::CudaBinary> binary;
   if (cuda) binary = compileForGpu(lowered, run.cudaArch);
   rt::BundleInfo info;
