@@ -46,4 +46,12 @@ class AllocationCounter {
   std::array<int64_t, kMemoryRoles> roleLive_{}, rolePeak_{};
 };
 
+/// Sets `bytes` bytes at `p`, a range inside one block from AllocationCounter::allocate (or
+/// any private anonymous memory), to zero without writing its whole pages: they are handed
+/// back to the kernel (madvise MADV_DONTNEED) and read back as zero pages, faulted in on first
+/// touch, so zeroing untouched memory costs nothing. Partial pages at the ends are written
+/// (memset); if the kernel refuses the advice, the whole range is. Only pages lying wholly
+/// inside the range are handed back, so memory outside it is untouched.
+void zeroBlockRange(void* p, int64_t bytes);
+
 }  // namespace tessel::rt

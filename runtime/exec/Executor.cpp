@@ -206,7 +206,7 @@ void Executor::initParameters(uint64_t seed) {
   for (size_t i = 0; i < program_.buffers.size(); ++i) {
     const Buffer& b = program_.buffers[i];
     if (b.kind == BufferKind::State) {
-      std::memset(pointers_[i], 0, static_cast<size_t>(b.bytes()));
+      zeroBlockRange(pointers_[i], b.bytes());  // optimizer state: faulted in by the first step
     } else if (b.kind == BufferKind::Parameter) {
       initParameterShard(b, mesh_ ? &mesh_->layout() : nullptr, coordinates, seed, static_cast<float*>(pointers_[i]));
     } else if (b.kind == BufferKind::Coordinate) {

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace {
 
 using namespace tessel::rt;
@@ -167,6 +169,30 @@ TEST(AllocationCounter, CountsLiveBytesAndThePeak) {
   EXPECT_EQ(c.peak(), 192);
   EXPECT_EQ(c.allocations(), 3);
   EXPECT_THROW(c.allocate(0, MemoryRole::Arena), std::logic_error);
+}
+
+TEST(AllocationCounter, ZeroBlockRangeZeroesExactlyTheRange) {
+  // Every kind of block (a mapped one of huge pages, a mapped one, a small heap one) and
+  // ranges with unaligned ends, shorter than a page, and whole: written with 0xA5 first, the
+  // range must read back zero and every byte outside it must keep 0xA5.
+  AllocationCounter c;
+  for (int64_t size : {int64_t{6} << 20, int64_t{1} << 20, int64_t{5000}}) {
+    AllocationCounter::Block block = c.allocate(size, MemoryRole::OptimizerState);
+    std::byte* p = block.get();
+    const std::vector<std::pair<int64_t, int64_t>> ranges = {
+        {123, size - 123 - 77}, {0, size}, {4090, 12}, {64, size / 2}, {size - 1, 1}};
+    for (auto [at, n] : ranges) {
+      SCOPED_TRACE(testing::Message() << "block " << size << " range [" << at << ", +" << n << ")");
+      std::memset(p, 0xA5, static_cast<size_t>(size));
+      zeroBlockRange(p + at, n);
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < size; ++i) {
+        const auto want = (i >= at && i < at + n) ? std::byte{0} : std::byte{0xA5};
+        wrong += p[i] != want;
+      }
+      EXPECT_EQ(wrong, 0);
+    }
+  }
 }
 
 }  // namespace
