@@ -11,7 +11,9 @@
 #   scripts/gpu-check.sh run       on a GPU node with the NVIDIA driver and the CUDA 13 toolkit
 #                                  (cuBLASLt) but no compiler: GPU losses against the stored CPU
 #                                  losses, then the GPT-2 benchmark (tokens/s, MFU, peak device
-#                                  memory), printed as one table; exits non-zero on any failure.
+#                                  memory), printed as one table, and the fused attention kernel
+#                                  timed against decomposed attention on the same GPT-2 step;
+#                                  exits non-zero on any failure.
 #                                  With 2 GPUs, NCCL (libnccl.so.2) and mpirun, also fully
 #                                  sharded data parallelism (--plan fsdp=2): the small GPT's
 #                                  losses against 2 CPU ranks', and GPT-2 124M's step under
@@ -64,6 +66,10 @@ prepare() {
   # $OUT/bundles, which `scripts/gpu-check.sh run` trains.)
   "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-f32" --precision f32 > /dev/null
   "$gpt" "${small[@]}" --device cuda --emit-bundle "$tmp/bundles/small-bf16" --precision bf16 > /dev/null
+  # CUDA bundles decompose attention by default until the fused kernel (one per batch row and
+  # head) has been timed on a GPU: this one runs it, for the same correctness check.
+  "$gpt" "${small[@]}" --device cuda --attention fused --emit-bundle "$tmp/bundles/small-f32-fused-attention" \
+    --precision f32 > /dev/null
   for b in "$tmp"/bundles/small-*; do
     "$BUILD_DIR/bin/tessel-run" "$b" --device cpu --data "$tmp/data/corpus.txt" --seed 5 \
       --steps "${TESSEL_GPU_CHECK_STEPS:-10}" \
@@ -88,6 +94,12 @@ prepare() {
       --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-b$mb" > /dev/null
     echo "gpu-check: bundle gpt2-b$mb ($label, micro-batch $mb, $precision)"
   done
+  # The fused attention kernel timed against the decomposed one: the smallest benchmark
+  # micro-batch again, attention fused (`run` times both bundles the same way).
+  local batches=(${TESSEL_GPU_CHECK_BATCHES:-8 16})
+  "$gpt" "${model[@]}" --batch "${batches[0]}" --attention fused \
+    --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/attn-fused-gpt2-b${batches[0]}" > /dev/null
+  echo "gpu-check: bundle attn-fused-gpt2-b${batches[0]} (as gpt2-b${batches[0]}, attention fused)"
   local fsdp_mb="${TESSEL_GPU_CHECK_FSDP_BATCH:-8}"
   "$gpt" "${model[@]}" --batch $((2 * fsdp_mb)) --plan fsdp=2 \
     --device cuda --precision "$precision" --emit-bundle "$tmp/bundles/gpt2-fsdp2-b$fsdp_mb" > /dev/null

@@ -236,6 +236,34 @@ def run(out):
     if bench is None and not any(r[1] == "FAIL" for r in rows if r[0].startswith("benchmark")):
         failures.append("no GPT-2 bundle fits this GPU")
 
+    # 3a. Fused attention on the GPU: attn-fused-gpt2-bN (one kernel per batch row and head,
+    # nothing T x T stored) against gpt2-bN (attention decomposed into batched GEMMs and a
+    # softmax, the default for CUDA bundles), both timed as the benchmark is.
+    for name in sorted(n for n in man["bundles"] if n.startswith("attn-fused-")):
+        base = name[len("attn-fused-"):]
+        if base not in man["bundles"]:
+            failures.append(f"{name}: its decomposed twin {base} is not in the manifest")
+            continue
+        seconds = {}
+        for variant in (base, name):
+            info = man["bundles"][variant]
+            if free is not None and info["device_bytes"] > 0.95 * free:
+                rows.append((f"attention fused vs decomposed ({base})", "skipped",
+                             f"{variant} plans {info['device_bytes'] / 2**30:.2f} GiB, {free / 2**30:.2f} GiB free"))
+                break
+            log = os.path.join(out, f"{variant}.attention.jsonl")
+            rc, text, _ = tessel_run(out, variant, log, BENCH_STEPS, ("--cuda-graphs",))
+            if rc != 0:
+                failures.append(f"{variant}: tessel-run exited {rc}:\n{text[-3000:]}")
+                rows.append((f"attention fused vs decomposed ({base})", "FAIL", f"{variant} exit {rc}"))
+                break
+            seconds[variant] = timed_steps(log)[1]
+        if len(seconds) == 2:
+            fused, decomposed = seconds[name], seconds[base]
+            rows.append((f"attention fused vs decomposed ({base})", "ok",
+                         f"step {fused * 1e3:.2f} ms fused, {decomposed * 1e3:.2f} ms decomposed: "
+                         f"fused / decomposed {fused / decomposed:.3f}"))
+
     # 3. The benchmark model fully sharded over 2 GPUs (--plan fsdp=2, a micro-batch per GPU):
     # step time, tokens/s over both GPUs, MFU against both GPUs' peak, the collectives' payload
     # per step on rank 0 (NCCL all-gathers and reduce-scatters) and rank 0's peak memory.

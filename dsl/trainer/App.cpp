@@ -211,13 +211,13 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
   const int64_t stage =
       plan.pp() > 1 ? batchShard(plan.mesh().axes(), std::vector<std::string>{plan.pipeline_axis()}, rank).first : 0;
   rt::markStartupPhase("process start and flags");
+  const bool decomposeAttention = flags_.attention == "decomposed" || (flags_.attention == "auto" && device == "cuda");
   Program program = recipe.compile({.dump_ir_dir = flags_.dumpIr,
                                     .optimizer = train_.optimizer,
                                     .precision = flags_.precisionType(),
                                     .plan = plan,
                                     .pipeline_stage = stage,
-                                    // fused CUDA attention: SIMT-checked, not yet timed on a GPU
-                                    .decompose_attention = device == "cuda"});
+                                    .decompose_attention = decomposeAttention});
   rt::markStartupPhase("compile (graph and MLIR passes)");
   if (flags_.memoryJson) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
@@ -235,7 +235,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     stageModels = compileOnly ? std::vector<StageModel>{mine} : gatherStageModels(mine, stage, plan.pp(), comm);
     for (int64_t s = 1; compileOnly && s < plan.pp(); ++s) {
       const Program other = recipe.compile({.dump_ir_dir = "", .optimizer = train_.optimizer,
-                                            .precision = flags_.precisionType(), .plan = plan, .pipeline_stage = s});
+                                            .precision = flags_.precisionType(), .plan = plan, .pipeline_stage = s,
+                                            .decompose_attention = decomposeAttention});
       stageModels.push_back(stageModel(other.lower(false), ppCost_));
     }
   }

@@ -33,6 +33,12 @@ void addCommonFlags(CLI::App& app, Flags& f, const std::string& defaultData,
   sizeFlag(app, "--steps", f.steps, stepsHelp, int64_t{1} << 40, minSteps);
   app.add_option("--device", f.device, "where to run: cpu, cuda, or auto (a GPU when usable)")
       ->capture_default_str()->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  app.add_option("--attention", f.attention,
+                 "how causal attention runs: fused (one kernel per batch row and head, nothing T x T "
+                 "kept), decomposed (matmuls and a softmax: the T x T probabilities are kept for the "
+                 "backward), or auto: fused on the CPU, decomposed for CUDA (its fused kernel is checked "
+                 "on the SIMT harness but not yet timed on a GPU)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "fused", "decomposed"}));
   app.add_option("--precision", f.precision,
                  "f32, or bf16: mixed precision with bf16 activations and f32 master weights, "
                  "optimizer state and loss")

@@ -28,6 +28,7 @@ struct Flags {
   int64_t seq = 64;        // --seq T
   std::string device = "auto";  // --device cpu|cuda|auto
   std::string precision = "f32";  // --precision f32|bf16 (CompileOptions::precision)
+  std::string attention = "auto";  // --attention auto|fused|decomposed (CompileOptions::decompose_attention)
   std::string plan = "dp=1";    // --plan: the parallelism plan (dsl/Plan.h parsePlan)
   bool sequenceParallel = false;  // --sequence-parallel: the plan's sequence_parallel
   int64_t microsteps = 1;       // --grad-accumulation k: microsteps per optimizer step

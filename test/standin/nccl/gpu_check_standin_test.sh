@@ -3,7 +3,7 @@
 # with small models (the script's TESSEL_GPU_CHECK_* knobs): `prepare` with
 # TESSEL_GPU_CHECK_STANDIN ships the stand-ins and the host builds of the kernels, then `run`
 # with TESSEL_CUDA_LIBRARY_PATH and no compiler on PATH (as on a GPU node) must pass its four
-# correctness checks (f32, bf16; eager, CUDA graphs) and print the benchmark table; with two
+# correctness checks (f32, bf16, f32 with fused attention; eager, CUDA graphs), time fused against decomposed attention and print the benchmark table; with two
 # stand-in devices and mpirun it also passes the fsdp=2 correctness check and prints the fsdp=2
 # benchmark row, and with one device it skips both, saying why. Without
 # TESSEL_CUDA_LIBRARY_PATH, `run` on this machine still refuses: no CUDA driver.
@@ -32,7 +32,11 @@ out=$("${node[@]}" TESSEL_CUDA_LIBRARY_PATH="$tmp/gpu-check/standin/lib" bash "$
 rc=$?
 echo "$out"
 [ "$rc" -eq 0 ] || fail "run exited $rc"
-[ "$(echo "$out" | grep -c '^| correctness small-.* | ok |')" -eq 4 ] || fail "not four correctness rows that are ok"
+[ "$(echo "$out" | grep -c '^| correctness small-.* | ok |')" -eq 6 ] || fail "not six correctness rows that are ok"
+echo "$out" | grep -q '^| correctness small-f32-fused-attention (graphs), 3 steps | ok |' ||
+  fail "no ok correctness row for the fused attention bundle"
+echo "$out" | grep -q '^| attention fused vs decomposed (gpt2-b2) | ok | step .* ms fused, .* ms decomposed: fused / decomposed [0-9.]* |$' ||
+  fail "no row timing fused against decomposed attention"
 echo "$out" | grep -q '^| GPT (L=1 C=32 NH=2 V=256.* | CUDA graphs |$' || fail "no benchmark row with CUDA graphs"
 echo "$out" | grep -q '^| correctness fsdp2-f32 (fsdp=2), 3 steps | skipped | needs 2 GPUs, this node has 1 |$' ||
   fail "the fsdp=2 correctness row was not skipped for want of a second GPU"
