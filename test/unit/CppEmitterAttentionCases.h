@@ -92,7 +92,9 @@ inline std::vector<Case> groupedAttention(int64_t b, int64_t t, int64_t heads, i
 /// The fused attention cases: one position and one head; odd sizes (T = 17, D = 10) for
 /// multi-head (packed qkv and three tensors), GQA with G = 3 (NH = 6, NKV = 2) and
 /// multi-query attention; and GPT shapes (T = 64, D = 64, 6 heads) over the parallel
-/// threshold.
+/// threshold. The C++ kernels pad T and D to 16 and take 16 query rows per block, so T = 1,
+/// 9, 17 and 33 end in a partial block (33: one row), D = 2, 8, 10 are mostly padding, and
+/// D = 48 (G = 2) is the one head size whose output tiles are 16 channels wide, three of them.
 inline std::vector<Case> attentionCases() {
   std::vector<Case> c;
   auto add = [&](std::vector<Case> cases) {
@@ -106,6 +108,7 @@ inline std::vector<Case> attentionCases() {
   add(groupedAttention(2, 17, 6, 2, 10));
   add(groupedAttention(3, 9, 3, 1, 8));
   add(groupedAttention(4, 64, 8, 2, 32));
+  add(groupedAttention(2, 33, 4, 2, 48));
   return c;
 }
 

@@ -193,6 +193,23 @@ func.func @rope_bf16(%x: tensor<2x7x24xbf16>) -> (tensor<2x7x24xbf16>, tensor<2x
 }
 )mlir";
 
+/// The fused attention kernels on bf16 operands and results (mixed precision): read as float,
+/// computed in f32, stored rounded to bf16; packed causal attention with D = 48 and grouped
+/// attention with G = 2 and D = 24, both at T = 33 (the C++ kernels' last block of 16 rows
+/// has one row). Tolerance: the f32 attention bound plus one bf16 ulp (relativeTolerance).
+const char* kAttentionBf16 = R"mlir(
+func.func @attention_bf16(%qkv: tensor<2x33x288xbf16>, %dy: tensor<2x33x96xbf16>,
+                          %q: tensor<2x33x96xbf16>, %k: tensor<2x33x48xbf16>, %v: tensor<2x33x48xbf16>)
+    -> (tensor<2x33x96xbf16>, tensor<2x33x288xbf16>, tensor<2x33x96xbf16>, tensor<2x33x96xbf16>,
+        tensor<2x33x48xbf16>, tensor<2x33x48xbf16>) {
+  %0 = tessel.causal_attention %qkv heads 2 : tensor<2x33x288xbf16> -> tensor<2x33x96xbf16>
+  %1 = tessel.causal_attention_grad %qkv, %dy heads 2 : (tensor<2x33x288xbf16>, tensor<2x33x96xbf16>) -> tensor<2x33x288xbf16>
+  %2 = tessel.grouped_attention %q, %k, %v heads 4 kv_heads 2 : (tensor<2x33x96xbf16>, tensor<2x33x48xbf16>, tensor<2x33x48xbf16>) -> tensor<2x33x96xbf16>
+  %3:3 = tessel.grouped_attention_grad %q, %k, %v, %dy heads 4 kv_heads 2 : (tensor<2x33x96xbf16>, tensor<2x33x48xbf16>, tensor<2x33x48xbf16>, tensor<2x33x96xbf16>) -> (tensor<2x33x96xbf16>, tensor<2x33x48xbf16>, tensor<2x33x48xbf16>)
+  return %0, %1, %2, %3#0, %3#1, %3#2 : tensor<2x33x96xbf16>, tensor<2x33x288xbf16>, tensor<2x33x96xbf16>, tensor<2x33x96xbf16>, tensor<2x33x48xbf16>, tensor<2x33x48xbf16>
+}
+)mlir";
+
 struct Suite {
   Modules modules;
   std::vector<Kernel> kernels;
@@ -201,7 +218,7 @@ struct Suite {
 Suite& suite() {
   static Suite* s = [] {
     auto* s = new Suite;
-    std::string ir = std::string(kFused) + kVocabBf16 + kRopeBf16;
+    std::string ir = std::string(kFused) + kVocabBf16 + kRopeBf16 + kAttentionBf16;
     for (const cpptest::Case& c : cases()) ir += c.mlir;
     s->kernels = collectKernels(s->modules.parse(ir), "op_");
     return s;
