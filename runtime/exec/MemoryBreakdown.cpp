@@ -160,8 +160,10 @@ MemoryBreakdown memoryBreakdown(const Program& program) {
   // a temp to the last; a function output to the end), by role; keep the step with the most.
   int64_t best = -1;
   for (const Function& f : program.functions) {
+    const std::map<int, int> views = bucketViews(f);  // a view's bytes are its bucket's
     std::map<int, std::pair<size_t, size_t>> live;
     auto touch = [&](int id, size_t s) {
+      if (auto v = views.find(id); v != views.end()) id = v->second;
       if (program.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
       auto [it, fresh] = live.emplace(id, std::pair{s, s});
       if (!fresh) it->second.second = std::max(it->second.second, s);

@@ -80,6 +80,15 @@ std::vector<int> stepBuffers(const Step& step) {
   return ids;
 }
 
+std::map<int, int> bucketViews(const Function& fn) {
+  std::map<int, int> views;
+  for (const Step& step : fn.steps)
+    if (const auto* c = std::get_if<CollectiveStep>(&step); c && c->inPlace && !c->movesShards() &&
+                                                             c->kind != CollectiveStep::Kind::SendRecv)
+      for (int id : c->tensors) views.emplace(id, c->buffer);
+  return views;
+}
+
 const char* gemmBackendName(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::OpenBlas: return "openblas";

@@ -174,6 +174,15 @@ struct CopyStep {
 /// until it is complete and unpacks `buffer` into `tensors` (the reduced values). The start
 /// and the wait of one bucket share `bucket` and `buffer`; a start precedes its wait.
 /// Payload: the buffer's bytes, once per start.
+/// An `inPlace` bucket (both halves set it; PyTorch DDP's gradient_as_bucket_view) has no
+/// copies: its tensors are views of the buffer, each Temp's offset exactly where the packing
+/// would have put it (tensor i at the buffer's offset plus the bytes of tensors 0 .. i-1, all
+/// f32), so the steps that produce the start's tensors write the bucket directly, the
+/// all-reduce runs on it in place and the wait's tensors read the reduced values where they
+/// lie. For liveness the views count as the buffer (bucketViews); no step between the start
+/// and the wait names the buffer or a view (the communicator owns them), no step after the
+/// start names a start tensor that is not also a wait tensor (it now holds the reduced
+/// values), and none before the wait names a wait tensor that is not a start tensor.
 /// The group is this rank's group along `axes` of Program::mesh (DeviceMesh::group); a program
 /// without a mesh reduces over the whole world, which must then have `group` ranks.
 /// A `synchronous` collective (a forward or backward all-reduce of the partitioned model,
@@ -243,6 +252,7 @@ struct CollectiveStep {
   std::vector<std::string> axes{"dp"};  // the mesh axes spanning the group, in mesh order
   int64_t group = 1;               // ranks in the group: the product of the axes' sizes
   bool synchronous = false;        // see above
+  bool inPlace = false;            // all-reduce only: the tensors are views of the buffer (above)
   std::string location;            // the collective op's location
   std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
   int64_t dim = 0;                 // AllGather/ReduceScatter/AllToAll: gathered/scattered/split dim
@@ -304,6 +314,13 @@ struct Function {
   std::vector<ActionSpan> actions;
   bool operator==(const Function&) const = default;
 };
+
+/// The views of `fn`'s in-place buckets (CollectiveStep::inPlace): each tensor of an in-place
+/// all-reduce start or wait, mapped to its bucket buffer. What the liveness of temporaries
+/// reads a view as (validateProgram, runtime/exec/MemoryBreakdown.h): the buffer, live from the
+/// first step naming it or a view to the last. A tensor of two in-place buckets maps to the
+/// first (validateProgram refuses such a program).
+std::map<int, int> bucketViews(const Function& fn);
 
 /// What a pipelined program is: the stage of the pipeline it was compiled for. Every rank
 /// compiles only its own stage, so the programs of different pp coordinates differ (their
