@@ -4,8 +4,10 @@
 // bucket from the start to the wait while later steps compute. A start tensor named by no
 // step after the start is neither read nor written again (a lowered temp is written only by
 // the step that first names it); a wait tensor first named by the wait is written by nothing
-// earlier; and the block is one planned buffer, so no other temp shares its bytes from the
-// first gradient written into it to the optimizer's last read.
+// earlier; and the bucket is one planned block of parts, part i (the bytes of start and wait
+// tensor i) busy from the step producing gradient i to the last read of its reduced value,
+// so no other temp shares those bytes meanwhile, and none shares the bucket's bytes from its
+// start to its wait (every part spans that window).
 #include "codegen/BucketViews.h"
 
 #include <set>
@@ -32,6 +34,7 @@ std::map<int, std::pair<size_t, size_t>> bucketSteps(const rt::Function& fn) {
 int64_t planTemps(rt::Program& program, rt::Function& fn, const std::vector<int>& temps,
                   const std::map<int, std::pair<int64_t, int64_t>>& live, bool inPlaceBuckets) {
   std::map<int, std::pair<int64_t, int64_t>> span(live);  // a bucket's lifetime grows to its views'
+  std::map<int, std::vector<LivePart>> parts;              // an in-place bucket's views, by bucket
   std::map<int, int> viewOf;                               // view -> its bucket buffer
   std::set<int> claimed;                                   // views and buckets already in place
   for (auto [bucket, at] : inPlaceBuckets ? bucketSteps(fn) : std::map<int, std::pair<size_t, size_t>>{}) {
@@ -53,10 +56,19 @@ int64_t planTemps(rt::Program& program, rt::Function& fn, const std::vector<int>
     }
     if (!ok) continue;  // keeps the copies
     start.inPlace = wait.inPlace = true;
+    // Part i: the bytes of start and wait tensor i, busy from the step producing the gradient
+    // to the last read of its reduced value (which covers the bucket's own start to wait).
     auto& block = span.at(start.buffer);
+    int64_t before = 0;  // bytes of the views before view i
+    for (size_t i = 0; i < start.tensors.size(); ++i) {
+      const int g = start.tensors[i], r = wait.tensors[i];
+      const int64_t bytes = program.buffers[static_cast<size_t>(g)].bytes();
+      parts[start.buffer].push_back({before, bytes, live.at(g).first, live.at(r).second});
+      before += bytes;
+      block.first = std::min(block.first, live.at(g).first);
+      block.second = std::max(block.second, live.at(r).second);
+    }
     for (int id : members) {
-      block.first = std::min(block.first, live.at(id).first);
-      block.second = std::max(block.second, live.at(id).second);
       viewOf[id] = start.buffer;
       span.erase(id);
     }
@@ -69,7 +81,9 @@ int64_t planTemps(rt::Program& program, rt::Function& fn, const std::vector<int>
   for (int id : temps)
     if (!viewOf.count(id)) {
       planned.push_back(id);
-      lives.push_back({program.buffers[static_cast<size_t>(id)].bytes(), span.at(id).first, span.at(id).second});
+      auto block = parts.find(id);
+      lives.push_back({program.buffers[static_cast<size_t>(id)].bytes(), span.at(id).first, span.at(id).second,
+                       block == parts.end() ? std::vector<LivePart>{} : block->second});
     }
   MemoryPlan plan = planMemory(lives);
   for (size_t t = 0; t < planned.size(); ++t) program.buffers[static_cast<size_t>(planned[t])].offset = plan.offsets[t];

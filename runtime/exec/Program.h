@@ -179,10 +179,10 @@ struct CopyStep {
 /// would have put it (tensor i at the buffer's offset plus the bytes of tensors 0 .. i-1, all
 /// f32), so the steps that produce the start's tensors write the bucket directly, the
 /// all-reduce runs on it in place and the wait's tensors read the reduced values where they
-/// lie. For liveness the views count as the buffer (bucketViews); no step between the start
-/// and the wait names the buffer or a view (the communicator owns them), no step after the
-/// start names a start tensor that is not also a wait tensor (it now holds the reduced
-/// values), and none before the wait names a wait tensor that is not a start tensor.
+/// lie. For liveness the buffer holds the views' bytes from start to wait (tempLiveness); no
+/// step between the start and the wait names the buffer or a view (the communicator owns
+/// them), no step after the start names a start tensor (it now holds the reduced
+/// values), and none before the wait names a wait tensor; no tensor is both (tempLiveness).
 /// The group is this rank's group along `axes` of Program::mesh (DeviceMesh::group); a program
 /// without a mesh reduces over the whole world, which must then have `group` ranks.
 /// A `synchronous` collective (a forward or backward all-reduce of the partitioned model,
@@ -315,13 +315,6 @@ struct Function {
   bool operator==(const Function&) const = default;
 };
 
-/// The views of `fn`'s in-place buckets (CollectiveStep::inPlace): each tensor of an in-place
-/// all-reduce start or wait, mapped to its bucket buffer. What the liveness of temporaries
-/// reads a view as (validateProgram, runtime/exec/MemoryBreakdown.h): the buffer, live from the
-/// first step naming it or a view to the last. A tensor of two in-place buckets maps to the
-/// first (validateProgram refuses such a program).
-std::map<int, int> bucketViews(const Function& fn);
-
 /// What a pipelined program is: the stage of the pipeline it was compiled for. Every rank
 /// compiles only its own stage, so the programs of different pp coordinates differ (their
 /// parameters, their steps); the ranks of one stage run the same program. Parameters of a
@@ -363,6 +356,17 @@ struct Program {
   int64_t arenaBytes() const;
   bool operator==(const Program&) const = default;
 };
+
+/// The steps [first, last] each Temp of `fn` is live: from the first step naming it to the
+/// last (a function output: to `outputsEnd`), except for the views of in-place buckets
+/// (CollectiveStep::inPlace), whose bytes the bucket holds from its start to its wait: a start
+/// tensor is live up to the step before the start, a wait tensor from the step after the wait
+/// (a view left with no step is absent). What validateProgram's no-shared-bytes check and
+/// runtime/exec/MemoryBreakdown.h read; it relies on validateProgram's checks of in-place
+/// buckets (no view named between start and wait, no start tensor after it, no wait tensor
+/// before it).
+std::map<int, std::pair<size_t, size_t>> tempLiveness(const Program& program, const Function& fn,
+                                                      size_t outputsEnd);
 
 /// The `version` field saveProgram writes for a program with CUDA kernels (launch
 /// configurations on kernel steps, kernels.cu), and for a CPU-only one; loadProgram reads

@@ -28,7 +28,8 @@
 //     arenaBytes, and no two Temps that are live at the same step (from the first step
 //     that names one to the last, function outputs to the end) share arena bytes: what the
 //     memory plan guarantees, so an edited offset cannot make one temp overwrite another.
-//     The views of in-place buckets count as their buffer (bucketViews), and no step names
+//     The views of in-place buckets are live outside their start-to-wait window, the bucket
+//     inside it (tempLiveness), and no step names
 //     a bucket or its views while the communicator owns them (checkInPlaceBuckets).
 //  6. the mesh, each sharded buffer and each collective's axes against it
 //     (runtime/exec/ProgramMesh.cpp, checkProgramMesh); a synchronous collective's wait is

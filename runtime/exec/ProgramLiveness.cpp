@@ -27,17 +27,7 @@ void checkLiveTemps(const Program& p, const Function& fn, const CheckFailure& fa
     const Buffer& x = p.buffers[static_cast<size_t>(b)];
     return fmt::format("'{}' [{}, {})", x.name, x.offset, x.offset + x.bytes());
   };
-  const std::map<int, int> views = bucketViews(fn);  // a view is live as its bucket
-  std::map<int, std::pair<size_t, size_t>> live;  // temp -> [first, last] step
-  auto touch = [&](int id, size_t step) {
-    if (auto v = views.find(id); v != views.end()) id = v->second;
-    if (p.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
-    auto [it, fresh] = live.emplace(id, std::pair{step, step});
-    if (!fresh) it->second.second = std::max(it->second.second, step);
-  };
-  for (size_t s = 0; s < fn.steps.size(); ++s)
-    for (int id : stepBuffers(fn.steps[s])) touch(id, s);
-  for (int id : fn.outputs) touch(id, fn.steps.size());
+  const std::map<int, std::pair<size_t, size_t>> live = tempLiveness(p, fn, fn.steps.size());
   std::vector<std::pair<std::pair<size_t, size_t>, int>> order;
   for (const auto& [id, range] : live) order.push_back({range, id});
   std::sort(order.begin(), order.end());
@@ -82,6 +72,11 @@ void checkInPlaceBuckets(const Program& p, const Function& fn, const CheckFailur
     all.insert(out.begin(), out.end());
     all.insert(c->buffer);
     auto name = [&](int id) { return p.buffers[static_cast<size_t>(id)].name; };
+    for (int id : out)
+      if (in.count(id))
+        fail(fmt::format("steps[{}].tensors", s),
+             fmt::format("'{}' is both a start and a wait tensor of in-place bucket {} (the gradient and its reduced "
+                         "value are two temps on the same bytes)", name(id), c->bucket));
     for (size_t t = 0; t < fn.steps.size(); ++t) {
       if (t == s || t == started->second) continue;
       for (int id : stepBuffers(fn.steps[t])) {
@@ -90,18 +85,18 @@ void checkInPlaceBuckets(const Program& p, const Function& fn, const CheckFailur
           fail(fmt::format("steps[{}]", t),
                fmt::format("names '{}' of in-place bucket {} between its start (step {}) and wait (step {}), while "
                            "the communicator owns it", name(id), c->bucket, started->second, s));
-        if (t > started->second && in.count(id) && !out.count(id))
+        if (t > started->second && in.count(id))
           fail(fmt::format("steps[{}]", t),
                fmt::format("reads '{}' after the start of in-place bucket {} (step {}), which overwrites it with the "
                            "reduced values", name(id), c->bucket, started->second));
-        if (t < s && out.count(id) && !in.count(id))
+        if (t < s && out.count(id))
           fail(fmt::format("steps[{}]", t),
                fmt::format("names '{}' before the wait of in-place bucket {} (step {}) fills it", name(id), c->bucket,
                            s));
       }
     }
     for (int id : fn.outputs)
-      if (in.count(id) && !out.count(id))
+      if (in.count(id))
         fail("outputs", fmt::format("'{}' is an output but in-place bucket {} overwrites it with the reduced values",
                                     name(id), c->bucket));
   }

@@ -242,6 +242,11 @@ TEST(CollectiveStep, ValidationRejectsMalformedInPlaceBuckets) {
   expectInvalid(mixed, "does not match its start (buffer, tensor sizes, reduce, axes, group, synchronous or in_place)");
   // Both in place, but the wait's views apart: the halves must agree on where the tensors are.
   expectInvalid(movedApart(5), "buffer 5 '%ra' is not a view of the in-place bucket");
+  // A gradient and its reduced value as one temp (they must be two, live apart).
+  Program same = inPlaceProgram();
+  std::get<CollectiveStep>(same.functions[0].steps[3]).tensors = {3, 4};
+  same.functions[0].outputs = {3, 4};
+  expectInvalid(same, "'%ga' is both a start and a wait tensor of in-place bucket 0");
   // A copy bucket whose tensors lie in the bucket.
   Program copies = inPlaceProgram();
   for (size_t s : {2, 3}) std::get<CollectiveStep>(copies.functions[0].steps[s]).inPlace = false;
