@@ -20,7 +20,8 @@
 //      last argument (CudaEmitter.h): one temp for all of them, live from a step that
 //      zeroes its counter, before the first, to the last; each leaves the counter 0.
 //   6. tessel.all_reduce_start/wait -> CollectiveSteps over a flat f32 bucket temp, live
-//      from the start to the wait (the gradients are copied in and out by the executor),
+//      from the start to the wait (the gradients are copied in and out by the executor,
+//      unless planTemps makes the bucket in place: BucketViews.h),
 //      over the op's grid axes (by name; Program::mesh is the grid: MeshLowering.h).
 //      tessel.all_reduce -> a synchronous start and, at the next step, its wait over a
 //      one-tensor bucket, numbered after the function's gradient buckets;
@@ -28,14 +29,14 @@
 //      tessel.all_gather / reduce_scatter / all_to_all -> one CollectiveStep each
 //      (ShardMoveLowering.h) with a staging temp live for that step only.
 //   7. Temporaries live from their defining step to their last use (function results to the
-//      end); planMemory gives their arena offsets.
+//      end); planMemory gives their arena offsets (through planTemps, BucketViews.h).
 #include "codegen/Lowering.h"
 
+#include "codegen/BucketViews.h"
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
 #include "codegen/KernelCommon.h"
-#include "codegen/MemoryPlan.h"
 #include "codegen/MeshLowering.h"
 #include "codegen/MultiTensorAdamW.h"
 #include "codegen/PipelineLowering.h"
@@ -623,12 +624,7 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
 
   flushGroup();  // (a function ends with its return, which flushed already)
   if (scratch >= 0) program_.buffers[scratch].shape = {(scratchMax + 3) / 4};
-  std::vector<LiveBuffer> lives;
-  for (int id : temps_)
-    lives.push_back({program_.buffers[id].bytes(), live_[id].first, live_[id].second});
-  MemoryPlan plan = planMemory(lives);
-  for (size_t t = 0; t < temps_.size(); ++t) program_.buffers[temps_[t]].offset = plan.offsets[t];
-  fn.arenaBytes = plan.arenaBytes;
+  fn.arenaBytes = planTemps(program_, fn, temps_, live_, options_.inPlaceBuckets);
   fn.batchShards = batchShards(f);
   program_.functions.push_back(std::move(fn));
   return mlir::success();

@@ -31,6 +31,9 @@ struct LoweringOptions {
   /// their assignments. False keeps one kernel per parameter and the copies (the form whose
   /// results the multi-tensor kernels reproduce bit for bit; for tests).
   bool multiTensorAdamW = true;
+  /// Gradient buckets whose tensors can be views of the bucket become in-place all-reduces,
+  /// with no copies in or out (codegen/BucketViews.h). False keeps every bucket's copies.
+  bool inPlaceBuckets = true;
 };
 
 /// Lowers every func.func of `module` into `program` (buffers shared by name across

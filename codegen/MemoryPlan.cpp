@@ -67,11 +67,37 @@ class LifetimeIndex {
   int64_t place(int64_t first, int64_t last, int64_t bytes, int64_t& work) {
     tile(first, last);  // once: the search and the record use the same nodes
     const int64_t offset = lowestFit(bytes, work);
-    for (size_t node : tiles_) {
-      full_[node].insert(offset, offset + bytes);
-      any_[node].insert(offset, offset + bytes);
+    record(offset, bytes);
+    return offset;
+  }
+  /// Places a block of parts (LivePart, sizes already aligned): the lowest offset >= 0 where
+  /// every part meets no memory busy during its own steps. Moving the block so that a part
+  /// clears an interval it meets skips no fit, as for one buffer, so the search ends.
+  int64_t placeParts(const std::vector<LivePart>& parts, int64_t& work) {
+    std::vector<std::vector<const IntervalSet*>> sets(parts.size());
+    for (size_t i = 0; i < parts.size(); ++i) {
+      tile(parts[i].firstUse, parts[i].lastUse);
+      for (size_t node : tiles_) sets[i].push_back(&any_[node]);
+      for (size_t node : above_) sets[i].push_back(&full_[node]);
     }
-    for (size_t node : above_) any_[node].insert(offset, offset + bytes);
+    int64_t offset = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (size_t i = 0; i < parts.size(); ++i)
+        for (const IntervalSet* s : sets[i]) {
+          ++work;
+          const int64_t start = offset + parts[i].at;
+          int64_t end = s->blockerEnd(start, start + parts[i].bytes);
+          if (end >= 0) {
+            offset = end - parts[i].at;
+            moved = true;
+          }
+        }
+    }
+    for (const LivePart& p : parts) {
+      tile(p.firstUse, p.lastUse);
+      record(offset + p.at, p.bytes);
+    }
     return offset;
   }
 
@@ -96,6 +122,15 @@ class LifetimeIndex {
       }
     }
     return offset;
+  }
+
+  /// Records [offset, offset + bytes) as busy over the nodes tile() chose.
+  void record(int64_t offset, int64_t bytes) {
+    for (size_t node : tiles_) {
+      full_[node].insert(offset, offset + bytes);
+      any_[node].insert(offset, offset + bytes);
+    }
+    for (size_t node : above_) any_[node].insert(offset, offset + bytes);
   }
 
   /// tiles_ := the nodes whose step ranges tile [first, last] (bottom-up); above_ := their
@@ -131,6 +166,13 @@ MemoryPlan planMemory(const std::vector<LiveBuffer>& buffers, int64_t alignment)
       throw std::invalid_argument("planMemory: buffer " + std::to_string(i) +
                                   " has a negative size, a negative first use or an empty lifetime");
     steps = std::max(steps, buffers[i].lastUse + 1);
+    for (const LivePart& p : buffers[i].parts) {
+      if (p.bytes < 0 || p.firstUse < 0 || p.lastUse < p.firstUse || p.at < 0 || p.at % alignment != 0 ||
+          p.at + p.bytes > buffers[i].bytes)
+        throw std::invalid_argument("planMemory: a part of buffer " + std::to_string(i) +
+                                    " has a negative size, an empty lifetime, an unaligned offset or lies past it");
+      steps = std::max(steps, p.lastUse + 1);
+    }
   }
 
   std::vector<size_t> order(buffers.size());
@@ -147,16 +189,24 @@ MemoryPlan planMemory(const std::vector<LiveBuffer>& buffers, int64_t alignment)
     const LiveBuffer& b = buffers[i];
     int64_t bytes = aligned(b.bytes);
     if (bytes == 0) continue;  // offset 0; it occupies nothing and blocks nothing
-    const int64_t offset = placed.place(b.firstUse, b.lastUse, bytes, plan.searchWork);
+    std::vector<LivePart> parts;
+    for (const LivePart& p : b.parts)
+      if (p.bytes > 0) parts.push_back({p.at, aligned(p.bytes), p.firstUse, p.lastUse});
+    const int64_t offset = b.parts.empty() ? placed.place(b.firstUse, b.lastUse, bytes, plan.searchWork)
+                                           : placed.placeParts(parts, plan.searchWork);
     plan.offsets[i] = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + bytes);
   }
 
   // Lower bound: the most bytes live at once (sweep over step boundaries).
   std::map<int64_t, int64_t> delta;
+  auto add = [&](int64_t bytes, int64_t first, int64_t last) {
+    delta[first] += aligned(bytes);
+    delta[last + 1] -= aligned(bytes);
+  };
   for (const LiveBuffer& b : buffers) {
-    delta[b.firstUse] += aligned(b.bytes);
-    delta[b.lastUse + 1] -= aligned(b.bytes);
+    if (b.parts.empty()) add(b.bytes, b.firstUse, b.lastUse);
+    for (const LivePart& p : b.parts) add(p.bytes, p.firstUse, p.lastUse);
   }
   int64_t live = 0;
   for (auto [step, d] : delta) {

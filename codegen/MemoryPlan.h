@@ -1,6 +1,7 @@
 // The memory plan: offsets for a program's temporaries in one arena, from their lifetimes.
 //
-// Promise: two buffers whose lifetimes overlap never overlap in memory; every offset is a
+// Promise: two buffers whose lifetimes overlap never overlap in memory (for a block of parts,
+// LiveBuffer::parts, each part with its own lifetime); every offset is a
 // multiple of `alignment`; the arena size is reported exactly before anything runs, so
 // per-rank memory is known ahead of launch. Plain C++ (no MLIR).
 //
@@ -19,11 +20,24 @@
 
 namespace tessel {
 
+/// One part of a block (LiveBuffer::parts): `bytes` at `at` bytes past the block's offset (a
+/// multiple of the alignment), needed during the steps [firstUse, lastUse].
+struct LivePart {
+  int64_t at = 0;
+  int64_t bytes = 0;
+  int64_t firstUse = 0;
+  int64_t lastUse = 0;
+};
+
 /// One temporary: its size and the steps [firstUse, lastUse] (inclusive) it must survive.
+/// With `parts` it is a block of contiguous parts placed together (the views of an in-place
+/// all-reduce bucket, codegen/BucketViews.h): each part's bytes are busy only during its own
+/// steps; `bytes` (the block's extent), firstUse and lastUse (the union) order the placement.
 struct LiveBuffer {
   int64_t bytes = 0;
   int64_t firstUse = 0;
   int64_t lastUse = 0;
+  std::vector<LivePart> parts;
 };
 
 /// Where each buffer goes and how big the arena is.
@@ -37,7 +51,8 @@ struct MemoryPlan {
 };
 
 /// Plans `buffers`. Throws std::invalid_argument for a negative size, a negative firstUse or
-/// lastUse < firstUse.
+/// lastUse < firstUse (of a buffer or a part), or a part at an unaligned offset or past the
+/// block's bytes.
 MemoryPlan planMemory(const std::vector<LiveBuffer>& buffers, int64_t alignment = 64);
 
 }  // namespace tessel

@@ -154,12 +154,15 @@ struct CudaExecutor::State {
       work->wait();  // the stream waits for the collective; CommError if it already failed
       work.reset();
     }
-    CUdeviceptr at = s.src;
-    for (auto [ptr, bytes] : s.tensors) {
-      if (bytes > 0)
-        ck(start ? api->cuMemcpyDtoDAsync(at, ptr, bytes, stream) : api->cuMemcpyDtoDAsync(ptr, at, bytes, stream),
-           "cuMemcpyDtoDAsync of " + s.what);
-      at += bytes;
+    if (!c.inPlace) {  // an in-place bucket's tensors already lie in it
+      CUdeviceptr at = s.src;
+      for (auto [ptr, bytes] : s.tensors) {
+        if (bytes > 0)
+          ck(start ? api->cuMemcpyDtoDAsync(at, ptr, bytes, stream) : api->cuMemcpyDtoDAsync(ptr, at, bytes, stream),
+             "cuMemcpyDtoDAsync of " + s.what);
+        at += bytes;
+      }
+      counters.bucketCopyBytes += static_cast<int64_t>(s.bytes);
     }
     if (start && c.group > 1) {
       Communicator& group = communicatorOf(c, s.name, mesh, comm);

@@ -120,8 +120,9 @@ std::string explainCollectives(const Program& program, const std::string& functi
       continue;
     }
     if (c->kind == CollectiveStep::Kind::AllReduceStart) {
-      out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({})\n", c->bucket,
-                         c->reduce, axes, c->group, c->tensors.size(), bytes, mib(bytes));
+      out += fmt::format("bucket {}: all_reduce {} over {} ({} ranks), {} gradients, {} bytes ({}){}\n", c->bucket,
+                         c->reduce, axes, c->group, c->tensors.size(), bytes, mib(bytes),
+                         c->inPlace ? ", in place (the gradients are views of the bucket: no copies)" : "");
       for (size_t t = 0; t < c->tensors.size(); ++t)
         out += fmt::format("    {:<40} {:>10} bytes\n", t < c->names.size() ? c->names[t] : "?",
                            program.buffers.at(static_cast<size_t>(c->tensors[t])).bytes());

@@ -37,8 +37,8 @@ struct CollectiveBytes {
 CollectiveBytes collectiveBytes(const Program& program, const std::string& function);
 
 /// The --explain report of `function`'s collectives: per gradient bucket its parameters and
-/// bytes, the step it starts after and the step it waits before (with their ops' source
-/// locations); per forward/backward (synchronous) all-reduce its group, bytes, step and
+/// bytes (and "in place" when its gradients are views of it), the step it starts after and
+/// the step it waits before (with their ops' source locations); per forward/backward (synchronous) all-reduce its group, bytes, step and
 /// source location; per all_gather / reduce_scatter / all_to_all its group, dimension(s),
 /// payload bytes, step and source location; then the payload and ring wire bytes per rank per
 /// call (N = the largest group) and, on a line of their own, the payload bytes per kind. ""

@@ -372,10 +372,13 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
   }
   auto t0 = std::chrono::steady_clock::now();
   if (c.kind == CollectiveStep::Kind::AllReduceStart) {
-    auto* at = reinterpret_cast<std::byte*>(p.bucket);
-    for (auto [ptr, bytes] : p.tensors) {
-      std::memcpy(at, ptr, bytes);
-      at += bytes;
+    if (!c.inPlace) {  // an in-place bucket's tensors already lie in it
+      auto* at = reinterpret_cast<std::byte*>(p.bucket);
+      for (auto [ptr, bytes] : p.tensors) {
+        std::memcpy(at, ptr, bytes);
+        at += bytes;
+      }
+      counters_.bucketCopyBytes += static_cast<int64_t>(p.bytes);
     }
     if (c.group > 1) {
       Communicator& comm = communicatorOf(c, p.name, mesh_, comm_);
@@ -390,10 +393,13 @@ void Executor::collective(const PreparedFunction& pf, const Prepared& p) {
     work->wait();
     work.reset();
   }
-  const auto* at = reinterpret_cast<const std::byte*>(p.bucket);
-  for (auto [ptr, bytes] : p.tensors) {
-    std::memcpy(ptr, at, bytes);
-    at += bytes;
+  if (!c.inPlace) {
+    const auto* at = reinterpret_cast<const std::byte*>(p.bucket);
+    for (auto [ptr, bytes] : p.tensors) {
+      std::memcpy(ptr, at, bytes);
+      at += bytes;
+    }
+    counters_.bucketCopyBytes += static_cast<int64_t>(p.bytes);
   }
   counters_.waitSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

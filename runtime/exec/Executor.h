@@ -53,6 +53,9 @@ struct CollectiveCounters {
   /// reduce_scatter, all_to_all, send_recv: the bytes sent); they sum to the totals above.
   std::array<int64_t, kCollectiveKinds> kindCollectives{};
   std::array<int64_t, kCollectiveKinds> kindPayloadBytes{};
+  /// Bytes the all-reduce steps copied between buckets and their tensors (the start's packing
+  /// plus the wait's unpacking; 0 for in-place buckets, Program.h CollectiveStep::inPlace).
+  int64_t bucketCopyBytes = 0;
   double startSeconds = 0;   // wall time in start steps (packing the bucket, issuing)
   double waitSeconds = 0;    // wall time in wait steps (blocked on the network + unpacking):
                              // the communication the compute did not hide

@@ -160,15 +160,7 @@ MemoryBreakdown memoryBreakdown(const Program& program) {
   // a temp to the last; a function output to the end), by role; keep the step with the most.
   int64_t best = -1;
   for (const Function& f : program.functions) {
-    std::map<int, std::pair<size_t, size_t>> live;
-    auto touch = [&](int id, size_t s) {
-      if (program.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
-      auto [it, fresh] = live.emplace(id, std::pair{s, s});
-      if (!fresh) it->second.second = std::max(it->second.second, s);
-    };
-    for (size_t s = 0; s < f.steps.size(); ++s)
-      for (int id : stepBuffers(f.steps[s])) touch(id, s);
-    for (int id : f.outputs) touch(id, f.steps.empty() ? 0 : f.steps.size() - 1);
+    const auto live = tempLiveness(program, f, f.steps.empty() ? 0 : f.steps.size() - 1);
     std::vector<std::array<int64_t, 4>> delta(f.steps.size() + 1, std::array<int64_t, 4>{});
     for (const auto& [id, range] : live) {
       const int64_t bytes = alignedBytes(program.buffers[static_cast<size_t>(id)].bytes());

@@ -23,6 +23,9 @@
 //   gradients            temporaries an optimizer step reads that have a parameter's size (a
 //                        step that reads optimizer state or updates a parameter);
 //   activations          everything else (saved activations, their gradients, scratch).
+// The views of an in-place bucket (Program.h CollectiveStep::inPlace) count as gradients or
+// activations outside the bucket's start-to-wait window and as its communication bytes
+// inside it (tempLiveness).
 // Each is given at the step where the most temporary bytes are live (`peak`) and, for the
 // gradients, as the sum over all gradient temporaries (`gradientTemporaries`: the gradient
 // bytes of one optimizer step, whether or not they are live at once).

@@ -80,6 +80,38 @@ std::vector<int> stepBuffers(const Step& step) {
   return ids;
 }
 
+std::map<int, std::pair<size_t, size_t>> tempLiveness(const Program& program, const Function& fn,
+                                                      size_t outputsEnd) {
+  std::map<int, std::pair<size_t, size_t>> live;
+  auto touch = [&](int id, size_t step) {
+    if (program.buffers[static_cast<size_t>(id)].kind != BufferKind::Temp) return;
+    auto [it, fresh] = live.emplace(id, std::pair{step, step});
+    if (!fresh) it->second.second = std::max(it->second.second, step);
+  };
+  for (size_t s = 0; s < fn.steps.size(); ++s)
+    for (int id : stepBuffers(fn.steps[s])) touch(id, s);
+  for (int id : fn.outputs) touch(id, outputsEnd);
+  // In-place buckets: the bucket holds its views' bytes from the start to the wait.
+  for (size_t s = 0; s < fn.steps.size(); ++s) {
+    const auto* c = std::get_if<CollectiveStep>(&fn.steps[s]);
+    if (!c || !c->inPlace || c->movesShards() || c->kind == CollectiveStep::Kind::SendRecv) continue;
+    const bool start = c->kind == CollectiveStep::Kind::AllReduceStart;
+    for (int id : c->tensors) {
+      auto it = live.find(id);
+      if (it == live.end()) continue;
+      auto& [first, last] = it->second;
+      if (start ? first >= s : last <= s) {
+        live.erase(it);
+      } else if (start) {
+        last = std::min(last, s - 1);
+      } else {
+        first = std::max(first, s + 1);
+      }
+    }
+  }
+  return live;
+}
+
 const char* gemmBackendName(GemmBackend backend) {
   switch (backend) {
     case GemmBackend::OpenBlas: return "openblas";

@@ -174,6 +174,15 @@ struct CopyStep {
 /// until it is complete and unpacks `buffer` into `tensors` (the reduced values). The start
 /// and the wait of one bucket share `bucket` and `buffer`; a start precedes its wait.
 /// Payload: the buffer's bytes, once per start.
+/// An `inPlace` bucket (both halves set it; PyTorch DDP's gradient_as_bucket_view) has no
+/// copies: its tensors are views of the buffer, each Temp's offset exactly where the packing
+/// would have put it (tensor i at the buffer's offset plus the bytes of tensors 0 .. i-1, all
+/// f32), so the steps that produce the start's tensors write the bucket directly, the
+/// all-reduce runs on it in place and the wait's tensors read the reduced values where they
+/// lie. For liveness the buffer holds the views' bytes from start to wait (tempLiveness); no
+/// step between the start and the wait names the buffer or a view (the communicator owns
+/// them), no step after the start names a start tensor (it now holds the reduced
+/// values), and none before the wait names a wait tensor; no tensor is both (tempLiveness).
 /// The group is this rank's group along `axes` of Program::mesh (DeviceMesh::group); a program
 /// without a mesh reduces over the whole world, which must then have `group` ranks.
 /// A `synchronous` collective (a forward or backward all-reduce of the partitioned model,
@@ -243,6 +252,7 @@ struct CollectiveStep {
   std::vector<std::string> axes{"dp"};  // the mesh axes spanning the group, in mesh order
   int64_t group = 1;               // ranks in the group: the product of the axes' sizes
   bool synchronous = false;        // see above
+  bool inPlace = false;            // all-reduce only: the tensors are views of the buffer (above)
   std::string location;            // the collective op's location
   std::string anchor;              // start: "after <op> at <loc>"; wait: "before <op> at <loc>"
   int64_t dim = 0;                 // AllGather/ReduceScatter/AllToAll: gathered/scattered/split dim
@@ -346,6 +356,17 @@ struct Program {
   int64_t arenaBytes() const;
   bool operator==(const Program&) const = default;
 };
+
+/// The steps [first, last] each Temp of `fn` is live: from the first step naming it to the
+/// last (a function output: to `outputsEnd`), except for the views of in-place buckets
+/// (CollectiveStep::inPlace), whose bytes the bucket holds from its start to its wait: a start
+/// tensor is live up to the step before the start, a wait tensor from the step after the wait
+/// (a view left with no step is absent). What validateProgram's no-shared-bytes check and
+/// runtime/exec/MemoryBreakdown.h read; it relies on validateProgram's checks of in-place
+/// buckets (no view named between start and wait, no start tensor after it, no wait tensor
+/// before it).
+std::map<int, std::pair<size_t, size_t>> tempLiveness(const Program& program, const Function& fn,
+                                                      size_t outputsEnd);
 
 /// The `version` field saveProgram writes for a program with CUDA kernels (launch
 /// configurations on kernel steps, kernels.cu), and for a CPU-only one; loadProgram reads

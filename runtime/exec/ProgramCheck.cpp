@@ -18,7 +18,8 @@
 //     with accumulate (a reduction over the batch); copies join distinct, non-overlapping
 //     buffers of equal byte size; collectives: bucket numbers are 0 .. n-1 (each started once
 //     and then waited for once), the bucket buffer is an f32 Temp of exactly its tensors'
-//     elements, and a wait matches its start; all_gather / reduce_scatter / all_to_all steps:
+//     elements (an in_place bucket's tensors are f32 temps lying exactly where packing would
+//     put them: Program.h), and a wait matches its start; all_gather / reduce_scatter / all_to_all steps:
 //     input and output of one dtype (f32 or bf16), distinct and apart from the staging temp
 //     of that dtype, shapes that agree along `dim` (and `concatDim`) with the group (output =
 //     input x group, or / group, the divided dimension divisible), a staging temp of the
@@ -27,6 +28,9 @@
 //     arenaBytes, and no two Temps that are live at the same step (from the first step
 //     that names one to the last, function outputs to the end) share arena bytes: what the
 //     memory plan guarantees, so an edited offset cannot make one temp overwrite another.
+//     The views of in-place buckets are live outside their start-to-wait window, the bucket
+//     inside it (tempLiveness), and no step names
+//     a bucket or its views while the communicator owns them (checkInPlaceBuckets).
 //  6. the mesh, each sharded buffer and each collective's axes against it
 //     (runtime/exec/ProgramMesh.cpp, checkProgramMesh); a synchronous collective's wait is
 //     the step right after its start.
@@ -190,6 +194,7 @@ class Checker {
           }
           continue;
         }
+        if (col.inPlace && col.movesShards()) fail(f + ".in_place", "only an all-reduce bucket can be in place");
         if (col.movesShards()) {
           checkShardMove(col, f);
           checkAsyncGather(col, f, openGathers);
@@ -223,7 +228,9 @@ class Checker {
         fail(f, fmt::format("temp '{}' [{}, {}) lies past function '{}' arenaBytes {}", b.name, b.offset,
                             b.offset + b.bytes(), fn.name, fn.arenaBytes));
     }
-    checkLiveTemps(p_, fn, [&](const std::string& f, const std::string& problem) { fail(f, problem); });
+    const CheckFailure failure = [&](const std::string& f, const std::string& problem) { fail(f, problem); };
+    checkInPlaceBuckets(p_, fn, failure);
+    checkLiveTemps(p_, fn, failure);
   }
 
   void checkKernel(const KernelStep& k, const std::string& field, std::vector<std::pair<int, std::string>>& used) {
@@ -387,8 +394,17 @@ class Checker {
     for (size_t i = 0; i < c.tensors.size(); ++i) {
       const Buffer& t = buffer(c.tensors[i], fmt::format("{}.tensors[{}]", field, i));
       if (t.dtype != DType::F32) fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} is not f32", describe(c.tensors[i])));
-      if (overlaps(c.tensors[i], c.buffer))
+      if (c.inPlace) {  // a view: exactly where packing would have put it
+        const int64_t want = bucket.offset + total * dtypeBytes(DType::F32);
+        if (t.kind != BufferKind::Temp || t.offset != want)
+          fail(fmt::format("{}.tensors[{}]", field, i),
+               fmt::format("{} is not a view of the in-place bucket: it must be a temp at offset {} (the bucket's "
+                           "offset plus its earlier tensors' bytes), not {}",
+                           describe(c.tensors[i]), want, t.kind == BufferKind::Temp ? std::to_string(t.offset)
+                                                                                     : std::string("a non-temp")));
+      } else if (overlaps(c.tensors[i], c.buffer)) {
         fail(fmt::format("{}.tensors[{}]", field, i), fmt::format("{} overlaps the bucket", describe(c.tensors[i])));
+      }
       total += t.numel();
     }
     if (total != bucket.numel())
@@ -408,9 +424,9 @@ class Checker {
       sameSizes = p_.buffers[static_cast<size_t>(start.tensors[i])].numel() ==
                   p_.buffers[static_cast<size_t>(c.tensors[i])].numel();
     if (start.buffer != c.buffer || !sameSizes || start.reduce != c.reduce || start.group != c.group ||
-        start.axes != c.axes || start.synchronous != c.synchronous)
+        start.axes != c.axes || start.synchronous != c.synchronous || start.inPlace != c.inPlace)
       fail(field, fmt::format("the wait for bucket {} does not match its start (buffer, tensor sizes, "
-                              "reduce, axes, group or synchronous)", c.bucket));
+                              "reduce, axes, group, synchronous or in_place)", c.bucket));
     open.erase(it);
   }
 

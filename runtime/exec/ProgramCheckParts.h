@@ -19,4 +19,12 @@ using CheckFailure = std::function<void(const std::string& field, const std::str
 /// "buffers[<id>].offset" and both temps' byte ranges and the step otherwise.
 void checkLiveTemps(const Program& program, const Function& fn, const CheckFailure& fail);
 
+/// The step order of `fn`'s in-place buckets (Program.h CollectiveStep::inPlace): no tensor
+/// is a view of two buckets; no step between a start and its wait names the buffer or a view;
+/// no step after the start names (and no function output is) a start tensor that is not a wait
+/// tensor; no step before the wait names a wait tensor that is not a start tensor. Calls `fail`
+/// with "steps[<i>]" (or "outputs") and the tensor, bucket and steps otherwise. Time: the
+/// function's step buffers once per in-place bucket.
+void checkInPlaceBuckets(const Program& program, const Function& fn, const CheckFailure& fail);
+
 }  // namespace tessel::rt

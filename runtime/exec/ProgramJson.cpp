@@ -132,6 +132,7 @@ ordered_json toJson(const Step& step) {
     j["axes"] = col.axes;
     j["group"] = col.group;
     if (col.synchronous) j["synchronous"] = true;
+    if (col.inPlace) j["in_place"] = true;
     j["location"] = col.location;
     j["anchor"] = col.anchor;
   }
@@ -362,7 +363,7 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
   }
   if (op == "all_reduce_start" || op == "all_reduce_wait") {
     r.object(j, field, {"op", "bucket", "buffer", "tensors", "names", "reduce", "axes", "group", "synchronous",
-                        "location", "anchor"});
+                        "in_place", "location", "anchor"});
     CollectiveStep c;
     c.kind = op == "all_reduce_start" ? CollectiveStep::Kind::AllReduceStart : CollectiveStep::Kind::AllReduceWait;
     int64_t bucket = r.integer(j, "bucket", field);
@@ -378,6 +379,7 @@ Step readStep(const Reader& r, const json& j, const std::string& field, bool cud
       c.axes = r.list<std::string>(j, "axes", field, [&](const json& v, const std::string& f) { return r.string(v, f); });
     c.group = r.integer(j, "group", field, 1);
     c.synchronous = r.boolean(j, "synchronous", field);
+    c.inPlace = r.boolean(j, "in_place", field);
     c.location = r.string(j, "location", field, "");
     c.anchor = r.string(j, "anchor", field, "");
     return c;

@@ -4,8 +4,8 @@
 // are bitwise identical after every step; 4 x (B/4) gradient accumulation matches 1 x B;
 // a clipped run gives every rank the dp = 1 norm; the validation loss, each rank evaluating
 // its rows of the validation batch, is the dp = 1 one; the all-reduce payload per step is the
-// total gradient bytes, in the buckets the packing rule predicts; plan errors point at
-// the plan's line.
+// total gradient bytes, in the buckets the packing rule predicts; every bucket is in place
+// (no copies into or out of it); plan errors point at the plan's line.
 #include "ThreadCommunicator.h"
 
 #include "dsl/trainer/Flags.h"
@@ -226,6 +226,31 @@ TEST(DataParallel, PayloadIsTheGradientBytesInPredictedBuckets) {
   tessel::rt::CollectiveBytes bytes = tessel::rt::collectiveBytes(p, "train_step");
   EXPECT_EQ(bytes.payloadBytes, gradientBytes);
   EXPECT_DOUBLE_EQ(bytes.ringWireBytes, static_cast<double>(gradientBytes));  // 2 (2-1)/2 = 1
+}
+
+// Gradients are written straight into their buckets (PyTorch DDP's gradient_as_bucket_view):
+// every gradient bucket of train_step is in place, so the executor copies nothing into or out
+// of a bucket (the copy path moved 2 x the gradient bytes per step), with and without overlap
+// and with gradient accumulation; that the results still match dp = 1 is the tests above.
+TEST(DataParallel, GradientsAreWrittenIntoTheirBucketsInPlace) {
+  const std::vector<std::pair<tessel::Plan, std::string>> plans = {
+      {dpPlan(2), "overlap"}, {dpPlan(2, 0.02, false), "no overlap"}, {dpPlan(2).grad_accumulation(2), "2 microsteps"}};
+  for (const auto& [plan, what] : plans) {
+    auto ranks = run(plan, 2);
+    const tessel::rt::Function* f = ranks[0].program.function("train_step");
+    ASSERT_NE(f, nullptr) << what;
+    int buckets = 0;
+    for (const auto& step : f->steps)
+      if (auto* c = std::get_if<tessel::rt::CollectiveStep>(&step); c && !c->movesShards()) {
+        EXPECT_TRUE(c->inPlace) << what << ": bucket " << c->bucket;
+        buckets += c->kind == tessel::rt::CollectiveStep::Kind::AllReduceStart;
+      }
+    EXPECT_GT(buckets, 1) << what;
+    for (const RankResult& r : ranks) {
+      EXPECT_GT(r.counters.payloadBytes, 0) << what;
+      EXPECT_EQ(r.counters.bucketCopyBytes, 0) << what;
+    }
+  }
 }
 
 TEST(DataParallel, PlanErrorsPointAtThePlanLine) {

@@ -106,6 +106,57 @@ std::vector<int64_t> directGreedyOffsets(const std::vector<LiveBuffer>& bs, int6
   return offsets;
 }
 
+// A block of parts (an in-place bucket's views): each part's bytes are busy only during its
+// own steps, so another buffer may use them before the part's gradient is produced.
+TEST(MemoryPlan, BlockPartsAreBusyOnlyDuringTheirOwnSteps) {
+  // Part 0 busy over steps [0, 9], part 1 over [5, 9]; a 64-byte buffer live over [0, 4] fits
+  // in part 1's bytes (without parts it would go past the block: arena 192).
+  std::vector<LiveBuffer> bs = {{128, 0, 9, {{0, 64, 0, 9}, {64, 64, 5, 9}}}, {64, 0, 4}};
+  MemoryPlan p = planMemory(bs);
+  EXPECT_EQ(p.offsets, (std::vector<int64_t>{0, 64}));
+  EXPECT_EQ(p.arenaBytes, 128);
+  EXPECT_EQ(p.liveLowerBound, 128);
+  // Live over [3, 6] it meets part 1 at steps 5 and 6: it goes past the block.
+  bs[1] = {64, 3, 6};
+  p = planMemory(bs);
+  EXPECT_EQ(p.offsets, (std::vector<int64_t>{0, 128}));
+  // Random blocks and buffers: no part or buffer shares bytes with another while both are busy.
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::vector<LiveBuffer> mix;
+    for (int i = 0; i < 30; ++i) {
+      LiveBuffer b{64 * static_cast<int64_t>(1 + rng() % 6), static_cast<int64_t>(rng() % 20), 0};
+      b.lastUse = b.firstUse + static_cast<int64_t>(rng() % 8);
+      if (rng() % 3 == 0)  // a block: one part per 64 bytes, each with its own lifetime
+        for (int64_t at = 0; at < b.bytes; at += 64) {
+          int64_t first = b.firstUse + static_cast<int64_t>(rng() % (b.lastUse - b.firstUse + 1));
+          b.parts.push_back({at, 64, first, b.lastUse});
+        }
+      mix.push_back(b);
+    }
+    MemoryPlan q = planMemory(mix);
+    struct Busy { size_t owner; int64_t start, end, first, last; };
+    std::vector<Busy> busy;
+    for (size_t i = 0; i < mix.size(); ++i) {
+      EXPECT_EQ(q.offsets[i] % 64, 0);
+      EXPECT_LE(q.offsets[i] + mix[i].bytes, q.arenaBytes);
+      if (mix[i].parts.empty()) busy.push_back({i, q.offsets[i], q.offsets[i] + mix[i].bytes, mix[i].firstUse, mix[i].lastUse});
+      for (const tessel::LivePart& part : mix[i].parts)
+        busy.push_back({i, q.offsets[i] + part.at, q.offsets[i] + part.at + part.bytes, part.firstUse, part.lastUse});
+    }
+    for (size_t a = 0; a < busy.size(); ++a)
+      for (size_t b = a + 1; b < busy.size(); ++b)
+        if (busy[a].owner != busy[b].owner) {
+          EXPECT_FALSE(busy[a].first <= busy[b].last && busy[b].first <= busy[a].last &&
+                       busy[a].start < busy[b].end && busy[b].start < busy[a].end)
+              << "trial " << trial << ": buffers " << busy[a].owner << " and " << busy[b].owner;
+        }
+  }
+  // A part at an unaligned offset, or past its block, is refused.
+  EXPECT_THROW(planMemory({{128, 0, 1, {{32, 64, 0, 1}}}}), std::invalid_argument);
+  EXPECT_THROW(planMemory({{128, 0, 1, {{64, 128, 0, 1}}}}), std::invalid_argument);
+}
+
 TEST(MemoryPlan, MatchesTheDirectSearch) {
   // Random programs of several shapes: many equal sizes (ties), empty buffers, lifetimes from
   // one step to the whole program, and a different alignment.

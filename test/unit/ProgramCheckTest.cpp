@@ -4,7 +4,8 @@
 // or run the wrong thing: each temp pushed past the arena or onto another live temp, each
 // operand id out of range or swapped for a buffer of the wrong size, kind or type, each GEMM
 // dimension and stride enlarged, each kernel given one argument too few or too many, each
-// collective given a bad bucket number, buffer or tensor list, each function's arena shrunk.
+// collective given a bad bucket number, buffer or tensor list, each in-place bucket's views
+// moved, retyped or no longer in place, each function's arena shrunk.
 // Every mutation must be refused with a message naming the field (and, inside a function,
 // the function); the unmutated program must pass.
 #include "examples/gpt/model.h"
@@ -117,10 +118,13 @@ std::vector<Mutation> mutations(const Program& base) {
         if (base.buffers[static_cast<size_t>(*id)].kind == BufferKind::Temp &&
             std::find(temps.begin(), temps.end(), *id) == temps.end())
           temps.push_back(*id);
-      if (temps.size() >= 2) {
-        size_t x = static_cast<size_t>(temps[0]), y = static_cast<size_t>(temps[1]);
+      // (An in-place bucket's first view already shares its offset: take the next temp.)
+      for (size_t t = 1; t < temps.size(); ++t) {
+        size_t x = static_cast<size_t>(temps[0]), y = static_cast<size_t>(temps[t]);
+        if (base.buffers[x].offset == base.buffers[y].offset) continue;
         out.push_back({at + "two live temps on the same bytes",
                        [x, y](Program& p) { p.buffers[x].offset = p.buffers[y].offset; }, name});
+        break;
       }
       if (auto* g = std::get_if<GemmStep>(&copy)) {
         for (auto field : {&GemmStep::m, &GemmStep::n, &GemmStep::k, &GemmStep::batch}) {
@@ -167,6 +171,18 @@ std::vector<Mutation> mutations(const Program& base) {
           out.push_back({at + "one tensor fewer", [f, s](Program& p) {
                            std::get<CollectiveStep>(p.functions[f].steps[s]).tensors.pop_back();
                          }, name});
+        if (col->inPlace) {
+          // Views: one moved off its place (by one alignment step), one of the wrong dtype,
+          // the flag dropped (the views then overlap the bucket), the bucket moved off them.
+          const auto last = static_cast<size_t>(col->tensors.back());
+          out.push_back({at + "in-place view moved", [last](Program& p) { p.buffers[last].offset += 64; }, name});
+          out.push_back({at + "in-place view bf16", [last](Program& p) { p.buffers[last].dtype = DType::BF16; }, name});
+          out.push_back({at + "in-place flag dropped", [f, s](Program& p) {
+                           std::get<CollectiveStep>(p.functions[f].steps[s]).inPlace = false;
+                         }, name});
+          const auto bucket = static_cast<size_t>(col->buffer);
+          out.push_back({at + "in-place bucket moved", [bucket](Program& p) { p.buffers[bucket].offset += 64; }, name});
+        }
         out.push_back({at + "step removed", [f, s](Program& p) {
                          p.functions[f].steps.erase(p.functions[f].steps.begin() + static_cast<long>(s));
                        }, name});
@@ -183,6 +199,10 @@ TEST(ProgramCheck, TheLoweredProgramPasses) {
   for (const Step& s : p.function("train_step")->steps)
     if (auto* c = std::get_if<CollectiveStep>(&s); c && c->kind == CollectiveStep::Kind::AllReduceStart) ++buckets;
   EXPECT_GE(buckets, 2) << "the mutations should see several buckets";
+  for (const Step& s : p.function("train_step")->steps)
+    if (auto* c = std::get_if<CollectiveStep>(&s); c && !c->movesShards() && !c->synchronous) {
+      EXPECT_TRUE(c->inPlace) << "bucket " << c->bucket << ": the mutations should see in-place buckets";
+    }
   EXPECT_NO_THROW(validateProgram(p, "program.json"));
 }
 
