@@ -4,7 +4,8 @@
 //   1. tessel.param -> the persistent Parameter/State buffer of that name;
 //      function arguments -> Input buffers named "<function>.<input>".
 //   2. tessel.reshape -> an alias of its operand's buffer (no step).
-//   3. tessel.matmul -> a GemmStep (batch, strides from the shapes; a rank-2 rhs is shared).
+//   3. tessel.matmul and tessel.matmul_epilogue -> a GemmStep (GemmLowering.h: batch, strides
+//      from the shapes; a rank-2 rhs is shared; the epilogue's buffers).
 //   4. tessel.assign -> a CopyStep into the parameter; the copy is placed right after the last
 //      reader of the old value, so that every read sees the value from before the call.
 //      Except clipped AdamW updates that may run in place (MultiTensorAdamW.h): consecutive
@@ -36,6 +37,7 @@
 #include "codegen/CppEmitter.h"
 #include "codegen/CudaEmitter.h"
 #include "codegen/FusedEmitter.h"
+#include "codegen/GemmLowering.h"
 #include "codegen/KernelCommon.h"
 #include "codegen/MeshLowering.h"
 #include "codegen/MultiTensorAdamW.h"
@@ -425,31 +427,10 @@ mlir::LogicalResult Lowerer::lower(mlir::func::FuncOp f) {
         size_t after = std::max(i, lastRead[a.getName().str()]);
         pendingCopies[after].emplace_back(src, dst);
       }
-    } else if (auto mm = mlir::dyn_cast<MatmulOp>(op)) {
-      std::vector<int> in = operandIds();
-      rt::GemmStep g;
-      g.a = in[0];
-      g.b = in[1];
-      g.c = buffer[mm.getResult()] = temp(mm.getResult(), step);
-      g.transA = mm.getTransposeLhs();
-      g.transB = mm.getTransposeRhs();
-      auto as = shapeOf(mm.getLhs()), bs = shapeOf(mm.getRhs()), cs = shapeOf(mm.getResult());
-      g.m = cs[cs.size() - 2];
-      g.n = cs.back();
-      g.k = g.transA ? as[as.size() - 2] : as.back();
-      g.batch = 1;
-      for (size_t d = 0; d + 2 < cs.size(); ++d) g.batch *= cs[d];
-      g.strideA = g.m * g.k;
-      g.strideB = bs.size() > 2 ? g.k * g.n : 0;
-      g.strideC = g.m * g.n;
-      if (g.strideB == 0 && !g.transA && g.batch > 1) {
-        // A shared weight: the batches of A and C are contiguous rows, so one GEMM with
-        // batch * m rows does the same work with one library call instead of `batch`.
-        g.m *= g.batch;
-        g.batch = 1;
-        g.strideA = g.m * g.k;
-        g.strideC = g.m * g.n;
-      }
+    } else if (mlir::isa<MatmulOp, MatmulEpilogueOp>(op)) {
+      std::vector<int> in = operandIds(), out;
+      for (mlir::Value r : op->getResults()) out.push_back(buffer[r] = temp(r, step));
+      rt::GemmStep g = lowerGemm(op, in, out);  // GemmLowering.h
       g.location = locationString(op->getLoc());
       fn.steps.push_back(g);
     } else if (options_.cuda && (mlir::isa<FusedOp>(op) || hasCppKernel(op)) && !hasCudaKernel(op)) {

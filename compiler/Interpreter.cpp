@@ -44,6 +44,16 @@ std::vector<ref::Tensor> evaluate(mlir::Operation* op, const std::vector<const r
       .Case([&](MatmulOp o) {
         return one(ref::matmul(*in[0], *in[1], o.getTransposeLhs(), o.getTransposeRhs()));
       })
+      .Case([&](MatmulEpilogueOp o) {  // TesselFusedOps.td: the ops it fuses, in order
+        ref::Tensor pre = ref::matmul(*in[0], *in[1], o.getTransposeLhs(), o.getTransposeRhs());
+        size_t next = 2;
+        if (o.getBias()) pre = ref::add(pre, *in[next++]);
+        std::vector<ref::Tensor> out{o.getGelu() ? ref::gelu(pre) : pre};
+        if (o.getResidual()) out[0] = ref::add(out[0], *in[next++]);
+        if (o.getPreActivation()) out.push_back(std::move(pre));
+        if (o.getBiasGradient()) out.push_back(ref::reduceSum(*in[0], {o.getTransposeLhs() ? 0 : 1}));
+        return out;
+      })
       .Case([&](AddOp) { return one(ref::add(*in[0], *in[1])); })
       .Case([&](CastOp) { return one(*in[0]); })  // evaluateChecked rounds bf16 results
       .Case([&](SubOp) { return one(ref::sub(*in[0], *in[1])); })

@@ -163,6 +163,10 @@ std::vector<Stage> stages(const PipelineOptions& o) {
                    pm.addNestedPass<mlir::func::FuncOp>(createFuseClassifier());
                  }});
   }
+  if (o.fuseGemmEpilogues)
+    s.push_back({"fuse-gemm-epilogues", [](mlir::OpPassManager& pm) {
+                   pm.addNestedPass<mlir::func::FuncOp>(createFuseGemmEpilogues());
+                 }});
   s.push_back({"fuse", fuse});
   // Remat last: it clones whole fused kernels, so recomputed values come from the same
   // kernels as the originals (bitwise), and lands after the placed collectives.
@@ -265,6 +269,9 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   ListOption<std::string> pipelineLayerRanges{
       *this, "pipeline-layer-ranges",
       llvm::cl::desc("the chunks' layer ranges first-last, inclusive (0-5,6-11; none: balanced)")};
+  Option<bool> fuseGemmEpilogues{*this, "fuse-gemm-epilogues",
+                                 llvm::cl::desc("fold bias, GELU, residual and bias gradient into GEMM epilogues"),
+                                 llvm::cl::init(defaults.fuseGemmEpilogues)};
   Option<std::string> pipelineSite{*this, "pipeline-site",
                                    llvm::cl::desc("file:line:col of the plan's pipeline() call"),
                                    llvm::cl::init(defaults.pipelineSite)};
@@ -273,6 +280,7 @@ struct PipelineCLOptions : mlir::PassPipelineOptions<PipelineCLOptions> {
   PipelineOptions toOptions(std::string& error) const {
     PipelineOptions o;
     o.train = train;
+    o.fuseGemmEpilogues = fuseGemmEpilogues;
     o.optimizer = optimizer;
     o.precision = precision;
     o.forwardName = forward;

@@ -80,6 +80,11 @@ struct PipelineOptions {
   /// grouped_attention_grad). The GPU trainer sets this until the CUDA twins of the fused
   /// kernels (checked only in the SIMT harness so far) are timed on a GPU.
   bool decomposeAttention = false;
+  /// Fold each GEMM's bias add, GELU, residual add and bias-gradient sum into the GEMM step's
+  /// epilogue (tessel-fuse-gemm-epilogues, runtime/exec/Program.h GemmEpilogue). True (the
+  /// default); false keeps them separate kernels, for comparisons that need the unfused
+  /// program's exact GELU and bias-gradient roundings.
+  bool fuseGemmEpilogues = true;
   /// Fully sharded data parallelism (the plan's fully_shard): the mesh axis every parameter
   /// is stored split over on dimension 0 at ZeRO stage 3 (tessel-fully-shard), or only its
   /// optimizer state (and gradient) at stages 1 and 2 (zeroStage), or "". It must be one of

@@ -204,6 +204,7 @@ Program Model::compile(const CompileOptions& options) {
   const Plan& plan = options.plan;
   pipeline.pipelineStage = options.pipeline_stage;
   pipeline.decomposeAttention = options.decompose_attention;
+  pipeline.fuseGemmEpilogues = options.fuse_gemm_epilogues;
   if (impl->trains && (plan.dp() * plan.microsteps() > 1 || plan.pp() > 1)) {
     if (!impl->inputs.empty() && !impl->inputs.front().second.empty())
       plan.check_batch(impl->inputs.front().second.front());

@@ -324,6 +324,10 @@ struct CompileOptions {
   /// fused backward. The GPU trainer (--device cuda) sets it: the fused CUDA kernels are
   /// checked against the C++ ones in the SIMT harness but not yet timed on a GPU.
   bool decompose_attention = false;
+  /// Fold each GEMM's bias add, GELU, residual add and bias-gradient sum into the GEMM's
+  /// epilogue (tessel-fuse-gemm-epilogues). False keeps them separate kernels: for
+  /// comparisons with a program that must have the unfused GELU and bias-gradient roundings.
+  bool fuse_gemm_epilogues = true;
 };
 
 /// How a program becomes machine code on this CPU.

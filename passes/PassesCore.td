@@ -219,4 +219,41 @@ def FuseClassifier : Pass<"tessel-fuse-classifier", "mlir::func::FuncOp"> {
   let dependentDialects = ["::tessel::TesselDialect"];
 }
 
+def FuseGemmEpilogues : Pass<"tessel-fuse-gemm-epilogues", "mlir::func::FuncOp"> {
+  let summary = "Fold a GEMM's bias, GELU, residual and bias gradient into tessel.matmul_epilogue";
+  let description = [{
+    Rewrites the ops around a `tessel.matmul` that the runtime's GEMM step can apply as its
+    epilogue (runtime/exec/Program.h GemmEpilogue: oneDNN or a second pass on the CPU,
+    cuBLASLt's epilogues on a GPU) into one `tessel.matmul_epilogue`, so the product is
+    stored once instead of being re-read by the bias add, the GELU and the residual add:
+
+    1. Backward: a weight-gradient `matmul dY^T X` (`transpose_lhs`, rank-2 f32 operands)
+       and a `reduce_sum` of the same dY (through reshapes) over every dimension but the
+       last, with an f32 result, become one op with `bias_gradient` (cuBLASLt's BGRADA).
+    2. Forward, along the product's users: an `add` of a rank-1 `[N]` bias when it is the
+       product's only user; then a `gelu` when it and `gelu_grad`s reading the value as
+       their input are its only users (the value becomes the `pre_activation` result when
+       a gelu_grad reads it; N a multiple of 8); otherwise an `add` of a tensor of the
+       result's type that is the value's only user (the residual; not one sharing bytes
+       with the matmul's operands). Every value replaced has no other user, shapes and
+       element types match exactly. bf16 fuses the bias alone: the epilogue rounds to bf16
+       once where separate ops round after each of them, which agree only for one add.
+    3. The partial-sum rule: step 2 never fuses into a matmul whose product is a pending
+       partial sum (it reaches `tessel.all_reduce`, `all_reduce_start` or `reduce_scatter`
+       through add, sub, scale, reshape, transpose or cast: a row-parallel projection under
+       tensor parallelism), or the bias, GELU or residual would be applied once per rank.
+       Step 1 does not change the product and fuses regardless.
+    4. The fused op stands where the last fused op was, with the matmul's location.
+
+    The result is the same math as the separate ops: bitwise for the adds in f32, within
+    twice the GELU error bound for the GELU (runtime/exec/GemmEpilogue.h), and up to the
+    last bit of the bias gradient's f32 rounding. PipelineOptions::fuseGemmEpilogues turns
+    the pipeline's stage off.
+
+    Stage: the function is not fused (`tessel-fuse` would hide the adds and the GELU in
+    fused regions).
+  }];
+  let dependentDialects = ["::tessel::TesselDialect"];
+}
+
 #endif // TESSEL_PASSES_CORE_TD

@@ -129,6 +129,9 @@ TrainerApp::TrainerApp(CLI::App& app, Flags& flags, TrainOptions& train, const D
   addCheckpointFlags(app, checkpoints_);
   app.add_option("--threads", run_.threads, "CPU threads (0: all cores)")->check(integerIn(0, 1024));
   app.add_flag("--profile", run_.profile, "time every step and print where a train step's time goes");
+  app.add_flag("!--no-gemm-epilogues", run_.gemmEpilogues,
+               "compile without tessel-fuse-gemm-epilogues: bias adds, GELU, residual adds and bias gradients as "
+               "separate kernels (to compare with the fused program)");
   app.add_option("--emit-bundle", run_.emitBundle,
                  "only compile, in one plain process, for any --plan but a pipeline (pp): write the train program as "
                  "a bundle folder for tessel-run (with --device cuda: with CUDA kernels and a cubin; no GPU needed)")
@@ -217,7 +220,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
                                     .precision = flags_.precisionType(),
                                     .plan = plan,
                                     .pipeline_stage = stage,
-                                    .decompose_attention = decomposeAttention});
+                                    .decompose_attention = decomposeAttention,
+                                    .fuse_gemm_epilogues = run_.gemmEpilogues});
   rt::markStartupPhase("compile (graph and MLIR passes)");
   if (flags_.memoryJson) {
     fmt::print("{}\n", memoryReport(program.lower(false), plan, parameterCount(program)).dump(2));
@@ -236,7 +240,8 @@ int TrainerApp::train(int argc, char** argv, const ModelRecipe& recipe) {
     for (int64_t s = 1; compileOnly && s < plan.pp(); ++s) {
       const Program other = recipe.compile({.dump_ir_dir = "", .optimizer = train_.optimizer,
                                             .precision = flags_.precisionType(), .plan = plan, .pipeline_stage = s,
-                                            .decompose_attention = decomposeAttention});
+                                            .decompose_attention = decomposeAttention,
+                                            .fuse_gemm_epilogues = run_.gemmEpilogues});
       stageModels.push_back(stageModel(other.lower(false), ppCost_));
     }
   }

@@ -65,6 +65,7 @@ struct DataFlag {
 struct RunFlags {
   int threads = 0;              // --threads: CPU threads (0: all cores)
   bool profile = false;         // --profile: time every step of @train_step
+  bool gemmEpilogues = true;    // --no-gemm-epilogues: keep bias, GELU, residual out of the GEMMs
   std::string emitBundle;       // --emit-bundle DIR: only compile, into a bundle
   std::string cudaArch = "sm_90";  // --cuda-arch: the cubin's architecture
   bool graphs = false;          // --cuda-graphs: replay a captured training step

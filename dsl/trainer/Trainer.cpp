@@ -2,6 +2,7 @@
 #include "dsl/trainer/Trainer.h"
 
 #include "runtime/exec/Collectives.h"
+#include "runtime/exec/GemmEpilogue.h"
 #include "runtime/exec/StepKind.h"
 
 #include "dsl/trainer/Flags.h"
@@ -48,8 +49,9 @@ void printProfile(NativeProgram& native, const std::string& function, int64_t ru
       what = k->symbol;
       where = k->location;
     } else if (auto* g = std::get_if<rt::GemmStep>(&step)) {
-      what = fmt::format("gemm {}x[{}x{}x{}]{}{}", g->batch, g->m, g->n, g->k, g->transA ? " tA" : "",
-                         g->transB ? " tB" : "");
+      what = fmt::format("gemm {}x[{}x{}x{}]{}{}{}{}", g->batch, g->m, g->n, g->k, g->transA ? " tA" : "",
+                         g->transB ? " tB" : "", g->epilogue.empty() ? "" : " +",
+                         rt::gemmEpilogueName(g->epilogue));  // the fused epilogue, if any
       where = g->location;
     } else if (auto* c = std::get_if<rt::CollectiveStep>(&step); c && c->movesShards()) {
       what = fmt::format("{} dim {}", rt::collectiveKindName(rt::collectiveKindIndex(*c)), c->dim);

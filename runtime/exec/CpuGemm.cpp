@@ -10,6 +10,8 @@
 #include <omp.h>
 
 #include <fstream>
+#include <optional>
+#include <unordered_map>
 #include <stdexcept>
 
 namespace tessel::rt {
@@ -81,17 +83,66 @@ struct CpuGemm::OneDnn {
   dnnl::stream* stream = nullptr;
   dnnl::matmul primitive;
   memory a, b, c;
+  memory bias, residual;  // empty unless the primitive fuses them
+  bool geluFromPre = false;  // dst is the pre-activation; run() computes C = gelu(pre)
 };
 
+namespace {
+/// The primitive attributes and bias descriptor for the parts of `e` oneDNN computes, with
+/// every buffer f32 (CpuGemm.h); `fused` says which parts, `rest` keeps the others.
+struct OneDnnEpilogue {
+  dnnl::primitive_attr attr;
+  memory::desc bias, residual;
+  GemmEpilogue fused, rest;
+  bool geluFromPre = false;
+};
+
+OneDnnEpilogue oneDnnEpilogue(const GemmStep& g, const GemmDTypes& types, const GemmEpilogueOperands& o,
+                              const memory::desc& cm, bool fuse) {
+  OneDnnEpilogue r;
+  r.rest = g.epilogue;
+  dnnl::post_ops ops;
+  if (g.accumulate) ops.append_sum(1.0f);
+  const GemmEpilogue& e = g.epilogue;
+  const bool allF32 = !types.anyBF16() && !(o.bias && o.biasBF16) && !(o.preActivation && o.preActivationBF16) &&
+                      !(o.residual && o.residualBF16);
+  // Not with accumulate: oneDNN adds the bias before the sum post-op, the epilogue after it.
+  if (fuse && allF32 && !g.accumulate && !e.empty()) {
+    if (e.bias >= 0 && o.bias) {
+      r.bias = g.batch == 1 ? memory::desc({1, g.n}, memory::data_type::f32, memory::format_tag::ab)
+                            : memory::desc({1, 1, g.n}, memory::data_type::f32, memory::format_tag::abc);
+      r.fused.bias = e.bias, r.rest.bias = -1;
+    }
+    if (e.gelu && e.preActivation >= 0 && o.preActivation && e.residual < 0) {
+      r.geluFromPre = true;  // dst = pre = P + bias; then C = gelu(pre)
+      r.fused.gelu = true, r.fused.preActivation = e.preActivation;
+      r.rest.gelu = false, r.rest.preActivation = -1;
+    } else if (e.gelu && e.preActivation < 0 && e.residual < 0) {
+      ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_tanh, 0.0f, 0.0f);
+      r.fused.gelu = true, r.rest.gelu = false;
+    }
+    if (e.residual >= 0 && o.residual && !e.gelu) {
+      ops.append_binary(dnnl::algorithm::binary_add, cm);
+      r.residual = cm;
+      r.fused.residual = e.residual, r.rest.residual = -1;
+    }
+  }
+  r.attr.set_post_ops(ops);
+  return r;
+}
+}  // namespace
+
 CpuGemm::CpuGemm(const GemmStep& step, GemmDTypes types, GemmBackend backend, const void* a, const void* b, void* c,
-                 GemmF32Scratch scratch, CpuGemmContext* context)
+                 GemmF32Scratch scratch, CpuGemmContext* context, const GemmEpilogueOperands& epilogue)
     : step_(step),
       types_(types),
       backend_(backend == GemmBackend::Default ? GemmBackend::OpenBlas : backend),
       a_(a),
       b_(b),
       c_(c),
-      scratch_(scratch) {
+      scratch_(scratch),
+      epilogue_(epilogue),
+      rest_(step) {
   const GemmStep& g = step_;
   const std::string where = g.location.empty() ? "?" : g.location;
   if (backend_ == GemmBackend::OpenBlas) {
@@ -113,19 +164,29 @@ CpuGemm::CpuGemm(const GemmStep& step, GemmDTypes types, GemmBackend backend, co
     const memory::desc am = operandDesc(g.batch, g.strideA, g.m, g.k, g.transA, types.a);
     const memory::desc bm = operandDesc(g.batch, g.strideB, g.k, g.n, g.transB, types.b);
     const memory::desc cm = operandDesc(g.batch, g.strideC, g.m, g.n, false, types.c);
-    dnnl::primitive_attr attr;
-    if (g.accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.0f);
-      attr.set_post_ops(ops);
+    // The epilogue in the primitive where oneDNN computes it; if oneDNN refuses that
+    // primitive, the plain matmul with the whole epilogue after it.
+    OneDnnEpilogue e = oneDnnEpilogue(g, types, epilogue, cm, /*fuse=*/true);
+    std::optional<dnnl::matmul::primitive_desc> pd;
+    try {
+      pd.emplace(e.bias.is_zero() ? dnnl::matmul::desc(am, bm, cm) : dnnl::matmul::desc(am, bm, e.bias, cm), e.attr,
+                 ctx.engine);
+    } catch (const dnnl::error&) {
+      if (g.epilogue.empty()) throw;
+      e = oneDnnEpilogue(g, types, epilogue, cm, /*fuse=*/false);
+      pd.emplace(dnnl::matmul::desc(am, bm, cm), e.attr, ctx.engine);
     }
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(am, bm, cm), attr, ctx.engine);
     oneDnn_ = std::make_unique<OneDnn>();
     oneDnn_->stream = &ctx.stream;
-    oneDnn_->primitive = dnnl::matmul(pd);
+    oneDnn_->primitive = dnnl::matmul(*pd);
     oneDnn_->a = memory(am, ctx.engine, const_cast<void*>(a));
     oneDnn_->b = memory(bm, ctx.engine, const_cast<void*>(b));
-    oneDnn_->c = memory(cm, ctx.engine, c);
+    oneDnn_->geluFromPre = e.geluFromPre;
+    oneDnn_->c = memory(cm, ctx.engine, e.geluFromPre ? epilogue.preActivation : c);
+    if (!e.bias.is_zero()) oneDnn_->bias = memory(e.bias, ctx.engine, const_cast<void*>(epilogue.bias));
+    if (!e.residual.is_zero()) oneDnn_->residual = memory(e.residual, ctx.engine, const_cast<void*>(epilogue.residual));
+    fused_ = e.fused;
+    rest_.epilogue = e.rest;
   } catch (const dnnl::error& e) {
     throw std::runtime_error(fmt::format("CpuGemm: oneDNN refuses the GEMM at {} ({}x{}x{}, batch {}): {}", where, g.m,
                                          g.n, g.k, g.batch, e.what()));
@@ -135,10 +196,23 @@ CpuGemm::CpuGemm(const GemmStep& step, GemmDTypes types, GemmBackend backend, co
 CpuGemm::~CpuGemm() = default;
 
 void CpuGemm::run() const {
-  if (!oneDnn_) return runOpenBlas();
-  oneDnn_->primitive.execute(*oneDnn_->stream,
-                             {{DNNL_ARG_SRC, oneDnn_->a}, {DNNL_ARG_WEIGHTS, oneDnn_->b}, {DNNL_ARG_DST, oneDnn_->c}});
-  oneDnn_->stream->wait();
+  if (!oneDnn_) {
+    runOpenBlas();
+  } else {
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, oneDnn_->a}, {DNNL_ARG_WEIGHTS, oneDnn_->b}, {DNNL_ARG_DST, oneDnn_->c}};
+    if (oneDnn_->bias) args.emplace(DNNL_ARG_BIAS, oneDnn_->bias);
+    // The binary post-op's operand; its index counts the accumulate's sum post-op before it.
+    if (oneDnn_->residual)
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(step_.accumulate ? 1 : 0) | DNNL_ARG_SRC_1, oneDnn_->residual);
+    oneDnn_->primitive.execute(*oneDnn_->stream, args);
+    oneDnn_->stream->wait();
+    if (oneDnn_->geluFromPre)
+      applyGeluFrom(static_cast<const float*>(epilogue_.preActivation), static_cast<float*>(c_), step_.batch,
+                    step_.m * step_.n, step_.strideC);
+  }
+  if (!rest_.epilogue.empty())
+    applyGemmEpilogue(rest_, a_, types_.a == DType::BF16, c_, types_.c == DType::BF16, epilogue_);
 }
 
 void CpuGemm::runOpenBlas() const {

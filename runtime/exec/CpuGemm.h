@@ -11,6 +11,19 @@
 //             nearest even); accumulate is the post-op sum (C += A B, in f32 before the one
 //             rounding). The numerics of gemmThroughF32 up to the order of the k-sums.
 //
+// The step's epilogue (Program.h GemmEpilogue) is applied by run() too. With oneDNN and f32
+// buffers throughout, its parts oneDNN 2.6 computes on the product in registers go into the
+// primitive: the bias as the matmul's bias argument (DNNL_ARG_BIAS, [1, n] or [1, 1, n],
+// added to the f32 accumulator as the unfused add does: bitwise the same sum), the residual
+// as a binary add post-op (after the bias, in f32: bitwise the unfused add), a GELU without
+// pre-activation as the eltwise gelu_tanh post-op (oneDNN's tanh approximation of the same
+// formula, within f32 rounding of tessel_gelu, not bitwise), and with a pre-activation the
+// primitive writes P + bias straight into the pre-activation buffer, from which one pass
+// computes C = gelu(pre) (GemmEpilogue.h applyGeluFrom: the epilogue's own GELU). What is
+// left (a bias gradient, bf16 buffers, OpenBLAS) runs after the product with
+// applyGemmEpilogue (GemmEpilogue.h). A primitive oneDNN refuses with the epilogue falls
+// back to the plain matmul and applyGemmEpilogue.
+//
 // Both use the process's OpenMP thread pool (Debian's OpenBLAS OpenMP build and oneDNN's
 // OpenMP runtime): the threads are omp_get_max_threads() when the step runs. oneDNN keeps its
 // own scratchpad (outside the executor's AllocationCounter). Not thread-safe: one run() at a
@@ -20,6 +33,7 @@
 #include <memory>
 #include <string>
 
+#include "runtime/exec/GemmEpilogue.h"
 #include "runtime/exec/MemoryBreakdown.h"
 #include "runtime/exec/Program.h"
 
@@ -59,21 +73,26 @@ struct GemmF32Scratch {
 
 /// One GEMM step bound to its operands, ready to run with `backend` (Default = OpenBLAS).
 /// The pointers must stay valid (and the scratch at least GemmScratch{m k, k n, m n}) while
-/// the CpuGemm lives. Throws std::runtime_error, naming the step's location, when oneDNN is
-/// asked for types it does not run (oneDnnSupports) or a layout it refuses (e.g. strideC 0 with
-/// batch > 1), or when a bf16 OpenBLAS step has no or too small scratch.
+/// the CpuGemm lives. `epilogue`: the buffers of `step.epilogue` (GemmEpilogue.h; every field
+/// the epilogue uses, with its dtype). Throws std::runtime_error, naming the step's location,
+/// when oneDNN is asked for types it does not run (oneDnnSupports) or a layout it refuses (e.g.
+/// strideC 0 with batch > 1), or when a bf16 OpenBLAS step has no or too small scratch.
 class CpuGemm {
  public:
   CpuGemm(const GemmStep& step, GemmDTypes types, GemmBackend backend, const void* a, const void* b, void* c,
-          GemmF32Scratch scratch, CpuGemmContext* context);
+          GemmF32Scratch scratch, CpuGemmContext* context, const GemmEpilogueOperands& epilogue = {});
   ~CpuGemm();
   CpuGemm(const CpuGemm&) = delete;
   CpuGemm& operator=(const CpuGemm&) = delete;
-  /// C[b] = op(A[b]) op(B[b]) (+ C[b] with accumulate) for every batch item. The epilogue is
-  /// not applied here.
+  /// C[b] = op(A[b]) op(B[b]) (+ C[b] with accumulate) for every batch item, then the step's
+  /// epilogue (see the top of this file).
   void run() const;
   /// The library that runs (OpenBlas for Default).
   GemmBackend backend() const { return backend_; }
+  /// The part of the step's epilogue oneDNN computes in the primitive (empty with OpenBLAS):
+  /// bias, gelu (by the post-op, or from the pre-activation it writes) and residual set as
+  /// fused; the rest runs after the product.
+  const GemmEpilogue& fusedEpilogue() const { return fused_; }
 
  private:
   void runOpenBlas() const;
@@ -85,6 +104,9 @@ class CpuGemm {
   const void* b_;
   void* c_;
   GemmF32Scratch scratch_;
+  GemmEpilogueOperands epilogue_;
+  GemmStep rest_;      // step_ with the epilogue left for applyGemmEpilogue
+  GemmEpilogue fused_;  // what the primitive computes
   std::unique_ptr<OneDnn> oneDnn_;
 };
 

@@ -142,9 +142,6 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         p.c = pointers_[static_cast<size_t>(g->c)];
         const GemmDTypes types{dtypeOf(g->a), dtypeOf(g->b), dtypeOf(g->c)};
         if (g->backend == GemmBackend::OneDnn && !gemmContext_) gemmContext_ = std::make_unique<CpuGemmContext>();
-        p.cpuGemm = std::make_shared<const CpuGemm>(
-            *g, types, g->backend, p.a, p.b, p.c,
-            GemmF32Scratch{scratch_, GemmScratch{gemmScratchA_, gemmScratchB_, gemmScratchC_}}, gemmContext_.get());
         p.tempEnd = std::max({tempEnd(g->a), tempEnd(g->b), tempEnd(g->c)});
         const GemmEpilogue& e = g->epilogue;
         auto epilogueBuffer = [&](int id, bool* bf16) -> void* {
@@ -157,6 +154,10 @@ Executor::Executor(Program program, const KernelResolver& resolve, ExecutorOptio
         p.epilogue.preActivation = epilogueBuffer(e.preActivation, &p.epilogue.preActivationBF16);
         p.epilogue.residual = epilogueBuffer(e.residual, &p.epilogue.residualBF16);
         p.epilogue.biasGradient = static_cast<float*>(epilogueBuffer(e.biasGradient, nullptr));
+        p.cpuGemm = std::make_shared<const CpuGemm>(  // it applies the epilogue too
+            *g, types, g->backend, p.a, p.b, p.c,
+            GemmF32Scratch{scratch_, GemmScratch{gemmScratchA_, gemmScratchB_, gemmScratchC_}}, gemmContext_.get(),
+            p.epilogue);
       } else if (auto* c = std::get_if<CopyStep>(&step)) {
         p.kind = Prepared::Copy;
         p.src = pointers_[static_cast<size_t>(c->src)];
@@ -300,10 +301,7 @@ void Executor::run(const std::string& function) {
         p.fn(const_cast<void**>(p.args.data()));
         break;
       case Prepared::Gemm:
-        p.cpuGemm->run();
-        if (!p.gemm->epilogue.empty())
-          applyGemmEpilogue(*p.gemm, p.a, dtypeOf(p.gemm->a) == DType::BF16, p.c,
-                            dtypeOf(p.gemm->c) == DType::BF16, p.epilogue);
+        p.cpuGemm->run();  // with the epilogue (CpuGemm.h)
         break;
       case Prepared::Copy:
         std::memcpy(p.dst, p.src, p.bytes);

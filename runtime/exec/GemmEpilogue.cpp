@@ -56,6 +56,13 @@ void rowF32(float* c, const float* bias, float* pre, const float* residual, bool
   }
 }
 
+// c[j] = gelu(pre[j]) for j in [0, n): rowF32's GELU, out of place.
+TESSEL_ROW_CLONES
+void geluRowF32(const float* pre, float* c, int64_t n) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) c[j] = tessel_gelu(pre[j]);
+}
+
 // The bias gradient: out[i] = sum over b, kk of op(A[b])[i, kk], in double, b then kk in
 // order. Columns i are taken in blocks so that a transposed A (the usual dY stored
 // [rows, m]) is read along its rows.
@@ -83,6 +90,29 @@ void biasGradient(const GemmStep& g, const void* a, bool aBF16, float* out) {
 }  // namespace
 
 float epilogueGelu(float x) { return tessel_gelu(x); }
+
+std::string gemmEpilogueName(const GemmEpilogue& e) {
+  std::string out;
+  auto add = [&](bool used, const char* part) {
+    if (used) out += (out.empty() ? "" : "+") + std::string(part);
+  };
+  add(e.bias >= 0, "bias");
+  add(e.gelu, "gelu");
+  add(e.preActivation >= 0, "pre");
+  add(e.residual >= 0, "residual");
+  add(e.biasGradient >= 0, "bias_grad");
+  return out;
+}
+
+void applyGeluFrom(const float* pre, float* c, int64_t batch, int64_t count, int64_t stride) {
+  constexpr int64_t kChunk = 4096;  // elements per parallel item
+  const int64_t chunks = (count + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int64_t t = 0; t < batch * chunks; ++t) {
+    const int64_t b = t / chunks, j0 = (t % chunks) * kChunk, at = b * stride + j0;
+    geluRowF32(pre + at, c + at, std::min(kChunk, count - j0));
+  }
+}
 
 void applyGemmEpilogue(const GemmStep& g, const void* a, bool aBF16, void* c, bool cBF16,
                        const GemmEpilogueOperands& o) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "runtime/exec/Program.h"
 
@@ -46,6 +47,16 @@ struct GemmEpilogueOperands {
 /// a null pointer for a used field throws std::invalid_argument.
 void applyGemmEpilogue(const GemmStep& g, const void* a, bool aBF16, void* c, bool cBF16,
                        const GemmEpilogueOperands& operands);
+
+/// The epilogue's parts as profiles and listings print them after the GEMM: "bias",
+/// "gelu", "pre" (the pre-activation), "residual", "bias_grad", joined by '+' ("" if empty).
+std::string gemmEpilogueName(const GemmEpilogue& e);
+
+/// c[b * stride + i] = gelu(pre[b * stride + i]) for i in [0, count), b in [0, batch), f32:
+/// the epilogue's GELU computed out of place (in parallel, OpenMP), for a GEMM whose library
+/// wrote P + bias into the pre-activation buffer (CpuGemm.h). The same operations as
+/// applyGemmEpilogue's f32 row loop on the same pre-activation.
+void applyGeluFrom(const float* pre, float* c, int64_t batch, int64_t count, int64_t stride);
 
 /// tanh-approximate GELU, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as x * sigmoid(2u):
 /// the generated kernels' tessel_gelu's f32 operations (PyTorch approximate="tanh"); equal to

@@ -125,9 +125,11 @@ struct KernelStep {
 /// Every buffer id is -1 when unused; all of them have C's dtype except biasGradient (f32).
 /// preActivation and residual are [batch, m, n] with C's layout (stride strideC); they and
 /// biasGradient never overlap A, B or C. A residual may not be combined with accumulate.
-/// Run by both executors (runtime/exec/GemmEpilogue.h; cuBLASLt: docs/gpu.md), not yet emitted by
-/// the compiler; a fusing pass must never fuse into a pending partial sum (a row-parallel product
-/// still to be all-reduced: the bias would be added once per rank).
+/// Run by both executors (CPU: runtime/exec/CpuGemm.h, oneDNN's bias and post-ops where they
+/// apply, else GemmEpilogue.h; cuBLASLt: docs/gpu.md). Emitted by the compiler from
+/// tessel.matmul_epilogue (passes: tessel-fuse-gemm-epilogues), which never fuses a bias, GELU
+/// or residual into a pending partial sum (a row-parallel product still to be all-reduced:
+/// the bias would be added once per rank).
 struct GemmEpilogue {
   int bias = -1;
   bool gelu = false;

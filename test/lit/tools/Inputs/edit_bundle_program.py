@@ -44,7 +44,9 @@ def main(bundle, edit):
     if edit == "temp-past-arena":
         next(b for b in buffers if b["kind"] == "temp")["offset"] = arena
     elif edit == "temps-overlap":
-        temp = lambda i: buffers[i]["kind"] == "temp"
+        # Temps no GEMM epilogue reads or writes: its own overlap check would refuse first.
+        epilogue = {v for g in steps(program, "gemm") for v in g.get("epilogue", {}).values() if isinstance(v, int)}
+        temp = lambda i: buffers[i]["kind"] == "temp" and i not in epilogue
         step = next(k for k in steps(program, "kernel")
                     if temp(k["args"][0]) and any(temp(i) and i != k["args"][0] for i in k["args"][1:]))
         src = next(i for i in step["args"][1:] if temp(i) and i != step["args"][0])
