@@ -40,45 +40,57 @@ tessel::NativeOptions options() {
 constexpr double kTolerance = 1e-4;
 
 TEST(NativeNorm, GradientsMatchTheReference) {
-  Data data;
-  TinyLlamaMlp model;
-  model.build(kBatch, kSeq);
-  tessel::Program program = model.compile({.optimizer = "none"});
-  tessel::NativeProgram native = program.native(options());
-  tessel::rt::Executor& ex = native.executor();
-  std::map<std::string, tessel::ref::Tensor> state;
-  for (const tessel::ParameterSpec& p : program.state()) {
-    float* d = ex.data(ex.bufferId(p.name));
-    int64_t n = 1;
-    for (int64_t s : p.shape) n *= s;
-    // The norm weights start at 1; move them so that a dropped weight shows.
-    if (p.name.find("norm") != std::string::npos)
-      for (int64_t i = 0; i < n; ++i) d[i] = 0.5f + 0.1f * static_cast<float>(i % 7);
-    state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
-  }
-  // The fused kernels are among those checked: the SwiGLU gate, and the residual add of block
-  // 0 with block 1's rms_norm.
-  std::set<std::string> kernels;
-  for (const tessel::rt::Step& s : ex.program().function("train_step")->steps)
-    if (auto* k = std::get_if<tessel::rt::KernelStep>(&s))
-      kernels.insert(k->symbol.substr(k->symbol.find('_') + 1));
-  EXPECT_TRUE(kernels.count("fused_silu_mul")) << "no fused SwiGLU gate";
-  EXPECT_TRUE(kernels.count("fused_add_rms_norm")) << "no fused residual add + rms_norm";
-  std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.refInputs());
-  data.feed(ex, "train_step");
-  ex.run("train_step");
-  auto got = ex.outputs("train_step");
-  ASSERT_EQ(got.size(), want.size());
-  EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
-  for (size_t i = 1; i < got.size(); ++i) {
-    const tessel::ref::Tensor& w = want[i];
-    double err = 0, scale = 1e-30;
-    for (int64_t k = 0; k < w.numel(); ++k) {
-      err = std::max(err, std::abs(got[i].value(k) - w.data[k]));
-      scale = std::max(scale, std::abs(w.data[k]));
+  // Twice: without GEMM epilogues, block 0's residual add fuses with block 1's rms_norm (the
+  // fused_add_rms_norm kernel); with them (the default), the add is the down projection's
+  // residual epilogue instead, and the rms_norm runs alone.
+  for (bool epilogues : {false, true}) {
+    SCOPED_TRACE(epilogues ? "with GEMM epilogues" : "without GEMM epilogues");
+    Data data;
+    TinyLlamaMlp model;
+    model.build(kBatch, kSeq);
+    tessel::Program program = model.compile({.optimizer = "none", .fuse_gemm_epilogues = epilogues});
+    tessel::NativeProgram native = program.native(options());
+    tessel::rt::Executor& ex = native.executor();
+    std::map<std::string, tessel::ref::Tensor> state;
+    for (const tessel::ParameterSpec& p : program.state()) {
+      float* d = ex.data(ex.bufferId(p.name));
+      int64_t n = 1;
+      for (int64_t s : p.shape) n *= s;
+      // The norm weights start at 1; move them so that a dropped weight shows.
+      if (p.name.find("norm") != std::string::npos)
+        for (int64_t i = 0; i < n; ++i) d[i] = 0.5f + 0.1f * static_cast<float>(i % 7);
+      state.emplace(p.name, tessel::ref::Tensor(p.shape, std::vector<double>(d, d + n)));
     }
-    EXPECT_LT(err / scale, kTolerance) << "gradient of " << program.state()[i - 1].name;
-    EXPECT_GT(scale, 1e-6) << "gradient of " << program.state()[i - 1].name << " is zero";
+    // The fused kernels are among those checked: the SwiGLU gate, and the residual add of block
+    // 0 with block 1's rms_norm.
+    std::set<std::string> kernels;
+    int residualEpilogues = 0;
+    for (const tessel::rt::Step& s : ex.program().function("train_step")->steps) {
+      if (auto* k = std::get_if<tessel::rt::KernelStep>(&s))
+        kernels.insert(k->symbol.substr(k->symbol.find('_') + 1));
+      if (auto* g = std::get_if<tessel::rt::GemmStep>(&s)) residualEpilogues += g->epilogue.residual >= 0;
+    }
+    EXPECT_TRUE(kernels.count("fused_silu_mul")) << "no fused SwiGLU gate";
+    if (epilogues)
+      EXPECT_GT(residualEpilogues, 0) << "no residual add fused into a GEMM";
+    else
+      EXPECT_TRUE(kernels.count("fused_add_rms_norm")) << "no fused residual add + rms_norm";
+    std::vector<tessel::ref::Tensor> want = program.train_step_reference(state, data.refInputs());
+    data.feed(ex, "train_step");
+    ex.run("train_step");
+    auto got = ex.outputs("train_step");
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_NEAR(got[0].value(), want[0].data[0], kTolerance * want[0].data[0]) << "loss";
+    for (size_t i = 1; i < got.size(); ++i) {
+      const tessel::ref::Tensor& w = want[i];
+      double err = 0, scale = 1e-30;
+      for (int64_t k = 0; k < w.numel(); ++k) {
+        err = std::max(err, std::abs(got[i].value(k) - w.data[k]));
+        scale = std::max(scale, std::abs(w.data[k]));
+      }
+      EXPECT_LT(err / scale, kTolerance) << "gradient of " << program.state()[i - 1].name;
+      EXPECT_GT(scale, 1e-6) << "gradient of " << program.state()[i - 1].name << " is zero";
+    }
   }
 }
 
